@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from gpurig import __version__
+from gpurig.cli_sandbox import sandbox
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -12,6 +13,8 @@ from gpurig import __version__
 def main() -> None:
     """Declarative provisioning and drift checking for GPU hosts."""
 
+
+main.add_command(sandbox)
 
 if __name__ == "__main__":
     main()

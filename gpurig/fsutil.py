@@ -1,0 +1,28 @@
+"""Small filesystem helpers shared by the CLI, the sandbox and the inventory writer."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def atomic_write(path: Path, data: str | bytes, mode: int = 0o644) -> None:
+    """Write via a temp file + rename so an interrupted run never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw = data.encode() if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def xdg_dir(env: str, fallback: str, *parts: str) -> Path:
+    """An XDG base directory (cache, state) below which gpurig keeps its own files."""
+    base = os.environ.get(env) or str(Path.home() / fallback)
+    return Path(base, "gpurig", *parts)

@@ -1,0 +1,88 @@
+"""Full hosts: privileged Podman containers booting systemd, so a converge can install and
+drive real engines (Podman, dockerd) and services inside them."""
+
+from __future__ import annotations
+
+import json
+import resource
+from pathlib import Path
+
+from gpurig.fsutil import atomic_write
+from gpurig.sandbox.keys import ensure_keypair, public_key
+from gpurig.sandbox.proc import SandboxError, run
+from gpurig.sandbox.state import HostRecord
+
+LABEL = "io.gpurig.sandbox"
+
+
+def containers_conf(path: Path) -> dict[str, str]:
+    """Podman settings the sandbox needs, in a file it owns (CONTAINERS_CONF), never the
+    machine's: runc (crun fails on hybrid cgroups) and ulimits within this process's own hard
+    limits (Podman's defaults exceed them and runc then refuses to start the container)."""
+    nofile = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], 1048576)
+    nproc_hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    nproc = min(nproc_hard if nproc_hard != resource.RLIM_INFINITY else pid_max, pid_max)
+    atomic_write(
+        path,
+        "# Written by gpurig sandbox; used only through CONTAINERS_CONF.\n"
+        "[containers]\n"
+        f'default_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]\n'
+        "[engine]\n"
+        'runtime = "runc"\n'
+        'cgroup_manager = "cgroupfs"\n'
+        'events_logger = "file"\n',
+    )
+    return {"CONTAINERS_CONF": str(path)}
+
+
+def record(index: int) -> HostRecord:
+    name = f"full-{index}"
+    return HostRecord(name=name, kind="full", index=index, container=f"gpurig-sandbox-{name}")
+
+
+def running(rec: HostRecord, env: dict[str, str]) -> bool:
+    out = run(
+        ["podman", "inspect", "--format", "{{.State.Running}}", rec.container],
+        check=False,
+        env=env,
+    )
+    return out.returncode == 0 and out.stdout.strip() == "true"
+
+
+def start(
+    rec: HostRecord, image: str, client_key: Path, hosts_dir: Path, env: dict[str, str]
+) -> None:
+    """Boot the container; fills in its address and host key."""
+    top = hosts_dir / rec.name
+    key = ensure_keypair(top / "ssh_host_ed25519_key", rec.name)
+    rec.host_key = public_key(key)
+    stop(rec, env)
+    run(
+        [
+            "podman", "run", "--detach", "--name", rec.container, "--hostname", rec.name,
+            "--label", f"{LABEL}={rec.name}",
+            "--privileged", "--systemd=always",
+            "--volume", f"{key}:/etc/ssh/ssh_host_ed25519_key:ro",
+            "--volume", f"{client_key}.pub:/root/.ssh/authorized_keys:ro",
+            # Engines inside need a real filesystem for their overlay storage.
+            "--volume", "/var/lib/containers", "--volume", "/var/lib/docker",
+            image, "/sbin/init",
+        ],
+        env=env,
+    )  # fmt: skip
+    info = json.loads(run(["podman", "inspect", rec.container], env=env).stdout)[0]
+    rec.address = info["NetworkSettings"]["IPAddress"]
+    if not rec.address:
+        raise SandboxError(f"{rec.name}: container has no address on Podman's network")
+
+
+def stop(rec: HostRecord, env: dict[str, str]) -> None:
+    """Remove the container (only if it carries our label) and its anonymous volumes."""
+    out = run(
+        ["podman", "inspect", "--format", f'{{{{index .Config.Labels "{LABEL}"}}}}', rec.container],
+        check=False,
+        env=env,
+    )
+    if out.returncode == 0 and out.stdout.strip() == rec.name:
+        run(["podman", "rm", "--force", "--volumes", "--time", "0", rec.container], env=env)

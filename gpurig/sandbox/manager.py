@@ -1,0 +1,222 @@
+"""`gpurig sandbox up|down|status`: bring the sandbox to a size, report it, remove it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from gpurig.fsutil import atomic_write
+from gpurig.sandbox import fleet, full, net, registry, rootfs
+from gpurig.sandbox.keys import ensure_keypair
+from gpurig.sandbox.proc import SandboxError, alive, kill, run, wait_port
+from gpurig.sandbox.state import HostRecord, State, load, save
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Paths:
+    """The sandbox's files, all below one directory it owns."""
+
+    top: Path
+
+    @property
+    def state(self) -> Path:
+        return self.top / "state.json"
+
+    @property
+    def hosts(self) -> Path:
+        return self.top / "hosts"
+
+    @property
+    def lower(self) -> Path:
+        return self.top / "rootfs"
+
+    @property
+    def client_key(self) -> Path:
+        return self.top / "client_ed25519"
+
+    @property
+    def inventory(self) -> Path:
+        return self.top / "inventory.yaml"
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.top / "ssh_config"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.top / "known_hosts"
+
+    @property
+    def registry(self) -> Path:
+        return self.top / "registry"
+
+    def podman_env(self) -> dict[str, str]:
+        return full.containers_conf(self.top / "containers.conf")
+
+
+def _require_root_and_tools(*tools: str) -> None:
+    if os.geteuid() != 0:
+        raise SandboxError("the sandbox makes namespaces and containers: run it as root")
+    missing = [t for t in tools if not shutil.which(t)]
+    if missing:
+        raise SandboxError(f"missing tools: {', '.join(missing)} (see README: test command)")
+
+
+def _healthy(rec: HostRecord, env: dict[str, str]) -> bool:
+    if rec.kind == "fleet":
+        return alive(rec.pid, rec.started) and net.netns_exists(rec.netns)
+    return bool(rec.address) and full.running(rec, env)
+
+
+def up(top: Path, fleet_hosts: int, full_hosts: int, log: Log = print) -> State:
+    """Make sure at least `fleet_hosts` + `full_hosts` hosts run; repair what a killed run left.
+
+    Idempotent: healthy hosts are left alone, missing ones made, broken ones restarted.
+    """
+    tools = ["ip", "unshare", "ssh-keygen", "docker-registry"]
+    _require_root_and_tools(*tools, *(["podman"] if full_hosts else []))
+    paths = Paths(top)
+    top.mkdir(parents=True, exist_ok=True)
+    state = load(paths.state)
+    ensure_keypair(paths.client_key, "gpurig-sandbox")
+
+    state.bridge, state.gateway = net.BRIDGE, net.GATEWAY
+    save(paths.state, state)
+    net.ensure_bridge()
+    if not alive(state.registry_pid, state.registry_started):
+        state.registry_pid, state.registry_started = registry.start(paths.registry)
+        save(paths.state, state)
+        log(f"registry   {registry.ADDRESS}")
+
+    wanted = [fleet.record(i) for i in range(1, fleet_hosts + 1)]
+    wanted += [full.record(i) for i in range(1, full_hosts + 1)]
+    for rec in wanted:
+        state.hosts.setdefault(rec.name, rec)
+    env = paths.podman_env() if state.full() else {}
+    lower = None
+    if state.fleet():
+        lower = rootfs.extract(paths.lower)
+        fleet.prepare_lower(lower, paths.client_key)
+    image = rootfs.image(env) if state.full() else ""
+
+    started = []
+    for rec in state.hosts.values():
+        if _healthy(rec, env):
+            continue
+        save(paths.state, state)  # the intent is on record before anything is made
+        if rec.kind == "fleet":
+            fleet.stop(rec)
+            assert lower is not None
+            fleet.start(rec, lower, paths.hosts)
+        else:
+            full.start(rec, image, paths.client_key, paths.hosts, env)
+        save(paths.state, state)
+        started.append(rec)
+
+    deadline = time.monotonic() + 60
+    for rec in started:
+        if not wait_port(rec.address, 22, timeout=max(1.0, deadline - time.monotonic())):
+            raise SandboxError(f"{rec.name}: sshd is not answering at {rec.address}:22")
+    write_access_files(paths, state)
+    log(f"up: {len(state.fleet())} fleet, {len(state.full())} full ({len(started)} started)")
+    log(f"inventory  {paths.inventory}")
+    return state
+
+
+def write_access_files(paths: Paths, state: State) -> None:
+    """The inventory (host keys recorded, so connections are strictly checked), a
+    known_hosts file and an ssh_config for plain ssh and testinfra."""
+    hosts = sorted(state.hosts.values(), key=lambda h: (h.kind, h.index))
+    inventory = {
+        "version": 1,
+        "defaults": {"ssh": {"user": "root", "key": str(paths.client_key)}},
+        "groups": {
+            # Fleet hosts are bare namespaces: no engine, no systemd, no GPU.
+            "fleet": {"spec": {"engine": "none", "gpu": "absent"}},
+            "full": {"spec": {"gpu": "absent"}},
+        },
+        "hosts": {
+            h.name: {"address": h.address, "ssh": {"host_key": h.host_key}, "groups": [h.kind]}
+            for h in hosts
+        },
+    }
+    header = "# Written by `gpurig sandbox up`; rewritten on every up.\n"
+    atomic_write(paths.inventory, header + yaml.safe_dump(inventory, sort_keys=False))
+    atomic_write(paths.known_hosts, "".join(f"{h.address} {h.host_key}\n" for h in hosts))
+    atomic_write(
+        paths.ssh_config,
+        "".join(
+            f"Host {h.name}\n  HostName {h.address}\n  User root\n"
+            f"  IdentityFile {paths.client_key}\n  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {paths.known_hosts}\n  StrictHostKeyChecking yes\n"
+            for h in hosts
+        ),
+    )
+
+
+def _mounts_under(path: Path) -> list[str]:
+    prefix = str(path.resolve()) + "/"
+    with open("/proc/self/mounts") as f:
+        return [p for p in (line.split()[1] for line in f) if p.startswith(prefix)]
+
+
+def down(top: Path, log: Log = print) -> None:
+    """Remove exactly what the records say was made: processes, namespaces, links,
+    containers, the registry, then the sandbox's own directory."""
+    paths = Paths(top)
+    if not paths.state.exists():
+        log("down: no sandbox here")
+        return
+    _require_root_and_tools("ip")
+    state = load(paths.state)
+    env = paths.podman_env() if state.full() else {}
+    for rec in list(state.hosts.values()):
+        if rec.kind == "fleet":
+            fleet.stop(rec)
+        else:
+            full.stop(rec, env)
+        del state.hosts[rec.name]
+        save(paths.state, state)
+    kill(state.registry_pid, state.registry_started)
+    if state.bridge:
+        net.remove_bridge()
+    leftover = _mounts_under(top)
+    if leftover:
+        raise SandboxError(f"refusing to delete {top}: still mounted: {', '.join(leftover)}")
+    shutil.rmtree(top)
+    log("down: sandbox removed")
+
+
+def status(top: Path) -> list[dict[str, object]]:
+    """One row per recorded host (plus the registry), with whether it is up."""
+    paths = Paths(top)
+    state = load(paths.state)
+    env = paths.podman_env() if state.full() else {}
+    rows: list[dict[str, object]] = [
+        {
+            "name": "registry",
+            "kind": "registry",
+            "address": registry.ADDRESS,
+            "up": alive(state.registry_pid, state.registry_started),
+        }
+    ]
+    for rec in sorted(state.hosts.values(), key=lambda h: (h.kind, h.index)):
+        rows.append(
+            {"name": rec.name, "kind": rec.kind, "address": rec.address, "up": _healthy(rec, env)}
+        )
+    return rows
+
+
+def purge_cache(env: dict[str, str]) -> None:
+    """Drop the cached rootfs tarball and host image (the next `up` rebuilds them)."""
+    shutil.rmtree(rootfs.cache_dir(), ignore_errors=True)
+    if shutil.which("podman"):
+        run(["podman", "rmi", "--force", rootfs.image_ref()], check=False, env=env)
