@@ -131,9 +131,15 @@ def needs_minor_version_compat(driver: str, cuda: str) -> bool:
 
 
 def check_driver_cuda(driver: str, cuda: str) -> list[Finding]:
-    """Is the driver new enough for a torch built against `cuda` (torch.version.cuda)?"""
-    floor = minor_version_floor(cuda)
+    """Is the driver new enough for a torch built against `cuda` (torch.version.cuda)?
+
+    The release's own minimum is checked first: CUDA 11.0 GA needs only 450.51.05, below the
+    11.x minor-version floor (450.80.02), which governs running newer 11.x builds on old drivers.
+    """
     release = release_minimum(cuda)
+    if release is not None and not needs_minor_version_compat(driver, cuda):
+        return []
+    floor = minor_version_floor(cuda)
     major = parse_version(cuda, "CUDA version")[0]
     wanted = release[1] if release else floor
     if _key(parse_version(driver)) < _key(parse_version(floor)):
@@ -161,20 +167,18 @@ def check_driver_cuda(driver: str, cuda: str) -> list[Finding]:
                 fix="check the CUDA release notes for this release's minimum driver",
             )
         ]
-    if needs_minor_version_compat(driver, cuda):
-        return [
-            Finding(
-                "compat.driver_cuda",
-                "warn",
-                f"driver {driver} is below {release[1]} ({release[0]}), so CUDA {cuda} runs only "
-                "through minor-version compatibility: newer PTX cannot be JIT-compiled and "
-                "features that need a newer driver fail",
-                expected=f">= {release[1]}",
-                actual=driver,
-                fix=f"install NVIDIA driver >= {release[1]}",
-            )
-        ]
-    return []
+    return [
+        Finding(
+            "compat.driver_cuda",
+            "warn",
+            f"driver {driver} is below {release[1]} ({release[0]}), so CUDA {cuda} runs only "
+            "through minor-version compatibility: newer PTX cannot be JIT-compiled and "
+            "features that need a newer driver fail",
+            expected=f">= {release[1]}",
+            actual=driver,
+            fix=f"install NVIDIA driver >= {release[1]}",
+        )
+    ]
 
 
 def check_kernel_module(driver: str, kernel_module: str) -> list[Finding]:
