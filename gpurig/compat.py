@@ -211,6 +211,10 @@ def _runs_on(target: Target, capability: tuple[int, int]) -> bool:
     return target.capability[0] == capability[0] and target.capability[1] <= capability[1]
 
 
+def _by_capability(target: Target) -> tuple[int, int]:
+    return target.capability
+
+
 def check_torch_arch(
     arch_list: Sequence[str], capability: str, *, ptx_jit: bool = True
 ) -> list[Finding]:
@@ -227,7 +231,8 @@ def check_torch_arch(
     listed = " ".join(t.name for t in targets) or "(empty)"
     if any(not t.ptx and _runs_on(t, cc) for t in targets):
         return []
-    ptx = [t.name for t in targets if t.ptx and _runs_on(t, cc)]
+    fitting_ptx = sorted((t for t in targets if t.ptx and _runs_on(t, cc)), key=_by_capability)
+    ptx = [t.name for t in fitting_ptx]
     fix = f"install a torch build whose arch list includes {sm}"
     if ptx and ptx_jit:
         return [

@@ -168,6 +168,11 @@ def test_ptx_only_warns() -> None:
     assert findings[0].expected == "sm_90"
 
 
+def test_ptx_warning_names_the_newest_fitting_ptx() -> None:
+    findings = check_torch_arch(["compute_90", "compute_80"], "9.0")
+    assert "compute_90 PTX" in findings[0].message
+
+
 def test_newer_ptx_does_not_run_on_older_gpu() -> None:
     assert _severities(check_torch_arch(["compute_90"], "8.9")) == ["error"]
 
