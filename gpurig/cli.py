@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from gpurig import __version__
 from gpurig.cli_sandbox import sandbox
+from gpurig.compat import judge
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -15,6 +18,40 @@ def main() -> None:
 
 
 main.add_command(sandbox)
+
+
+@main.command()
+@click.option("--driver", required=True, help="User-space NVIDIA driver, e.g. 570.124.04.")
+@click.option("--kernel-module", help="Loaded kernel module (/proc/driver/nvidia/version).")
+@click.option("--cuda", help="torch.version.cuda, e.g. 12.8.")
+@click.option("--arch-list", help="torch.cuda.get_arch_list(), comma-separated: sm_80,sm_90.")
+@click.option("--capability", help="GPU compute capability, e.g. 9.0.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.pass_context
+def compat(
+    ctx: click.Context,
+    driver: str,
+    kernel_module: str | None,
+    cuda: str | None,
+    arch_list: str | None,
+    capability: str | None,
+    as_json: bool,
+) -> None:
+    """Judge one driver/CUDA/torch/GPU combination offline (exit 0 ok or warn, 1 fail)."""
+    arches = None if arch_list is None else [a for a in arch_list.split(",") if a.strip()]
+    try:
+        verdict, findings = judge(driver, kernel_module, cuda, arches, capability)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if as_json:
+        rows = [{"id": f.id, "severity": f.severity, "message": f.message} for f in findings]
+        click.echo(json.dumps({"verdict": verdict, "findings": rows}, indent=2))
+    else:
+        click.echo(f"verdict: {verdict}")
+        for f in findings:
+            click.echo(f"{f.severity}: {f.id}: {f.message}\n  fix: {f.fix}")
+    ctx.exit(1 if verdict == "fail" else 0)
+
 
 if __name__ == "__main__":
     main()

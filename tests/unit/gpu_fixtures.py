@@ -1,0 +1,16 @@
+"""Read a recorded GPU fixture without its `# source:` header block."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gpu"
+
+
+def read_fixture(name: str) -> str:
+    """Return the raw recorded output: the file minus its leading '# ' header lines."""
+    lines = (FIXTURES / name).read_text(encoding="utf-8").splitlines(keepends=True)
+    body = 0
+    while body < len(lines) and lines[body].startswith("# "):
+        body += 1
+    return "".join(lines[body:])

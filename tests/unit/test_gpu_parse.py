@@ -1,0 +1,229 @@
+"""Every parser on every recorded fixture it is meant for (expected values from the README)."""
+
+from __future__ import annotations
+
+import pytest
+from gpu_fixtures import FIXTURES, read_fixture
+
+from gpurig import gpu_parse
+from gpurig.gpu_parse import (
+    parse_proc_driver_version,
+    parse_query_gpu_csv,
+    parse_smi_header,
+    parse_smi_version,
+    parse_throttle_reasons,
+    parse_xid_lines,
+)
+
+
+def test_fixture_helper_strips_only_the_header() -> None:
+    raw = (FIXTURES / "torch_arch_list_docker_cu11x.txt").read_text()
+    assert raw.startswith("# source: ")
+    assert read_fixture("torch_arch_list_docker_cu11x.txt").startswith("['sm_37'")
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "is_open"),
+    [
+        ("proc_driver_nvidia_version_384.98_proprietary.txt", "384.98", False),
+        ("proc_driver_nvidia_version_525.60.11_open_archlinux-no-date.txt", "525.60.11", True),
+    ],
+)
+def test_proc_driver_version(name: str, version: str, is_open: bool) -> None:
+    assert parse_proc_driver_version(read_fixture(name)) == gpu_parse.KernelModule(version, is_open)
+
+
+def test_proc_driver_version_rejects_other_text() -> None:
+    with pytest.raises(ValueError, match="NVRM version"):
+        parse_proc_driver_version(read_fixture("nvidia-smi_version_590.48.01.txt"))
+
+
+def test_query_gpu_command_uses_recorded_fields() -> None:
+    header = read_fixture("nvidia-smi_query-gpu_csv_h100-mig_590.48.01.txt").splitlines()[0]
+    recorded = {cell.split(" [")[0] for cell in header.split(", ")}
+    assert set(gpu_parse.QUERY_GPU_FIELDS) <= recorded
+    assert gpu_parse.QUERY_GPU_COMMAND.startswith("nvidia-smi --query-gpu=index,pci.bus_id,")
+    assert gpu_parse.QUERY_GPU_COMMAND.endswith(" --format=csv,noheader,nounits")
+
+
+def test_query_gpu_h100_mig_with_header_and_units() -> None:
+    (gpu,) = parse_query_gpu_csv(read_fixture("nvidia-smi_query-gpu_csv_h100-mig_590.48.01.txt"))
+    assert gpu["name"] == "NVIDIA H100 80GB HBM3"
+    assert gpu["driver_version"] == "590.48.01"
+    assert gpu["compute_cap"] == "9.0"
+    assert gpu["memory.total"] == "81559"
+    assert gpu["memory.used"] == "11125"
+    assert gpu["mig.mode.current"] == "Enabled"
+    assert gpu["pci.bus_id"] == "00000000:00:09.0"
+    assert gpu["vgpu_driver_capability.heterogenous_multivGPU"] is None
+
+
+def test_query_gpu_l40s() -> None:
+    (gpu,) = parse_query_gpu_csv(read_fixture("nvidia-smi_query-gpu_csv_l40s_595.80.txt"))
+    assert (gpu["name"], gpu["driver_version"], gpu["kmd_version"]) == (
+        "NVIDIA L40S",
+        "595.80",
+        "595.80",
+    )
+    assert (gpu["compute_cap"], gpu["memory.total"], gpu["mig.mode.current"]) == (
+        "8.9",
+        "46068",
+        None,
+    )
+
+
+def test_query_gpu_compute_cap_only_with_and_without_header() -> None:
+    text = read_fixture("nvidia-smi_query-gpu_csv_compute_cap_only_570.133.07.txt")
+    assert parse_query_gpu_csv(text) == [{"compute_cap": "8.9"}]
+    # --format=csv,noheader prints the same rows without the header line.
+    rows = text.splitlines()[1:]
+    assert parse_query_gpu_csv("\n".join(rows), fields=("compute_cap",)) == [{"compute_cap": "8.9"}]
+
+
+def test_query_gpu_refused_field_raises() -> None:
+    text = read_fixture("nvidia-smi_query-gpu_error_compute_cap-not-valid.txt")
+    with pytest.raises(ValueError, match="not a valid field"):
+        parse_query_gpu_csv(text)
+
+
+def test_query_gpu_column_count_mismatch_raises() -> None:
+    text = read_fixture("nvidia-smi_query-gpu_csv_compute_cap_only_570.133.07.txt")
+    with pytest.raises(ValueError, match="columns"):
+        parse_query_gpu_csv(text.splitlines()[1], fields=("index", "compute_cap"))
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("nvidia-smi_version_590.48.01.txt", ("590.48.01", "590.48", "590.48.01", "13.1")),
+        ("nvidia-smi_version_610.57.04.txt", ("610.57.04", "610.57", "610.57.04", "13.3")),
+    ],
+)
+def test_smi_version(name: str, expected: tuple[str, str, str, str]) -> None:
+    v = parse_smi_version(read_fixture(name))
+    assert (v.smi, v.nvml, v.driver, v.cuda) == expected
+
+
+def test_smi_version_rejects_other_text() -> None:
+    with pytest.raises(ValueError, match="lacks"):
+        parse_smi_version(read_fixture("nvidia-smi_h100x8_550.90.07.txt"))
+
+
+@pytest.mark.parametrize(
+    ("name", "driver", "cuda"),
+    [
+        ("nvidia-smi_a100-sxm4-40gb_550.144.03.txt", "550.144.03", "12.4"),
+        ("nvidia-smi_a100-sxm4-40gbx8_450.102.04_no-nvidia-prefix.txt", "450.102.04", "11.0"),
+        ("nvidia-smi_geforce-truncated-name_errfan_525.125.06.txt", "525.125.06", "12.0"),
+        ("nvidia-smi_h100-80gb-mig_load_590.48.01.txt", "590.48.01", "13.1"),
+        ("nvidia-smi_h100-nvl_575.51.03_exclusive-process.txt", "575.51.03", "12.9"),
+        ("nvidia-smi_h100x8_550.90.07.txt", "550.90.07", "12.4"),
+        ("nvidia-smi_h200x8_570.133.20.txt", "570.133.20", "12.8"),
+        ("nvidia-smi_l40s_580.126.09_one-process.txt", "580.126.09", "13.0"),
+        ("nvidia-smi_rtx2080super_610.57.04_kmd-header.txt", "610.57.04", "13.3"),
+        ("nvidia-smi_rtx2080tix6_590.48.01_power-over-cap.txt", "590.48.01", "13.1"),
+        ("nvidia-smi_rtx4080super_load_595.71.05.txt", "595.71.05", "13.2"),
+        ("nvidia-smi_rtx5090+rtx4090_580.82.09_PARTIAL.txt", "580.82.09", "13.0"),
+        ("nvidia-smi_windows-wddm_rtx2080super_610.62.txt", "610.62", "13.3"),
+    ],
+)
+def test_smi_table_header(name: str, driver: str, cuda: str) -> None:
+    header = parse_smi_header(read_fixture(name))
+    assert (header.smi, header.driver, header.cuda) == (driver, driver, cuda)
+
+
+def test_smi_table_header_rejects_other_text() -> None:
+    with pytest.raises(ValueError, match="banner"):
+        parse_smi_header(read_fixture("driver_mismatch_nvml-570.124.txt"))
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("nvidia-smi-q-x_quadro-p2000_525.125.06_throttle.xml", {"00000000:17:00.0": ["gpu_idle"]}),
+        ("nvidia-smi-q-x_rtx3060_570.124.04.xml", {"00000000:2D:00.0": ["gpu_idle"]}),
+        ("nvidia-smi-q-x_tesla-t4_515.105.01_reindented.xml", {"00000000:00:1E.0": []}),
+    ],
+)
+def test_throttle_reasons_both_schemas(name: str, expected: dict[str, list[str]]) -> None:
+    assert parse_throttle_reasons(read_fixture(name)) == expected
+
+
+def test_throttle_reasons_v13_ignores_counters() -> None:
+    reasons = parse_throttle_reasons(read_fixture("nvidia-smi-q-x_rtx4000-sff-ada_595.84_v13.xml"))
+    assert list(reasons.values()) == [["gpu_idle"]]
+
+
+@pytest.mark.parametrize(
+    ("name", "count", "first"),
+    [
+        (
+            "kernel_xid_119_gsp_rpc_timeout.txt",
+            5,
+            (119, "0000:9b:00", "pid=2024380, name=nvidia-smi, Timeout after 6s"),
+        ),
+        (
+            "kernel_xid_13_43_dmesg-decode-iso_excerpt.txt",
+            30,
+            (13, "0000:38:00", "pid='<unknown>', name=<unknown>, Graphics SM Warp Exception"),
+        ),
+        (
+            "kernel_xid_45_after_xid_149_145_590.48.01.txt",
+            7,
+            (45, "0000:dc:00", "pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149"),
+        ),
+        (
+            "kernel_xid_48_63_94_dbe_rowremap_dmesg-iso.txt",
+            11,
+            (48, "0000:19:00", "pid='<unknown>', name=<unknown>, An uncorrectable double bit"),
+        ),
+    ],
+)
+def test_xid_lines(name: str, count: int, first: tuple[int, str, str]) -> None:
+    events = parse_xid_lines(read_fixture(name))
+    assert len(events) == count
+    assert (events[0].xid, events[0].pci) == first[:2]
+    assert events[0].message.startswith(first[2])
+
+
+def test_xid_counts_per_code() -> None:
+    events = parse_xid_lines(read_fixture("kernel_xid_48_63_94_dbe_rowremap_dmesg-iso.txt"))
+    assert [e.xid for e in events] == [48, 63] + [94] * 9
+    burst = parse_xid_lines(read_fixture("kernel_xid_13_43_dmesg-decode-iso_excerpt.txt"))
+    assert sum(e.xid == 43 for e in burst) == 2
+
+
+def test_torch_arch_list() -> None:
+    text = read_fixture("torch_arch_list_docker_cu11x.txt")
+    assert gpu_parse.parse_torch_arch_list(text) == [
+        "sm_37", "sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86",
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="arch list"):
+        gpu_parse.parse_torch_arch_list(read_fixture("nvidia-smi_version_590.48.01.txt"))
+
+
+@pytest.mark.parametrize(
+    ("name", "supported"),
+    [
+        (
+            "torch_warning_rtx5090_sm120_journald-prefixed.txt",
+            ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
+        ),
+        (
+            "torch_warning_rtx5090_sm120_windows.txt",
+            ["sm_50", "sm_60", "sm_61", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
+        ),
+    ],
+)
+def test_torch_capability_warning(name: str, supported: list[str]) -> None:
+    warning = gpu_parse.parse_torch_capability_warning(read_fixture(name))
+    assert warning == gpu_parse.TorchCapabilityWarning(
+        "NVIDIA GeForce RTX 5090", "sm_120", supported
+    )
+
+
+def test_torch_messages_absent() -> None:
+    text = read_fixture("torch_arch_list_docker_cu11x.txt")
+    assert gpu_parse.parse_torch_capability_warning(text) is None
+    assert not gpu_parse.has_no_kernel_image_error(text)
+    assert gpu_parse.parse_nvml_mismatch(text) is None
