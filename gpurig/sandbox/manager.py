@@ -88,6 +88,11 @@ def up(top: Path, fleet_hosts: int, full_hosts: int, log: Log = print) -> State:
     state = load(paths.state)
     ensure_keypair(paths.client_key, "gpurig-sandbox")
 
+    if not state.bridge and net.link_exists(net.BRIDGE):
+        raise SandboxError(
+            f"{net.BRIDGE} exists but is not in {paths.state}: another sandbox runs on this "
+            "machine (one at a time); `gpurig sandbox down --dir` that one first"
+        )
     state.bridge, state.gateway = net.BRIDGE, net.GATEWAY
     save(paths.state, state)
     net.ensure_bridge()

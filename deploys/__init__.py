@@ -1,0 +1,1 @@
+"""pyinfra deploys: `gpu_host.py` composes one module per concern."""

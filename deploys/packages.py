@@ -1,0 +1,28 @@
+"""Debian packages the spec lists (`spec.packages`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyinfra import host
+from pyinfra.api import deploy
+from pyinfra.facts.deb import DebPackages
+from pyinfra.operations import apt
+
+
+@deploy("Packages")
+def packages(spec: dict[str, Any]) -> None:
+    wanted = spec.get("packages") or []
+    if not wanted:
+        return
+    installed = host.get_fact(DebPackages)
+    # Refresh the apt lists only when something is missing: a converged host never needs the
+    # network, and `apt.update` without a cache time would count as a change on every run.
+    missing = [name for name in wanted if name not in installed]
+    apt.packages(
+        name=f"Install {', '.join(wanted)}",
+        packages=wanted,
+        update=bool(missing),
+        cache_time=3600,
+        no_recommends=True,
+    )

@@ -1,0 +1,1 @@
+"""pyinfra facts gpurig reads from hosts (one module per concern)."""

@@ -1,0 +1,60 @@
+"""Shared fixtures. Integration tests run against a real sandbox (root, namespaces, Podman)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpurig.sandbox import manager
+from gpurig.sandbox.leftovers import leftovers
+from gpurig.sandbox.state import State, load
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FLEET, FULL = 3, 1
+
+
+def gpurig(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the installed `gpurig` CLI as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "gpurig.cli", *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+    )
+
+
+class Sandbox:
+    """A running sandbox: its directory, records and access files."""
+
+    def __init__(self, top: Path) -> None:
+        self.top = top
+        self.paths = manager.Paths(top)
+
+    def up(self, fleet: int = FLEET, full: int = FULL) -> subprocess.CompletedProcess[str]:
+        return gpurig("sandbox", "up", "--fleet", str(fleet), "--full", str(full), "--dir", str(self.top))
+
+    @property
+    def state(self) -> State:
+        return load(self.paths.state)
+
+
+@pytest.fixture(scope="session")
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    if os.geteuid() != 0:
+        pytest.fail("integration tests need root (the sandbox makes namespaces and containers)")
+    box = Sandbox(tmp_path_factory.mktemp("sandbox", numbered=True) / "box")
+    proc = box.up()
+    assert proc.returncode == 0, proc.stderr
+    yield box
+    state = box.state
+    proc = gpurig("sandbox", "down", "--dir", str(box.top))
+    assert proc.returncode == 0, proc.stderr
+    left = leftovers(box.top, state)
+    if left:
+        pytest.fail(f"sandbox down left: {left}")
