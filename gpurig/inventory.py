@@ -222,8 +222,10 @@ def _load_file(file: str) -> tuple[list[Problem], list[Host]]:
         doc = yaml.load(text)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        return [Problem(file, line, (), f"YAML syntax error: {exc.problem or exc.context}")], []
+        message = f"YAML syntax error: {exc.problem or exc.context}"
+        if exc.problem and exc.context and exc.context_mark:
+            message += f" ({exc.context} at line {exc.context_mark.line + 1})"
+        return [Problem(file, mark.line + 1 if mark else None, (), message)], []
     data = _plain(doc)
     problems = [p for err in _validator().iter_errors(data) for p in _explain(file, doc, err)]
     problems = list(dict.fromkeys(problems))  # `required` reports each missing key per error
