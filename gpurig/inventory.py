@@ -19,7 +19,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError
-from ruamel.yaml.nodes import MappingNode, Node, SequenceNode
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "inventory.schema.json"
 
@@ -42,7 +42,7 @@ _TYPE_NAMES = {
     "boolean": "true or false",
 }
 
-KeyPath = tuple[str | int, ...]
+KeyPath = tuple[Any, ...]  # mapping keys (str, or whatever YAML gave) and list indices
 
 
 @dataclass(frozen=True)
@@ -114,10 +114,10 @@ def format_path(path: KeyPath) -> str:
     for step in path:
         if isinstance(step, int):
             out += f"[{step}]"
-        elif re.fullmatch(r"[A-Za-z0-9_-]+", step):
+        elif isinstance(step, str) and re.fullmatch(r"[A-Za-z0-9_-]+", step):
             out += f".{step}" if out else step
         else:
-            out += f"[{json.dumps(step)}]"
+            out += f"[{json.dumps(str(step))}]"
     return out
 
 
@@ -212,7 +212,9 @@ def _load_file(file: str) -> tuple[list[Problem], list[Host]]:
     try:
         text = Path(file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        return [Problem(file, None, (), f"cannot read: {exc.strerror or exc}")], []
+        return [
+            Problem(file, None, (), f"cannot read: {getattr(exc, 'strerror', None) or exc}")
+        ], []
     yaml = YAML(typ="rt")
     try:
         # Compose first: ruamel stops at the first duplicate key, we want them all.
@@ -241,6 +243,8 @@ def _duplicate_keys(file: str, node: Node | None, path: KeyPath) -> Iterator[Pro
     if isinstance(node, MappingNode):
         first_lines: dict[Any, int] = {}
         for key_node, value_node in node.value:
+            if not isinstance(key_node, ScalarNode):
+                continue  # a mapping or list used as a key: the schema refuses it
             key = key_node.value
             line = key_node.start_mark.line + 1
             if key in first_lines and key != "<<":

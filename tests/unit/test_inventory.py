@@ -197,3 +197,22 @@ def test_groups_lists_hosts_per_group_in_host_order(tmp_path: Path) -> None:
         """,
     )
     assert load_inventory([path]).groups() == {"h": ["b"], "g": ["b", "a"]}
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"version: 1\nhosts:\n  ? [a, b]\n  : {address: x}\n", ":3: hosts[\"('a', 'b')\"]: "),
+        (b"version: 1\nhosts:\n  1: {address: x}\n", ":3: hosts[1]: expected a name"),
+        (b"- a\n", ":1: expected a mapping; got a list"),
+        (b"\xff\xfe", ": cannot read: 'utf-8' codec can't decode"),
+    ],
+)
+def test_odd_documents_are_refused_not_crashed_on(
+    tmp_path: Path, content: bytes, expected: str
+) -> None:
+    path = tmp_path / "odd.yaml"
+    path.write_bytes(content)
+    with pytest.raises(InventoryError) as info:
+        load_inventory([path])
+    assert str(info.value).startswith(f"{path}{expected}")
