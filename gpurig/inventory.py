@@ -24,9 +24,8 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "inventory.schema.json"
 
 _SIZE_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-_SIZE_RE = re.compile(r"([0-9]+(?:\.[0-9]+)?)([kmgt])", re.IGNORECASE)
 
-# Options docker and podman both accept after the container path of a bind mount.
+# Options docker or podman accept after the container path (modes, SELinux labels, propagation).
 MOUNT_OPTIONS = (
     "ro", "rw", "z", "Z", "U", "O", "nocopy", "consistent", "cached", "delegated",
     "shared", "rshared", "slave", "rslave", "private", "rprivate",
@@ -122,12 +121,13 @@ def format_path(path: KeyPath) -> str:
 
 
 def parse_size(text: str) -> int:
-    """Bytes in a size like `512g` (binary units k, m, g, t, as docker's --shm-size)."""
-    match = _SIZE_RE.fullmatch(text.strip())
-    if match is None:
+    """Bytes in a size like `512g` (binary units k, m, g, t, as docker's --shm-size).
+
+    Accepts exactly what the schema's `size` accepts: one pattern, one source of truth.
+    """
+    if not re.search(schema()["$defs"]["size"]["pattern"], text):
         raise ValueError(f"not a size (a number and a unit k, m, g or t): {text!r}")
-    number, unit = match.groups()
-    return int(Decimal(number) * _SIZE_UNITS[unit.lower()])
+    return int(Decimal(text[:-1]) * _SIZE_UNITS[text[-1].lower()])
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ USER_KNOWN_HOSTS = "~/.ssh/known_hosts"
 HostEntry = tuple[str, dict[str, Any]]
 
 
-def inventory_paths(root: Path, environ: dict[str, str] | None = None) -> list[Path]:
+def inventory_paths(root: Path, environ: Mapping[str, str] | None = None) -> list[Path]:
     """Files named in $GPURIG_INVENTORY, else `inventories/*.yaml` (never the examples)."""
     value = (os.environ if environ is None else environ).get(ENV_VAR, "")
     named = [Path(p) for p in value.split(os.pathsep) if p]
@@ -34,7 +34,7 @@ def known_hosts_line(address: str, port: int, host_key: str) -> str:
     return f"{name} {host_key}"
 
 
-def cache_dir(environ: dict[str, str] | None = None) -> Path:
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     """`$XDG_CACHE_HOME/gpurig`, else `~/.cache/gpurig`."""
     env = os.environ if environ is None else environ
     base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
