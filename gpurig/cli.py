@@ -9,6 +9,7 @@ import click
 from gpurig import __version__
 from gpurig.cli_sandbox import sandbox
 from gpurig.compat import judge
+from gpurig.inventory import InventoryError, load_inventory
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -51,6 +52,18 @@ def compat(
         for f in findings:
             click.echo(f"{f.severity}: {f.id}: {f.message}\n  fix: {f.fix}")
     ctx.exit(1 if verdict == "fail" else 0)
+
+
+@main.command()
+@click.argument("inventories", nargs=-1, required=True, metavar="INVENTORY...")
+def validate(inventories: tuple[str, ...]) -> None:
+    """Check inventory files offline: exit 0 when valid, 2 with every problem when not."""
+    try:
+        inventory = load_inventory(inventories)
+    except InventoryError as exc:
+        click.echo(str(exc), err=True)
+        raise SystemExit(2) from None
+    click.echo(f"OK: {len(inventory.hosts)} hosts")
 
 
 if __name__ == "__main__":

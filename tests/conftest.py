@@ -37,7 +37,9 @@ class Sandbox:
         self.paths = manager.Paths(top)
 
     def up(self, fleet: int = FLEET, full: int = FULL) -> subprocess.CompletedProcess[str]:
-        return gpurig("sandbox", "up", "--fleet", str(fleet), "--full", str(full), "--dir", str(self.top))
+        return gpurig(
+            "sandbox", "up", "--fleet", str(fleet), "--full", str(full), "--dir", str(self.top)
+        )
 
     @property
     def state(self) -> State:

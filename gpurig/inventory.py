@@ -1,0 +1,426 @@
+"""The inventory: YAML fleets validated against `schemas/`, then merged into one spec per host.
+
+Everything is refused before any host is touched, and every problem is reported at once as
+`FILE:LINE: key.path: what was expected`, so one edit-validate round fixes a whole file.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import cache, reduce
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator, ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "inventory.schema.json"
+
+_SIZE_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+# Options docker or podman accept after the container path (modes, SELinux labels, propagation).
+MOUNT_OPTIONS = (
+    "ro", "rw", "z", "Z", "U", "O", "nocopy", "consistent", "cached", "delegated",
+    "shared", "rshared", "slave", "rslave", "private", "rprivate",
+    "exec", "noexec", "suid", "nosuid", "dev", "nodev",
+)  # fmt: skip
+
+_TYPE_NAMES = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+}
+
+KeyPath = tuple[Any, ...]  # mapping keys (str, or whatever YAML gave) and list indices
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reason an inventory is refused, pointing at the line to edit."""
+
+    file: str
+    line: int | None
+    path: KeyPath
+    message: str
+
+    def __str__(self) -> str:
+        parts = [self.file if self.line is None else f"{self.file}:{self.line}"]
+        if self.path:
+            parts.append(format_path(self.path))
+        return ": ".join([*parts, self.message])
+
+
+class InventoryError(Exception):
+    """Raised with every problem found; str() is one line per problem."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+@dataclass(frozen=True)
+class SshSettings:
+    """How to reach a host; host keys are always checked (see pyinfra_inventory)."""
+
+    port: int = 22
+    user: str | None = None
+    key: str | None = None
+    host_key: str | None = None
+    connect_timeout: int | None = None
+
+
+@dataclass(frozen=True)
+class Host:
+    """One host after merging defaults, its groups and its own entry."""
+
+    name: str
+    address: str
+    ssh: SshSettings
+    groups: tuple[str, ...]
+    spec: dict[str, Any]
+    source: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Hosts in file order, across every file loaded."""
+
+    hosts: tuple[Host, ...]
+
+    def groups(self) -> dict[str, list[str]]:
+        """Group name -> names of its hosts, in host order (what pyinfra wants)."""
+        members: dict[str, list[str]] = {}
+        for host in self.hosts:
+            for group in host.groups:
+                members.setdefault(group, []).append(host.name)
+        return members
+
+
+def format_path(path: KeyPath) -> str:
+    """Render a key path as `hosts.a100-1.spec.mounts[0]`; odd keys as `repos["/srv/x"]`."""
+    out = ""
+    for step in path:
+        if isinstance(step, int):
+            out += f"[{step}]"
+        elif isinstance(step, str) and re.fullmatch(r"[A-Za-z0-9_-]+", step):
+            out += f".{step}" if out else step
+        else:
+            out += f"[{json.dumps(str(step))}]"
+    return out
+
+
+def parse_size(text: str) -> int:
+    """Bytes in a size like `512g` (binary units k, m, g, t, as docker's --shm-size).
+
+    Accepts exactly what the schema's `size` accepts: one pattern, one source of truth.
+    """
+    if not re.search(schema()["$defs"]["size"]["pattern"], text):
+        raise ValueError(f"not a size (a number and a unit k, m, g or t): {text!r}")
+    return int(Decimal(text[:-1]) * _SIZE_UNITS[text[-1].lower()])
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Override wins; maps merge key by key, lists and scalars replace (DESIGN's rule)."""
+    merged = dict(base)
+    for key, value in override.items():
+        old = merged.get(key)
+        if isinstance(old, Mapping) and isinstance(value, Mapping):
+            merged[key] = deep_merge(old, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def mount_problem(mount: str) -> str | None:
+    """What `SRC:DST[:OPTIONS]` should have been, or None; a regex could not say which part."""
+    parts = mount.split(":")
+    if len(parts) not in (2, 3) or not all(parts[:2]):
+        return "expected a mount SRC:DST or SRC:DST:OPTIONS"
+    if not parts[1].startswith("/"):
+        return "expected an absolute container path after the first ':'"
+    unknown = [o for o in parts[2].split(",") if o not in MOUNT_OPTIONS] if len(parts) == 3 else []
+    if unknown:
+        return f"expected mount options among {', '.join(MOUNT_OPTIONS)}; {unknown[0]!r} is not one"
+    return None
+
+
+def host_key_problem(host_key: str) -> str | None:
+    """Why the key blob does not hold the key type written before it, or None."""
+    key_type, blob = host_key.split(" ", 1)
+    try:
+        raw = base64.b64decode(blob, validate=True)
+    except ValueError:
+        return "expected base64 key data after the key type"
+    length = int.from_bytes(raw[:4], "big")
+    embedded = raw[4 : 4 + length].decode("ascii", "replace")
+    if embedded != key_type:
+        return f"key data is for {embedded!r}, not {key_type!r}"
+    return None
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The inventory JSON Schema (also what editors use)."""
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+@cache
+def _validator() -> Draft202012Validator:
+    return Draft202012Validator(schema())
+
+
+def load_inventory(paths: Iterable[str | Path]) -> Inventory:
+    """Load, validate and merge inventory files; raise InventoryError listing every problem."""
+    problems: list[Problem] = []
+    hosts: list[Host] = []
+    seen: dict[str, Host] = {}
+    for path in paths:
+        file_problems, file_hosts = _load_file(str(path))
+        for host in file_hosts:
+            first = seen.get(host.name)
+            if first is None:
+                seen[host.name] = host
+                hosts.append(host)
+            else:
+                file_problems.append(
+                    Problem(
+                        host.source,
+                        host.line,
+                        ("hosts", host.name),
+                        f"host {host.name!r} is already defined at {first.source}:{first.line}",
+                    )
+                )
+        problems += sorted(file_problems, key=lambda p: p.line or 0)
+    if problems:
+        raise InventoryError(problems)
+    return Inventory(tuple(hosts))
+
+
+def _load_file(file: str) -> tuple[list[Problem], list[Host]]:
+    """Problems in one file, or its hosts when it has none."""
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return [
+            Problem(file, None, (), f"cannot read: {getattr(exc, 'strerror', None) or exc}")
+        ], []
+    yaml = YAML(typ="rt")
+    try:
+        # Compose first: ruamel stops at the first duplicate key, we want them all.
+        duplicates = list(_duplicate_keys(file, yaml.compose(text), ()))
+        if duplicates:
+            return duplicates, []
+        doc = yaml.load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        message = f"YAML syntax error: {exc.problem or exc.context}"
+        if exc.problem and exc.context and exc.context_mark:
+            message += f" ({exc.context} at line {exc.context_mark.line + 1})"
+        return [Problem(file, mark.line + 1 if mark else None, (), message)], []
+    data = _plain(doc)
+    problems = [p for err in _validator().iter_errors(data) for p in _explain(file, doc, err)]
+    problems = list(dict.fromkeys(problems))  # `required` reports each missing key per error
+    checks = list(_semantic_problems(file, doc, data))
+    if problems or checks:
+        return problems + checks, []
+    hosts = [_merge_host(file, doc, data, name) for name in data["hosts"]]
+    missing = [p for host in hosts for p in _missing_images(file, doc, host)]
+    return missing, hosts if not missing else []
+
+
+def _duplicate_keys(file: str, node: Node | None, path: KeyPath) -> Iterator[Problem]:
+    if isinstance(node, MappingNode):
+        first_lines: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, ScalarNode):
+                continue  # a mapping or list used as a key: the schema refuses it
+            key = key_node.value
+            line = key_node.start_mark.line + 1
+            if key in first_lines and key != "<<":
+                yield Problem(
+                    file,
+                    line,
+                    (*path, key),
+                    f"duplicate key {key!r}; first defined at line {first_lines[key]}",
+                )
+            first_lines.setdefault(key, line)
+            yield from _duplicate_keys(file, value_node, (*path, key))
+    elif isinstance(node, SequenceNode):
+        for index, item in enumerate(node.value):
+            yield from _duplicate_keys(file, item, (*path, index))
+
+
+def _plain(value: Any) -> Any:
+    """ruamel's round-trip types as plain Python, so jsonschema sees what YAML said."""
+    if isinstance(value, Mapping):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    return value
+
+
+def _line(doc: Any, path: KeyPath) -> int:
+    """Line of the deepest key or list item along `path` that the document has."""
+    line, node = 1, doc
+    for step in path:
+        position = getattr(node, "lc", None) and node.lc.data.get(step)
+        if not position:
+            break
+        line, node = position[0] + 1, node[step]
+    return line
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, dict | list):
+        return _TYPE_NAMES["object" if isinstance(value, dict) else "array"]
+    return repr(value)
+
+
+def _explain(file: str, doc: Any, err: ValidationError) -> Iterator[Problem]:
+    """Turn one jsonschema error into problems at the offending key's line."""
+    path: KeyPath = tuple(err.absolute_path)
+    if "propertyNames" in err.absolute_schema_path:
+        # jsonschema validates a key as an instance without adding it to the path.
+        path = (*path, err.instance)
+    if err.validator == "additionalProperties":
+        allowed = ", ".join(err.schema.get("properties", {}))
+        for key in err.instance:
+            if key not in err.schema.get("properties", {}):
+                where = (*path, key)
+                yield Problem(
+                    file, _line(doc, where), where, f"unknown key {key!r}; allowed: {allowed}"
+                )
+        return
+    if err.validator == "required":
+        for key in err.validator_value:
+            if key not in err.instance:
+                yield Problem(file, _line(doc, path), path, f"missing required key {key!r}")
+        return
+    yield Problem(file, _line(doc, path), path, _expectation(err))
+
+
+def _expectation(err: ValidationError) -> str:
+    got = f"; got {_show(err.instance)}"
+    expected = err.schema.get("x-expected")
+    if expected:
+        return f"expected {expected}{got}"
+    value = err.validator_value
+    match err.validator:
+        case "type":
+            return f"expected {_TYPE_NAMES.get(value, value)}{got}"
+        case "enum":
+            return f"expected one of {', '.join(map(str, value))}{got}"
+        case "const":
+            return f"expected {value}{got}"
+        case "minimum":
+            return f"expected at least {value}{got}"
+        case "maximum":
+            return f"expected at most {value}{got}"
+        case "minLength":
+            return f"expected a non-empty string{got}"
+        case "uniqueItems":
+            return "expected no repeated items"
+    return err.message
+
+
+def _levels(data: Any) -> Iterator[tuple[KeyPath, Mapping[str, Any]]]:
+    """Every (path, level) that may carry ssh and spec: defaults, groups, hosts."""
+    if not isinstance(data, Mapping):
+        return
+    if isinstance(data.get("defaults"), Mapping):
+        yield ("defaults",), data["defaults"]
+    for section in ("groups", "hosts"):
+        entries = data.get(section)
+        if isinstance(entries, Mapping):
+            for name, level in entries.items():
+                if isinstance(level, Mapping):
+                    yield (section, name), level
+
+
+def _semantic_problems(file: str, doc: Any, data: Any) -> Iterator[Problem]:
+    """Checks the schema cannot express: group references, mount syntax, host key contents."""
+    groups = data.get("groups") if isinstance(data, Mapping) else None
+    defined = list(groups) if isinstance(groups, Mapping) else []
+    key_pattern = schema()["$defs"]["ssh"]["properties"]["host_key"]["pattern"]
+    for prefix, level in _levels(data):
+        listed = level.get("groups") if prefix[0] == "hosts" else None
+        for index, group in enumerate(listed if isinstance(listed, list) else []):
+            if isinstance(group, str) and group not in defined:
+                where = (*prefix, "groups", index)
+                known = ", ".join(defined) or "none"
+                yield Problem(
+                    file, _line(doc, where), where, f"undefined group {group!r}; defined: {known}"
+                )
+        ssh = level.get("ssh")
+        host_key = ssh.get("host_key") if isinstance(ssh, Mapping) else None
+        if isinstance(host_key, str) and re.search(key_pattern, host_key):
+            reason = host_key_problem(host_key)
+            if reason:
+                where = (*prefix, "ssh", "host_key")
+                yield Problem(file, _line(doc, where), where, reason)
+        yield from _mount_problems(file, doc, prefix, level)
+
+
+def _mount_problems(
+    file: str, doc: Any, prefix: KeyPath, level: Mapping[str, Any]
+) -> Iterator[Problem]:
+    spec = level.get("spec")
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    if not isinstance(containers, Mapping):
+        return
+    for name, container in containers.items():
+        mounts = container.get("mounts") if isinstance(container, Mapping) else None
+        for index, mount in enumerate(mounts if isinstance(mounts, list) else []):
+            reason = mount_problem(mount) if isinstance(mount, str) else None
+            if reason:
+                where = (*prefix, "spec", "containers", name, "mounts", index)
+                yield Problem(file, _line(doc, where), where, f"{reason}; got {mount!r}")
+
+
+def _merge_host(file: str, doc: Any, data: Mapping[str, Any], name: str) -> Host:
+    entry = data["hosts"][name]
+    groups = tuple(entry.get("groups", ()))
+    levels = [data.get("defaults", {}), *(data["groups"][g] for g in groups), entry]
+    ssh = reduce(deep_merge, (level.get("ssh", {}) for level in levels), {})
+    spec = reduce(deep_merge, (level.get("spec", {}) for level in levels), {})
+    return Host(
+        name=name,
+        address=entry["address"],
+        ssh=SshSettings(**ssh),
+        groups=groups,
+        spec=spec,
+        source=file,
+        line=_line(doc, ("hosts", name)),
+    )
+
+
+def _missing_images(file: str, doc: Any, host: Host) -> Iterator[Problem]:
+    """Every container needs an image, but any level may supply it: check after merging."""
+    expected = schema()["$defs"]["container"]["properties"]["image"]["x-expected"]
+    for name, container in host.spec.get("containers", {}).items():
+        if "image" not in container:
+            where = ("hosts", host.name, "spec", "containers", name)
+            yield Problem(
+                file,
+                _line(doc, where),
+                where,
+                f"no image after merging defaults, groups and host; expected {expected}",
+            )

@@ -1,0 +1,107 @@
+"""Turn gpurig inventories into the groups a pyinfra inventory file exposes.
+
+Host keys are always checked: recorded `host_key`s go into a known_hosts file gpurig writes,
+hosts without one fall back to the user's own known_hosts, and nothing is accepted blindly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from gpurig.inventory import Host, Inventory, load_inventory
+
+ENV_VAR = "GPURIG_INVENTORY"
+USER_KNOWN_HOSTS = "~/.ssh/known_hosts"
+
+HostEntry = tuple[str, dict[str, Any]]
+
+
+def inventory_paths(root: Path, environ: Mapping[str, str] | None = None) -> list[Path]:
+    """Files named in $GPURIG_INVENTORY, else `inventories/*.yaml` (never the examples)."""
+    value = (os.environ if environ is None else environ).get(ENV_VAR, "")
+    named = [Path(p) for p in value.split(os.pathsep) if p]
+    return named or sorted((root / "inventories").glob("*.yaml"))
+
+
+def known_hosts_line(address: str, port: int, host_key: str) -> str:
+    """One known_hosts line; OpenSSH and paramiko write non-22 ports as `[addr]:port`."""
+    name = address if port == 22 else f"[{address}]:{port}"
+    return f"{name} {host_key}"
+
+
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """`$XDG_CACHE_HOME/gpurig`, else `~/.cache/gpurig`."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gpurig"
+
+
+def write_known_hosts(hosts: Iterable[Host], directory: Path) -> Path | None:
+    """Write the recorded host keys to a file named by its content hash, atomically.
+
+    Content-addressed, so concurrent runs with different inventories never overwrite each
+    other's file and a reader never sees a half-written one. None when no key is recorded.
+    """
+    lines = [
+        known_hosts_line(h.address, h.ssh.port, h.ssh.host_key) for h in hosts if h.ssh.host_key
+    ]
+    if not lines:
+        return None
+    content = "".join(f"{line}\n" for line in lines)
+    digest = hashlib.sha256(content.encode()).hexdigest()[:16]
+    target = directory / f"known_hosts-{digest}"
+    if target.exists():
+        return target
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".known_hosts-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(content)
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return target
+
+
+def host_data(host: Host, known_hosts: Path | None) -> dict[str, Any]:
+    """pyinfra host data: SSH settings with strict host key checking, plus the merged spec."""
+    data: dict[str, Any] = {
+        "ssh_hostname": host.address,
+        "ssh_port": host.ssh.port,
+        "ssh_strict_host_key_checking": "yes",
+        "ssh_known_hosts_file": str(known_hosts)
+        if host.ssh.host_key and known_hosts
+        else USER_KNOWN_HOSTS,
+        "spec": host.spec,
+        "gpurig_groups": list(host.groups),
+    }
+    if host.ssh.user:
+        data["ssh_user"] = host.ssh.user
+    if host.ssh.key:
+        data["ssh_key"] = os.path.expanduser(host.ssh.key)
+    if host.ssh.connect_timeout:
+        data["ssh_connect_timeout"] = host.ssh.connect_timeout
+        # pyinfra 3.10 has no per-host connect timeout key; paramiko's kwargs carry it.
+        data["ssh_paramiko_connect_kwargs"] = {"timeout": host.ssh.connect_timeout}
+    return data
+
+
+def pyinfra_groups(inventory: Inventory, known_hosts_dir: Path) -> dict[str, list[Any]]:
+    """`all` as (name, data) tuples in file order, plus one list of names per YAML group."""
+    known_hosts = write_known_hosts(inventory.hosts, known_hosts_dir)
+    groups: dict[str, list[Any]] = {
+        "all": [(h.name, host_data(h, known_hosts)) for h in inventory.hosts]
+    }
+    groups.update(inventory.groups())
+    return groups
+
+
+def load_groups(root: Path) -> dict[str, list[Any]]:
+    """Everything `inventory.py` needs; raises InventoryError before any host is contacted."""
+    return pyinfra_groups(load_inventory(inventory_paths(root)), cache_dir())

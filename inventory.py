@@ -1,0 +1,17 @@
+"""pyinfra inventory: `pyinfra inventory.py deploys/gpu_host.py` (run from the repository root).
+
+Loads $GPURIG_INVENTORY (os.pathsep-separated) or inventories/*.yaml; an invalid inventory
+exits 2 before pyinfra connects to anything.
+"""
+
+import sys as _sys
+from pathlib import Path as _Path
+
+from gpurig.inventory import InventoryError as _InventoryError
+from gpurig.pyinfra_inventory import load_groups as _load_groups
+
+try:
+    globals().update(_load_groups(_Path(__file__).resolve().parent))
+except _InventoryError as _exc:
+    print(_exc, file=_sys.stderr)
+    _sys.exit(2)
