@@ -40,7 +40,10 @@ def start_time(pid: int) -> int | None:
     except OSError:
         return None
     # The command name may contain spaces and parentheses: fields start after the last ')'.
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X"):  # dead, waiting for a parent that may never reap it
+        return None
+    return int(fields[19])
 
 
 def alive(pid: int | None, started: int | None) -> bool:

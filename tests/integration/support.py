@@ -1,20 +1,16 @@
-"""Shared fixtures. Integration tests run against a real sandbox (root, namespaces, Podman)."""
+"""Helpers for the integration tests: a real sandbox (root, namespaces, Podman)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from gpurig.sandbox import manager
-from gpurig.sandbox.leftovers import leftovers
 from gpurig.sandbox.state import State, load
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 FLEET, FULL = 3, 1
 
 
@@ -44,19 +40,3 @@ class Sandbox:
     @property
     def state(self) -> State:
         return load(self.paths.state)
-
-
-@pytest.fixture(scope="session")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    if os.geteuid() != 0:
-        pytest.fail("integration tests need root (the sandbox makes namespaces and containers)")
-    box = Sandbox(tmp_path_factory.mktemp("sandbox", numbered=True) / "box")
-    proc = box.up()
-    assert proc.returncode == 0, proc.stderr
-    yield box
-    state = box.state
-    proc = gpurig("sandbox", "down", "--dir", str(box.top))
-    assert proc.returncode == 0, proc.stderr
-    left = leftovers(box.top, state)
-    if left:
-        pytest.fail(f"sandbox down left: {left}")
