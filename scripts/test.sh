@@ -1,0 +1,11 @@
+#!/bin/sh
+# The whole test suite, as CI runs it: set-up, lint, format check, unit and integration tests.
+# Needs root (the integration tests build a sandbox of real SSH hosts on this machine).
+set -eu
+cd "$(dirname "$0")/.."
+sh scripts/setup.sh
+PATH="$PWD/.venv/bin:$PATH"
+export PATH
+ruff check .
+ruff format --check .
+exec pytest -q "$@"
