@@ -63,6 +63,9 @@ def start(
             "podman", "run", "--detach", "--name", rec.container, "--hostname", rec.name,
             "--label", f"{LABEL}={rec.name}",
             "--privileged", "--systemd=always",
+            # Engines inside make their own cgroups; on hybrid cgroups they must see the
+            # machine's tree at the paths /proc/self/cgroup names, or runc cannot start.
+            "--cgroupns=host", "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
             "--volume", f"{key}:/etc/ssh/ssh_host_ed25519_key:ro",
             "--volume", f"{client_key}.pub:/root/.ssh/authorized_keys:ro",
             # Engines inside need a real filesystem for their overlay storage.

@@ -81,8 +81,7 @@ def up(top: Path, fleet_hosts: int, full_hosts: int, log: Log = print) -> State:
 
     Idempotent: healthy hosts are left alone, missing ones made, broken ones restarted.
     """
-    tools = ["ip", "unshare", "ssh-keygen", "docker-registry"]
-    _require_root_and_tools(*tools, *(["podman"] if full_hosts else []))
+    _require_root_and_tools("ip", "unshare", "ssh-keygen", "docker-registry", "podman")
     paths = Paths(top)
     top.mkdir(parents=True, exist_ok=True)
     state = load(paths.state)
@@ -100,12 +99,16 @@ def up(top: Path, fleet_hosts: int, full_hosts: int, log: Log = print) -> State:
         state.registry_pid, state.registry_started = registry.start(paths.registry)
         save(paths.state, state)
         log(f"registry   {registry.ADDRESS}")
+    if "train" not in state.images:
+        state.images["train"] = registry.seed(paths.podman_env())
+        save(paths.state, state)
+        log(f"image      {state.images['train']}")
 
     wanted = [fleet.record(i) for i in range(1, fleet_hosts + 1)]
     wanted += [full.record(i) for i in range(1, full_hosts + 1)]
     for rec in wanted:
         state.hosts.setdefault(rec.name, rec)
-    env = paths.podman_env() if state.full() else {}
+    env = paths.podman_env()
     lower = None
     if state.fleet():
         lower = rootfs.extract(paths.lower)
@@ -182,7 +185,7 @@ def down(top: Path, log: Log = print) -> None:
         return
     _require_root_and_tools("ip")
     state = load(paths.state)
-    env = paths.podman_env() if state.full() else {}
+    env = paths.podman_env()
     for rec in list(state.hosts.values()):
         if rec.kind == "fleet":
             fleet.stop(rec)
@@ -191,6 +194,8 @@ def down(top: Path, log: Log = print) -> None:
         del state.hosts[rec.name]
         save(paths.state, state)
     kill(state.registry_pid, state.registry_started)
+    if state.images:
+        run(["podman", "rmi", "--force", registry.LOCAL_TRAIN_IMAGE], check=False, env=env)
     if state.bridge:
         net.remove_bridge()
     leftover = _mounts_under(top)

@@ -3,16 +3,27 @@ images by digest for real."""
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
+import tarfile
+import tempfile
 from pathlib import Path
 
 from gpurig.fsutil import atomic_write
 from gpurig.sandbox.net import GATEWAY
-from gpurig.sandbox.proc import SandboxError, start_time, wait_port
+from gpurig.sandbox.proc import SandboxError, run, start_time, wait_port
 
 PORT = 5000
 ADDRESS = f"{GATEWAY}:{PORT}"
+# A tiny image (static busybox) for containers the tests and the demo run; pulled by digest.
+TRAIN_IMAGE = f"{ADDRESS}/sandbox/train"
+BUSYBOX = Path("/bin/busybox")
+LOCAL_TRAIN_IMAGE = "localhost/gpurig-sandbox-train:1"
+ETC_FILES = {
+    "etc/passwd": "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n",
+    "etc/group": "root:x:0:\nnogroup:x:65534:\n",
+}
 
 
 def start(top: Path) -> tuple[int, int | None]:
@@ -40,3 +51,45 @@ def start(top: Path) -> tuple[int, int | None]:
         proc.kill()
         raise SandboxError(f"registry did not answer at {ADDRESS}; see {top / 'registry.log'}")
     return proc.pid, start_time(proc.pid)
+
+
+def _busybox_rootfs(dest: Path) -> None:
+    """A root filesystem of one static busybox and its applet links, as a tarball."""
+    applets = run([str(BUSYBOX), "--list"]).stdout.split()
+    with tarfile.open(dest, "w") as tar:
+        tar.add(BUSYBOX, arcname="bin/busybox")
+        for applet in applets:
+            if applet != "busybox":
+                link = tarfile.TarInfo(f"bin/{applet}")
+                link.type, link.linkname = tarfile.SYMTYPE, "busybox"
+                tar.addfile(link)
+        for d in ("tmp", "root", "etc", "workspace"):
+            info = tarfile.TarInfo(d)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if d == "tmp" else 0o755
+            tar.addfile(info)
+        for name, text in ETC_FILES.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def seed(env: dict[str, str]) -> str:
+    """Push the train image into the registry; returns its digest reference."""
+    if not BUSYBOX.exists():
+        raise SandboxError("busybox-static is not installed (apt-get install busybox-static)")
+    with tempfile.TemporaryDirectory() as tmp:
+        tarball = Path(tmp, "rootfs.tar")
+        _busybox_rootfs(tarball)
+        local = LOCAL_TRAIN_IMAGE
+        run(
+            ["podman", "import", "--change", 'CMD ["sleep", "infinity"]', str(tarball), local],
+            env=env,
+        )
+        digest_file = Path(tmp, "digest")
+        run(
+            ["podman", "push", "--quiet", "--tls-verify=false", "--digestfile", str(digest_file),
+             local, f"docker://{TRAIN_IMAGE}:1"],
+            env=env,
+        )  # fmt: skip
+        return f"{TRAIN_IMAGE}@{digest_file.read_text().strip()}"

@@ -42,6 +42,7 @@ class State:
     gateway: str = ""
     registry_pid: int | None = None
     registry_started: int | None = None
+    images: dict[str, str] = field(default_factory=dict)  # name -> reference by digest
     hosts: dict[str, HostRecord] = field(default_factory=dict)
 
     def fleet(self) -> list[HostRecord]:
