@@ -6,9 +6,11 @@ Run it from the repository root (pyinfra puts the current directory on sys.path)
 from pyinfra import host
 
 from deploys.core_dumps import core_dumps
+from deploys.engine import engine
 from deploys.packages import packages
 
 spec = host.data.get("spec") or {}
 
 packages(spec)
 core_dumps(spec)
+engine(spec)

@@ -10,14 +10,10 @@ from pyinfra.facts.deb import DebPackages
 from pyinfra.operations import apt
 
 
-@deploy("Packages")
-def packages(spec: dict[str, Any]) -> None:
-    wanted = spec.get("packages") or []
-    if not wanted:
-        return
+def ensure_packages(wanted: list[str]) -> None:
+    """Install `wanted`, refreshing the apt lists only when something is missing: a converged
+    host never needs the network, and `apt.update` without a cache time is always a change."""
     installed = host.get_fact(DebPackages)
-    # Refresh the apt lists only when something is missing: a converged host never needs the
-    # network, and `apt.update` without a cache time would count as a change on every run.
     missing = [name for name in wanted if name not in installed]
     apt.packages(
         name=f"Install {', '.join(wanted)}",
@@ -26,3 +22,9 @@ def packages(spec: dict[str, Any]) -> None:
         cache_time=3600,
         no_recommends=True,
     )
+
+
+@deploy("Packages")
+def packages(spec: dict[str, Any]) -> None:
+    if spec.get("packages"):
+        ensure_packages(spec["packages"])
