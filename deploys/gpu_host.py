@@ -5,6 +5,7 @@ Run it from the repository root (pyinfra puts the current directory on sys.path)
 
 from pyinfra import host
 
+from deploys.containers import containers
 from deploys.core_dumps import core_dumps
 from deploys.engine import engine
 from deploys.packages import packages
@@ -14,3 +15,4 @@ spec = host.data.get("spec") or {}
 packages(spec)
 core_dumps(spec)
 engine(spec)
+containers(spec)

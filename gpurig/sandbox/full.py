@@ -15,25 +15,33 @@ from gpurig.sandbox.state import HostRecord
 LABEL = "io.gpurig.sandbox"
 
 
-def containers_conf(path: Path) -> dict[str, str]:
-    """Podman settings the sandbox needs, in a file it owns (CONTAINERS_CONF), never the
-    machine's: runc (crun fails on hybrid cgroups) and ulimits within this process's own hard
-    limits (Podman's defaults exceed them and runc then refuses to start the container)."""
+def _ulimits() -> str:
+    """nofile and nproc within this process's own hard limits: Podman's defaults exceed them
+    here, and runc/crun then refuse to start a container (EPERM from setrlimit)."""
     nofile = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], 1048576)
     nproc_hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
     pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
     nproc = min(nproc_hard if nproc_hard != resource.RLIM_INFINITY else pid_max, pid_max)
+    return f'default_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]\n'
+
+
+def containers_conf(path: Path) -> dict[str, str]:
+    """Podman settings the sandbox needs, in a file it owns (CONTAINERS_CONF), never the
+    machine's: runc (crun fails on hybrid cgroups) and ulimits it can grant."""
     atomic_write(
         path,
         "# Written by gpurig sandbox; used only through CONTAINERS_CONF.\n"
-        "[containers]\n"
-        f'default_ulimits = ["nofile={nofile}:{nofile}", "nproc={nproc}:{nproc}"]\n'
-        "[engine]\n"
-        'runtime = "runc"\n'
-        'cgroup_manager = "cgroupfs"\n'
-        'events_logger = "file"\n',
+        f"[containers]\n{_ulimits()}"
+        '[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n',
     )
     return {"CONTAINERS_CONF": str(path)}
+
+
+def inner_containers_conf(path: Path) -> Path:
+    """The same ulimits for a Podman that a converge installs inside a full host: the full
+    host inherits this machine's limits, which Podman's defaults exceed."""
+    atomic_write(path, f"# Written by gpurig sandbox.\n[containers]\n{_ulimits()}")
+    return path
 
 
 def record(index: int) -> HostRecord:
@@ -57,6 +65,7 @@ def start(
     top = hosts_dir / rec.name
     key = ensure_keypair(top / "ssh_host_ed25519_key", rec.name)
     rec.host_key = public_key(key)
+    inner_conf = inner_containers_conf(top / "containers.conf")
     stop(rec, env)
     run(
         [
@@ -68,6 +77,7 @@ def start(
             "--cgroupns=host", "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
             "--volume", f"{key}:/etc/ssh/ssh_host_ed25519_key:ro",
             "--volume", f"{client_key}.pub:/root/.ssh/authorized_keys:ro",
+            "--volume", f"{inner_conf}:/etc/containers/containers.conf:ro",
             # Engines inside need a real filesystem for their overlay storage.
             "--volume", "/var/lib/containers", "--volume", "/var/lib/docker",
             image, "/sbin/init",

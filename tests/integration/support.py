@@ -7,11 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from gpurig.sandbox import manager
 from gpurig.sandbox.state import State, load
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-FLEET, FULL = 3, 1
+FLEET, FULL = 3, 3
 
 
 def gpurig(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -40,3 +42,25 @@ class Sandbox:
     @property
     def state(self) -> State:
         return load(self.paths.state)
+
+
+def run_verify(
+    box: Sandbox, names: list[str], inventory: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The user-facing testinfra suite (tests/verify) against sandbox hosts, over real SSH."""
+    hosts = ",".join(f"ssh://{name}" for name in names)
+    env = {**os.environ, "GPURIG_INVENTORY": str(inventory or "")}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/verify",
+         f"--hosts={hosts}", f"--ssh-config={box.paths.ssh_config}"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+
+
+def write_inventory(box: Sandbox, path: Path, specs: dict[str, dict]) -> Path:
+    """A copy of the sandbox inventory with per-host specs added."""
+    inventory = yaml.safe_load(box.paths.inventory.read_text())
+    for name, spec in specs.items():
+        inventory["hosts"][name]["spec"] = spec
+    path.write_text(yaml.safe_dump(inventory))
+    return path

@@ -5,7 +5,15 @@
 Host key checking follows the ssh config (use StrictHostKeyChecking yes).
 """
 
+import pytest
+
 from deploys.core_dumps import MANAGED_FILES
+
+
+@pytest.fixture(autouse=True)
+def _core_dumps_disabled(spec):
+    if spec.get("core_dumps", "disabled") != "disabled":
+        pytest.skip("this host declares core_dumps: enabled")
 
 
 def test_core_dump_limits_are_written(host):
