@@ -84,6 +84,7 @@ def parse_gpu(raw: Mapping[str, Any]) -> dict[str, Any]:
                 gpu[f"{key}_error"] = str(exc)
             else:
                 gpu[key] = vars(value) if key == "kernel_module" else value
+    gpu["nvml_mismatch"] = gpu_parse.parse_nvml_mismatch(raw.get("query") or "")
     gpu["compute_apps"] = None
     if raw.get("nvidia_smi"):
         apps = [[cell.strip() for cell in line.split(",")] for line in _lines(raw["compute_apps"])]

@@ -109,6 +109,7 @@ disk_entry() {
   member exists; json_bool [ -e "$1" ]
   # shellcheck disable=SC2046  # word splitting of df's columns is the point
   set -- "$1" $(df_fields -k -- "$1")
+  kv_str mount "${7-}"
   if [ $# -ge 5 ]; then kv_num total_bytes "$(($3 * 1024))"; kv_num free_bytes "$(($5 * 1024))"
   else kv_num total_bytes ''; kv_num free_bytes ''; fi
   # shellcheck disable=SC2046

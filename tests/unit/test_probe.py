@@ -65,7 +65,7 @@ def test_script_reports_absence_with_only_sh_cat_and_sed(tmp_path: Path) -> None
     doc = run_script(args, path=bare_path(tmp_path))
     assert set(doc) == TOP_LEVEL
     assert doc["disks"][1] == {
-        "path": "/tmp", "exists": True, "total_bytes": None, "free_bytes": None,
+        "path": "/tmp", "exists": True, "mount": None, "total_bytes": None, "free_bytes": None,
         "inodes_total": None, "inodes_free": None,
     }  # fmt: skip
     assert doc["engine"]["installed"] == {"docker": None, "podman": None}
@@ -205,3 +205,9 @@ def test_process_parses_embedded_json() -> None:
 
 def test_process_refuses_output_that_is_not_json() -> None:
     assert Probe().process(["sh: 1: syntax error"])["error"].startswith("probe printed no JSON")
+
+
+def test_process_reads_nvml_mismatch() -> None:
+    text = read_fixture("driver_mismatch_nvml-570.124.txt")
+    gpu = parse_probe({"gpu": {"nvidia_smi": True, "query": text, "compute_apps": text}})["gpu"]
+    assert gpu["nvml_mismatch"] == "570.124"
