@@ -102,7 +102,7 @@ def parse_packages(raw: Mapping[str, Any]) -> dict[str, Any]:
     """dpkg-query lines (name, version, status) and apt-mark's held names."""
     installed = {}
     for line in _lines(raw.get("dpkg")):
-        name, version, status = (line.split("\t") + ["", ""])[:3]
+        name, version, status = [*line.split("\t"), "", ""][:3]
         installed[name] = {"version": version, "installed": status.strip() == "ii"}
     return {"installed": installed, "held": _lines(raw.get("held"))}
 

@@ -18,6 +18,11 @@ from gpurig.inventory import parse_size
 # The kernel's RLIM_INFINITY as Podman prints it (uint64), and as Docker prints it.
 _UNLIMITED = {2**64 - 1, 2**63 - 1, -1}
 _CDI_GPU = re.compile(r"nvidia\.com/gpu=(\w+)")
+# Declared container keys compared with inspect (recreate policy is converge's, not state).
+FIELDS = (
+    "image", "shm_size", "user", "network", "gpus", "mounts", "env", "ulimits", "command",
+    "restart",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

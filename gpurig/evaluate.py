@@ -17,13 +17,26 @@ import yaml
 
 from deploys.core_dumps import MANAGED_FILES
 from gpurig.compat import Finding, Severity, check_kernel_module, judge
-from gpurig.container_spec import diff_container
+from gpurig.container_spec import FIELDS, diff_container
 from gpurig.inventory import parse_size
 
 Probe = Mapping[str, Any]
 Spec = Mapping[str, Any]
 
 PODMAN_SOCKET = "/run/podman/podman.sock"
+
+# Every id a drift report can carry (tests check each one has a case that makes it fire).
+FINDING_IDS = (
+    "host.unreachable", "probe.failed", "core_dumps.limits", "core_dumps.login_shell",
+    "disk.free", "disk.inodes", "shm.size", "engine.missing", "engine.socket",
+    "engine.docker_host", "nvidia.runtime", "nvidia.cdi", "container.missing",
+    "container.not_running", "container.restarting",
+    *(f"container.{field}" for field in FIELDS),
+    "gpu.missing", "gpu.unexpected", "compat.kernel_module", "compat.driver_cuda",
+    "compat.torch_arch", "gpu.xid", "gpu.throttle", "gpu.ecc", "gpu.zombie_vram",
+    "repo.missing", "repo.ref", "repo.dirty", "repo.crlf", "repo.lockfile",
+    "cleanup.ray_sessions", "cleanup.core_files", "toolkit.version", "toolkit.hold",
+)  # fmt: skip
 
 # How to fix a container field that differs from the spec.
 _CONTAINER_FIXES = {
@@ -204,7 +217,7 @@ def _engine(spec: Spec, probe: Probe) -> Iterator[Finding]:
                 "containers declare GPUs but Docker has no nvidia runtime",
                 "runtimes.nvidia in /etc/docker/daemon.json",
                 ", ".join(runtimes) or "no runtimes",
-                "run the converge (nvidia-ctk runtime configure --runtime=docker) and restart dockerd",
+                "run the converge (nvidia-ctk runtime configure) and restart dockerd",
             )
     if gpu_containers and name == "podman" and not engine.get("cdi_specs"):
         yield finding(
