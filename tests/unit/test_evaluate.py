@@ -79,7 +79,7 @@ INSPECT: dict[str, Any] = {
             "Source": "/var/lib/docker/volumes/cache/_data",
             "Destination": "/cache",
             "RW": True,
-        },  # fmt: skip
+        },
     ],
 }
 
@@ -117,7 +117,7 @@ PROBE: dict[str, Any] = {
             "inodes_total": 1000,
             "inodes_free": 500,
         },
-    ],  # fmt: skip
+    ],
     "shm": {"size_bytes": 2 * 1024**3},
     "ray": {"sessions": 1},
     "engine": {
@@ -147,7 +147,7 @@ PROBE: dict[str, Any] = {
             "lockfile_sha256": "1" * 64,
             "lockfile_head_sha256": "1" * 64,
         },
-    ],  # fmt: skip
+    ],
     "packages": {
         "installed": {n: {"version": "1.17.8-1", "installed": True} for n in TOOLKIT},
         "held": list(TOOLKIT),

@@ -128,7 +128,7 @@ def test_gpu_query_is_gpu_parse_command() -> None:
     assert 'nvidia-smi --query-gpu="$GPU_FIELDS" --format=csv,noheader,nounits' in (
         SCRIPT_PATH.read_text()
     )
-    assert QUERY_GPU_COMMAND == f"nvidia-smi --query-gpu={fields} --format=csv,noheader,nounits"
+    assert f"nvidia-smi --query-gpu={fields} --format=csv,noheader,nounits" == QUERY_GPU_COMMAND
 
 
 REPLAY = {
