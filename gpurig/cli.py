@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import TextIO
 
 import click
@@ -88,7 +89,7 @@ def drift(inventory: str, limits: tuple[str, ...], fmt: str, output: TextIO | No
         raise SystemExit(2)
     selected = [h for h in hosts if not limits or h.name in limits]
     reports = run_drift(selected, cache_dir(), progress_stream())
-    stream = output or click.get_text_stream("stdout")
+    stream = output or sys.stdout
     stream.write(render(reports, fmt, colour=output is None and stream.isatty()))
     raise SystemExit(exit_code(reports))
 
