@@ -7,11 +7,11 @@ import sys
 from typing import TextIO
 
 import click
+from gevent import monkey
 
 from gpurig import __version__
 from gpurig.cli_sandbox import sandbox
 from gpurig.compat import judge
-from gpurig.drift import progress_stream, run_drift
 from gpurig.inventory import InventoryError, load_inventory
 from gpurig.pyinfra_inventory import cache_dir
 from gpurig.report import FORMATS, exit_code, render
@@ -88,6 +88,11 @@ def drift(inventory: str, limits: tuple[str, ...], fmt: str, output: TextIO | No
         click.echo(f"{inventory}: no host named {', '.join(unknown)}", err=True)
         raise SystemExit(2)
     selected = [h for h in hosts if not limits or h.name in limits]
+    # pyinfra's parallelism is gevent: sockets must be cooperative before paramiko connects,
+    # as pyinfra's own CLI does on import. Only this command pays for it.
+    monkey.patch_all()
+    from gpurig.drift import progress_stream, run_drift
+
     reports = run_drift(selected, cache_dir(), progress_stream())
     stream = output or sys.stdout
     stream.write(render(reports, fmt, colour=output is None and stream.isatty()))

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-import gevent
 from pyinfra.api import Config, Inventory, State
 from pyinfra.api.exceptions import ConnectError
 from pyinfra.api.host import Host as PyinfraHost
@@ -63,21 +62,24 @@ def run_drift(
     known_hosts = write_known_hosts(hosts, cache)
     inventory = Inventory(([(h.name, host_data(h, known_hosts)) for h in hosts], {}))
     state = State(inventory, Config(PARALLEL=max(1, len(hosts))))
-    # pyinfra logs connection and fact errors itself; they are findings here.
-    logging.getLogger("pyinfra").addHandler(logging.NullHandler())
-    logging.getLogger("pyinfra").propagate = False
+    # pyinfra and paramiko log connection and fact errors themselves; they are findings here.
+    for name in ("pyinfra", "paramiko"):
+        logging.getLogger(name).addHandler(logging.NullHandler())
+        logging.getLogger(name).propagate = False
     packages = rules()["toolkit_packages"]
-    jobs = {
-        state.pool.spawn(_probe_host, inventory.get_host(h.name), h.spec, packages): h.name
-        for h in hosts
-    }
-    for done, job in enumerate(gevent.iwait(list(jobs)), start=1):
+
+    def probe(host: Host) -> HostReport:
+        return _probe_host(inventory.get_host(host.name), host.spec, packages)
+
+    done: dict[str, HostReport] = {}
+    for report in state.pool.imap_unordered(probe, hosts):
+        done[report.name] = report
         if progress is not None:
-            progress.write(f"\r[{done}/{len(jobs)}] {jobs[job]}\033[K")
+            progress.write(f"\r[{len(done)}/{len(hosts)}] {report.name}\033[K")
             progress.flush()
     if progress is not None:
         progress.write("\n")
-    return [job.get() for job in jobs]  # dicts keep insertion order: inventory order
+    return [done[h.name] for h in hosts]
 
 
 def progress_stream() -> TextIO | None:
