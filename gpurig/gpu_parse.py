@@ -227,3 +227,33 @@ def parse_torch_capability_warning(text: str) -> TorchCapabilityWarning | None:
 def has_no_kernel_image_error(text: str) -> bool:
     """Did CUDA report that no compiled kernel fits this GPU?"""
     return "no kernel image is available for execution on the device" in text
+
+
+# Volatile (since the driver loaded) uncorrectable ECC counters, in each XML schema generation:
+# 450-era <double_bit><total>, later <dram_uncorrectable> and the <sram_uncorrectable*> pair.
+_ECC_UNCORRECTABLE = (
+    "double_bit/total",
+    "dram_uncorrectable",
+    "sram_uncorrectable",
+    "sram_uncorrectable_parity",
+    "sram_uncorrectable_secded",
+)
+
+
+def parse_ecc_uncorrectable(xml_text: str) -> dict[str, int | None]:
+    """Volatile uncorrectable ECC errors per GPU (PCI id) from `nvidia-smi -q -x`.
+
+    None where the GPU reports every counter N/A (ECC unsupported or disabled): no ECC is not
+    the same as zero errors.
+    """
+    root = ET.fromstring(xml_text.lstrip())
+    result: dict[str, int | None] = {}
+    for gpu in root.iter("gpu"):
+        values = [
+            (node.text or "").strip()
+            for path in _ECC_UNCORRECTABLE
+            for node in gpu.findall(f"ecc_errors/volatile/{path}")
+        ]
+        counts = [int(v) for v in values if v.isdigit()]
+        result[gpu.get("id", "")] = sum(counts) if counts else None
+    return result

@@ -7,6 +7,7 @@ from gpu_fixtures import FIXTURES, read_fixture
 
 from gpurig import gpu_parse
 from gpurig.gpu_parse import (
+    parse_ecc_uncorrectable,
     parse_proc_driver_version,
     parse_query_gpu_csv,
     parse_smi_header,
@@ -227,3 +228,17 @@ def test_torch_messages_absent() -> None:
     assert gpu_parse.parse_torch_capability_warning(text) is None
     assert not gpu_parse.has_no_kernel_image_error(text)
     assert gpu_parse.parse_nvml_mismatch(text) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("nvidia-smi-q-x_tesla-t4_515.105.01_reindented.xml", {"00000000:00:1E.0": 0}),
+        ("nvidia-smi-q-x_quadro-p2000_525.125.06_throttle.xml", {"00000000:17:00.0": None}),
+        ("nvidia-smi-q-x_rtx4000-sff-ada_595.84_v13.xml", {"00000000:06:00.0": None}),
+    ],
+)
+def test_ecc_uncorrectable_counts_or_none_without_ecc(
+    name: str, expected: dict[str, int | None]
+) -> None:
+    assert parse_ecc_uncorrectable(read_fixture(name)) == expected

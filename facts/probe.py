@@ -1,0 +1,170 @@
+"""The drift probe: one pyinfra fact, one remote command, everything `gpurig drift` reads.
+
+pyinfra runs one command per fact and caches nothing, so thirty small facts would be thirty
+round trips per host. `probe.sh` gathers it all and prints one JSON document with raw tool
+outputs as strings; `process()` parses those with `gpurig.gpu_parse`, so the parsing is tested
+on recordings from real GPU machines while the script stays plain sh.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pyinfra.api import FactBase
+
+from gpurig import gpu_parse
+
+SCRIPT_PATH = Path(__file__).with_name("probe.sh")
+
+
+def script_arguments(
+    engine: str | None = None,
+    paths: Iterable[str] = (),
+    core_dirs: Iterable[str] = (),
+    hash_files: Iterable[str] = (),
+    containers: Iterable[str] = (),
+    repos: Mapping[str, str | None] | None = None,
+    packages: Iterable[str] = (),
+) -> list[str]:
+    """probe.sh's command line for these inputs (also what to type to run it by hand)."""
+    args = ["--gpu-fields", ",".join(gpu_parse.QUERY_GPU_FIELDS)]
+    if engine:
+        args += ["--engine", engine]
+    for flag, values in (
+        ("--path", paths),
+        ("--core-dir", core_dirs),
+        ("--hash-file", hash_files),
+        ("--container", containers),
+        ("--package", packages),
+    ):
+        for value in values:
+            args += [flag, value]
+    for path, lockfile in (repos or {}).items():
+        args += ["--repo", path] + (["--lockfile", lockfile] if lockfile else [])
+    return args
+
+
+def _lines(text: str | None) -> list[str]:
+    return [line for line in (text or "").splitlines() if line.strip()]
+
+
+def _loads(text: str | None) -> tuple[Any, str | None]:
+    """JSON embedded as a string by the script: (value, None) or (None, why not)."""
+    if not text:
+        return None, None
+    try:
+        return json.loads(text), None
+    except ValueError as exc:
+        return None, f"invalid JSON: {exc}"
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text and text.strip().lstrip("-").isdigit() else None
+
+
+def parse_gpu(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Typed GPU facts from the raw outputs; a parser's refusal becomes an `*_error` string."""
+    gpu: dict[str, Any] = {"nvidia_smi": raw.get("nvidia_smi", False)}
+    parsers = {
+        "gpus": (raw.get("query"), gpu_parse.parse_query_gpu_csv),
+        "kernel_module": (raw.get("proc_version"), gpu_parse.parse_proc_driver_version),
+        "throttle": (raw.get("smi_xml"), gpu_parse.parse_throttle_reasons),
+        "ecc_uncorrectable": (raw.get("smi_xml"), gpu_parse.parse_ecc_uncorrectable),
+    }
+    for key, (text, parser) in parsers.items():
+        gpu[key], gpu[f"{key}_error"] = None, None
+        if text:
+            try:
+                value = parser(text)
+            except (ValueError, SyntaxError) as exc:  # ET.ParseError is a SyntaxError
+                gpu[f"{key}_error"] = str(exc)
+            else:
+                gpu[key] = vars(value) if key == "kernel_module" else value
+    gpu["nvml_mismatch"] = gpu_parse.parse_nvml_mismatch(raw.get("query") or "")
+    gpu["compute_apps"] = None
+    if raw.get("nvidia_smi"):
+        apps = [[cell.strip() for cell in line.split(",")] for line in _lines(raw["compute_apps"])]
+        gpu["compute_apps"] = [
+            {"gpu_uuid": row[0], "pid": _int(row[1]), "used_mib": _int(row[2])}
+            for row in apps
+            if len(row) == 3
+        ]
+    gpu["kernel_log"] = raw.get("kernel_log")
+    gpu["xids"] = [vars(e) for e in gpu_parse.parse_xid_lines(raw.get("xid_lines") or "")]
+    return gpu
+
+
+def parse_packages(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """dpkg-query lines (name, version, status) and apt-mark's held names."""
+    installed = {}
+    for line in _lines(raw.get("dpkg")):
+        name, version, status = [*line.split("\t"), "", ""][:3]
+        installed[name] = {"version": version, "installed": status.strip() == "ii"}
+    return {"installed": installed, "held": _lines(raw.get("held"))}
+
+
+def parse_probe(document: Mapping[str, Any]) -> dict[str, Any]:
+    """Turn probe.sh's document into typed data: numbers as ints, embedded JSON parsed."""
+    probe = dict(document)
+    cgroup = dict(probe.get("cgroup") or {})
+    for key in ("memory_limit", "memory_usage", "oom_kill"):
+        cgroup[key] = _int(cgroup.get(key))  # "max" (v2, no limit) becomes None
+    probe["cgroup"] = cgroup
+    engine = dict(probe.get("engine") or {})
+    engine["daemon_json"], engine["daemon_json_error"] = _loads(engine.get("daemon_json"))
+    probe["engine"] = engine
+    containers = []
+    for raw in probe.get("containers") or []:
+        inspect, inspect_error = _loads(raw.get("inspect"))
+        torch, torch_error = _loads(raw.get("torch"))
+        containers.append(
+            {
+                "name": raw["name"],
+                "engine": raw.get("engine"),
+                # `inspect NAME` prints a one-element list; an empty one means no such container.
+                "inspect": inspect[0] if isinstance(inspect, list) and inspect else None,
+                "torch": torch,
+                "error": inspect_error or torch_error,
+            }
+        )
+    probe["containers"] = containers
+    probe["gpu"] = parse_gpu(probe.get("gpu") or {})
+    probe["repos"] = [
+        {**repo, "crlf_files": _lines(repo.get("crlf_files"))} for repo in probe.get("repos") or []
+    ]
+    probe["packages"] = parse_packages(probe.get("packages") or {})
+    return probe
+
+
+class Probe(FactBase[dict[str, Any]]):
+    """Everything the drift check reads from one host, gathered by one sh script."""
+
+    shell_executable = "sh"
+
+    def command(
+        self,
+        engine: str | None = None,
+        paths: Iterable[str] = (),
+        core_dirs: Iterable[str] = (),
+        hash_files: Iterable[str] = (),
+        containers: Iterable[str] = (),
+        repos: Mapping[str, str | None] | None = None,
+        packages: Iterable[str] = (),
+    ) -> str:
+        args = script_arguments(engine, paths, core_dirs, hash_files, containers, repos, packages)
+        script = SCRIPT_PATH.read_text(encoding="utf-8")
+        return f"set -- {shlex.join(args)}\n{script}"
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        """The typed probe, or `{"error": ...}` when the output is not the script's JSON."""
+        try:
+            document = json.loads("\n".join(output))
+        except ValueError as exc:
+            return {"error": f"probe printed no JSON document: {exc}"}
+        if not isinstance(document, dict):
+            return {"error": "probe printed JSON that is not an object"}
+        return parse_probe(document)

@@ -1,0 +1,135 @@
+"""Drift reports: a terminal table, the JSON contract, JUnit XML for CI, Markdown summaries.
+
+Pure functions from host reports to text, so every format is unit-tested without a host.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gpurig.compat import Finding
+
+FORMATS = ("table", "json", "junit", "markdown")
+_COLOURS = {"error": "\033[31m", "warn": "\033[33m", "ok": "\033[32m"}
+_RESET = "\033[0m"
+
+
+@dataclass(frozen=True)
+class HostReport:
+    """One host's outcome: reachable or not, and its findings."""
+
+    name: str
+    reachable: bool
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        """Drift for CI: unreachable, or any error finding (warnings alone pass)."""
+        return not self.reachable or any(f.severity == "error" for f in self.findings)
+
+
+def exit_code(reports: Sequence[HostReport]) -> int:
+    """DESIGN's contract: 0 clean or warnings only, 1 drift or an unreachable host."""
+    return 1 if any(r.failed for r in reports) else 0
+
+
+def _finding_dict(f: Finding) -> dict[str, str]:
+    return {"id": f.id, "severity": f.severity, "expected": f.expected, "actual": f.actual,
+            "fix": f.fix}  # fmt: skip
+
+
+def to_json(reports: Sequence[HostReport]) -> str:
+    """`{"hosts": [{"name", "reachable", "findings": [{"id", "severity", "expected", ...}]}]}`."""
+    hosts = [
+        {
+            "name": r.name,
+            "reachable": r.reachable,
+            "findings": [_finding_dict(f) for f in r.findings],
+        }
+        for r in reports
+    ]
+    return json.dumps({"hosts": hosts}, indent=2) + "\n"
+
+
+def _paint(text: str, severity: str, colour: bool) -> str:
+    return f"{_COLOURS[severity]}{text}{_RESET}" if colour else text
+
+
+def to_table(reports: Sequence[HostReport], colour: bool = False) -> str:
+    """Aligned rows (host, severity, id, expected -> actual) with each fix underneath."""
+    rows = [
+        (r.name, f.severity, f.id, f"expected {f.expected}, got {f.actual}", f.fix)
+        for r in reports
+        for f in r.findings
+    ]
+    clean = [r.name for r in reports if not r.findings]
+    width_host = max([len(r.name) for r in reports] or [0])
+    width_id = max([len(row[2]) for row in rows] or [0])
+    lines = []
+    for host, severity, fid, detail, fix in rows:
+        label = _paint(f"{severity:<5}", severity, colour)
+        lines.append(f"{host:<{width_host}}  {label}  {fid:<{width_id}}  {detail}")
+        lines.append(f"{'':<{width_host}}         {'':<{width_id}}  fix: {fix}")
+    lines += [f"{name:<{width_host}}  {_paint('ok', 'ok', colour)}" for name in clean]
+    failed = sum(r.failed for r in reports)
+    lines.append(f"{len(reports)} hosts, {failed} with drift")
+    return "\n".join(lines) + "\n"
+
+
+def to_junit(reports: Sequence[HostReport]) -> str:
+    """One testsuite, one testcase per host, one <failure> per error finding."""
+    failures = sum(1 for r in reports if r.failed)
+    suite = ET.Element(
+        "testsuite", name="gpurig drift", tests=str(len(reports)), failures=str(failures),
+        errors="0", skipped="0",
+    )  # fmt: skip
+    for report in reports:
+        case = ET.SubElement(suite, "testcase", classname="gpurig.drift", name=report.name)
+        errors = [f for f in report.findings if f.severity == "error"]
+        for f in errors:
+            failure = ET.SubElement(case, "failure", type=f.id, message=f.message)
+            failure.text = f"expected: {f.expected}\nactual: {f.actual}\nfix: {f.fix}"
+        warnings = [f"{f.id}: {f.message}" for f in report.findings if f.severity == "warn"]
+        if warnings:
+            ET.SubElement(case, "system-out").text = "\n".join(warnings)
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(reports: Sequence[HostReport]) -> str:
+    """A CI job summary: a verdict line, then one table of findings per host with drift."""
+    failed = [r for r in reports if r.failed]
+    verdict = "no drift" if not failed else f"drift on {len(failed)} of {len(reports)} hosts"
+    lines = [f"## gpurig drift: {verdict}", ""]
+    for report in reports:
+        if not report.findings:
+            lines += [f"- `{report.name}`: ok", ""]
+            continue
+        lines += [
+            f"### `{report.name}`" + ("" if report.reachable else " (unreachable)"),
+            "",
+            "| severity | id | expected | actual | fix |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        lines += [
+            "| "
+            + " | ".join([f.severity, f"`{f.id}`", *map(_cell, (f.expected, f.actual, f.fix))])
+            + " |"
+            for f in report.findings
+        ]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render(reports: Sequence[HostReport], fmt: str, colour: bool = False) -> str:
+    """The report in one of FORMATS."""
+    renderers = {"json": to_json, "junit": to_junit, "markdown": to_markdown}
+    if fmt == "table":
+        return to_table(reports, colour)
+    return renderers[fmt](reports)

@@ -1,0 +1,89 @@
+"""Spec-vs-inspect comparison for both engines' inspect shapes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpurig.container_spec import (
+    FIELDS,
+    FieldDiff,
+    _fields,
+    actual_gpus,
+    actual_mounts,
+    actual_ulimits,
+    diff_container,
+)
+
+
+def test_fields_constant_names_every_comparison() -> None:
+    assert set(_fields({}, "docker")) == set(FIELDS)
+
+
+@pytest.mark.parametrize(
+    ("requests", "expected"),
+    [
+        ([{"Count": -1, "Capabilities": [["gpu"]]}], "all"),
+        ([{"Count": 2, "Capabilities": [["gpu"]]}], 2),
+        ([{"Count": 0, "DeviceIDs": ["3", "1"], "Capabilities": [["gpu"]]}], [1, 3]),
+        ([{"Count": -1, "Capabilities": [["tpu"]]}], "none"),
+        (None, "none"),
+    ],
+)
+def test_docker_device_requests(requests: Any, expected: Any) -> None:
+    assert actual_gpus({"HostConfig": {"DeviceRequests": requests}}, "docker") == expected
+
+
+def test_podman_cdi_devices_and_counts() -> None:
+    devices = [{"PathOnHost": f"nvidia.com/gpu={i}"} for i in (1, 0)] + [
+        {"PathOnHost": "/dev/fuse"}
+    ]
+    inspect = {"HostConfig": {"Devices": devices}}
+    assert actual_gpus(inspect, "podman") == [0, 1]
+    assert diff_container({"gpus": 2}, inspect, "podman") == []
+    assert diff_container({"gpus": [0, 1]}, inspect, "podman") == []
+    assert diff_container({"gpus": 3}, inspect, "podman") == [FieldDiff("gpus", "3", "[0, 1]")]
+    assert diff_container({"gpus": "none"}, {"HostConfig": {}}, "podman") == []
+
+
+def test_podman_ulimit_names_and_uint64_unlimited() -> None:
+    inspect = {"HostConfig": {"Ulimits": [
+        {"Name": "RLIMIT_MEMLOCK", "Soft": 2**64 - 1, "Hard": 2**64 - 1},
+        {"Name": "RLIMIT_NOFILE", "Soft": 1024, "Hard": 4096},
+    ]}}  # fmt: skip
+    assert actual_ulimits(inspect) == {"memlock": (-1, -1), "nofile": (1024, 4096)}
+    assert (
+        diff_container({"ulimits": {"memlock": -1, "nofile": "1024:4096"}}, inspect, "podman") == []
+    )
+    [diff] = diff_container({"ulimits": {"core": 0}}, inspect, "podman")
+    assert (diff.field, diff.actual) == ("ulimits", "{'core': None}")
+
+
+def test_mounts_read_volumes_by_name_and_fall_back_to_binds() -> None:
+    mounts = [
+        {"Type": "volume", "Name": "nb", "Source": "/var/lib/x", "Destination": "/w", "RW": True}
+    ]
+    assert actual_mounts({"Mounts": mounts}) == ["nb:/w"]
+    binds = {"HostConfig": {"Binds": ["/mnt:/mnt:ro,rslave"]}}
+    assert actual_mounts(binds) == ["/mnt:/mnt:ro"]
+    assert diff_container({"mounts": ["/mnt:/mnt:ro"]}, binds, "docker") == []
+
+
+def test_only_declared_fields_and_env_keys_are_compared() -> None:
+    inspect = {"Config": {"Env": ["A=1", "OTHER=x"], "User": ""}, "HostConfig": {}}
+    assert diff_container({"env": {"A": "1"}, "recreate": "never"}, inspect, "docker") == []
+    assert diff_container({"user": "root"}, inspect, "docker") == [
+        FieldDiff("user", "root", "(image default)")
+    ]
+
+
+def test_image_compares_digests_and_restart_policies() -> None:
+    digest = "sha256:" + "0" * 64
+    inspect = {"ImageName": f"docker.io/x@{digest}", "HostConfig": {"RestartPolicy": {"Name": ""}}}
+    assert diff_container({"image": f"registry/x@{digest}"}, inspect, "podman") == []
+    assert diff_container({"restart": {"policy": "no"}}, inspect, "podman") == []
+    [diff] = diff_container(
+        {"restart": {"policy": "on-failure", "max_retries": 3}}, inspect, "docker"
+    )
+    assert (diff.expected, diff.actual) == ("on-failure:3", "no")

@@ -1,0 +1,320 @@
+"""evaluate(): a clean host has no findings, and every finding id has a case that fires it.
+
+The GPU part of the clean probe is parsed from a recorded L40S capture, not written by hand.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from deploys.core_dumps import MANAGED_FILES
+from facts.probe import parse_gpu
+from gpurig.evaluate import FINDING_IDS, evaluate, unreachable
+from tests.unit.gpu_fixtures import read_fixture
+
+DIGEST = "sha256:" + "a" * 64
+REF = "b" * 40
+TOOLKIT = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
+           "libnvidia-container-tools", "libnvidia-container1")  # fmt: skip
+
+SPEC: dict[str, Any] = {
+    "engine": "docker",
+    "gpu": "required",
+    "core_dumps": "disabled",
+    "nvidia_toolkit": {"version": "1.17.8-1"},
+    "containers": {
+        "train": {
+            "image": f"registry.example/train@{DIGEST}",
+            "shm_size": "1g",
+            "user": "root",
+            "gpus": "all",
+            "network": "host",
+            "mounts": ["/data:/data:ro", "cache:/cache"],
+            "env": {"PYTHONUNBUFFERED": "1"},
+            "ulimits": {"core": 0, "nofile": "1024:4096", "memlock": -1},
+            "command": ["sleep", "infinity"],
+            "restart": {"policy": "on-failure", "max_retries": 5},
+            "recreate": "if-stopped",
+        }
+    },
+    "repos": {
+        "/srv/code": {"url": "https://x/y.git", "ref": REF, "python": {"lockfile": "uv.lock"}}
+    },
+    "cleanup": {"ray_sessions": True, "core_files": True},
+    "checks": {"disk_free_min": "10g", "inodes_free_min_pct": 10},
+}
+
+INSPECT: dict[str, Any] = {
+    "State": {"Running": True, "Restarting": False, "Status": "running"},
+    "RestartCount": 0,
+    "Config": {
+        "Image": f"registry.example/train@{DIGEST}",
+        "User": "root",
+        "Env": ["PATH=/usr/bin", "PYTHONUNBUFFERED=1"],
+        "Cmd": ["sleep", "infinity"],
+    },
+    "HostConfig": {
+        "ShmSize": 1024**3,
+        "NetworkMode": "host",
+        "DeviceRequests": [
+            {"Driver": "", "Count": -1, "DeviceIDs": None, "Capabilities": [["gpu"]]}
+        ],
+        "Ulimits": [
+            {"Name": "core", "Soft": 0, "Hard": 0},
+            {"Name": "nofile", "Soft": 1024, "Hard": 4096},
+            {"Name": "memlock", "Soft": -1, "Hard": -1},
+        ],
+        "RestartPolicy": {"Name": "on-failure", "MaximumRetryCount": 5},
+    },
+    "Mounts": [
+        {"Type": "bind", "Source": "/data", "Destination": "/data", "RW": False},
+        {
+            "Type": "volume",
+            "Name": "cache",
+            "Source": "/var/lib/docker/volumes/cache/_data",
+            "Destination": "/cache",
+            "RW": True,
+        },
+    ],
+}
+
+L40S = parse_gpu(
+    {
+        "nvidia_smi": True,
+        "query": read_fixture("nvidia-smi_query-gpu_csv_l40s_595.80.txt"),
+        "proc_version": read_fixture(
+            "proc_driver_nvidia_version_525.60.11_open_archlinux-no-date.txt"
+        ).replace("525.60.11", "595.80"),  # the module that matches the recorded driver
+        "compute_apps": "",
+    }
+)
+
+PROBE: dict[str, Any] = {
+    "files": [
+        {"path": p, "present": True, "sha256": hashlib.sha256(c.encode()).hexdigest()}
+        for p, c in MANAGED_FILES.items()
+    ],
+    "core_dumps": {"login_ulimit_c": "0", "core_files": [{"dir": "/srv/code", "count": 0}]},
+    "disks": [
+        {
+            "path": "/",
+            "exists": True,
+            "mount": "/",
+            "free_bytes": 100 * 1024**3,
+            "inodes_total": 1000,
+            "inodes_free": 500,
+        },
+        {
+            "path": "/srv/code",
+            "exists": True,
+            "mount": "/",
+            "free_bytes": 100 * 1024**3,
+            "inodes_total": 1000,
+            "inodes_free": 500,
+        },
+    ],
+    "shm": {"size_bytes": 2 * 1024**3},
+    "ray": {"sessions": 1},
+    "engine": {
+        "installed": {"docker": "Docker version 28.2.2", "podman": None},
+        "podman_socket": {"exists": False, "answers": None},
+        "login_docker_host": None,
+        "daemon_json": {"runtimes": {"nvidia": {"path": "nvidia-container-runtime"}}},
+        "cdi_specs": [],
+    },
+    "containers": [
+        {
+            "name": "train",
+            "engine": "docker",
+            "inspect": INSPECT,
+            "torch": {"version": "2.7.0", "cuda": "12.8", "arch_list": ["sm_80", "sm_90"]},
+        }
+    ],
+    "gpu": L40S,
+    "repos": [
+        {
+            "path": "/srv/code",
+            "exists": True,
+            "head": REF,
+            "dirty": False,
+            "status": None,
+            "crlf_files": [],
+            "lockfile_sha256": "1" * 64,
+            "lockfile_head_sha256": "1" * 64,
+        },
+    ],
+    "packages": {
+        "installed": {n: {"version": "1.17.8-1", "installed": True} for n in TOOLKIT},
+        "held": list(TOOLKIT),
+    },
+}
+
+Mutation = Callable[[dict[str, Any], dict[str, Any]], None]
+
+
+def _inspect(probe: dict[str, Any]) -> dict[str, Any]:
+    return probe["containers"][0]["inspect"]
+
+
+def _podman(spec: dict[str, Any], probe: dict[str, Any]) -> None:
+    spec["engine"] = "podman"
+    spec["podman_socket"] = True
+    probe["engine"]["installed"]["podman"] = "podman version 4.3.1"
+    probe["engine"]["podman_socket"] = {"exists": True, "answers": True}
+    probe["engine"]["login_docker_host"] = "unix:///run/podman/podman.sock"
+    probe["engine"]["cdi_specs"] = ["/etc/cdi/nvidia.yaml"]
+    host = _inspect(probe)["HostConfig"]
+    del host["DeviceRequests"]
+    host["Devices"] = [
+        {"PathOnHost": "nvidia.com/gpu=all", "PathInContainer": "nvidia.com/gpu=all"}
+    ]
+
+
+def _set(path: str, value: Any) -> Mutation:
+    """A mutation setting `probe` or `spec` at a dotted path ('probe.gpu.xids')."""
+
+    def mutate(spec: dict[str, Any], probe: dict[str, Any]) -> None:
+        root, *keys = path.split(".")
+        target: Any = spec if root == "spec" else probe
+        for key in keys[:-1]:
+            target = target[int(key)] if key.isdigit() else target[key]
+        target[keys[-1]] = value
+
+    return mutate
+
+
+def _both(*mutations: Mutation) -> Mutation:
+    def mutate(spec: dict[str, Any], probe: dict[str, Any]) -> None:
+        for mutation in mutations:
+            mutation(spec, probe)
+
+    return mutate
+
+
+C = "probe.containers.0.inspect"
+CASES: dict[str, Mutation] = {
+    "core_dumps.limits": _set("probe.files.0.sha256", "0" * 64),
+    "core_dumps.login_shell": _set("probe.core_dumps.login_ulimit_c", "unlimited"),
+    "disk.free": _set("probe.disks.0.free_bytes", 5 * 1024**3),
+    "disk.inodes": _set("probe.disks.0.inodes_free", 50),
+    "shm.size": _set("probe.shm.size_bytes", 64 * 1024**2),
+    "engine.missing": _set("probe.engine.installed.docker", None),
+    "engine.socket": _both(_podman, _set("probe.engine.podman_socket.answers", False)),
+    "engine.docker_host": _both(_podman, _set("probe.engine.login_docker_host", None)),
+    "nvidia.runtime": _set("probe.engine.daemon_json", {"runtimes": {"runc": {}}}),
+    "nvidia.cdi": _both(_podman, _set("probe.engine.cdi_specs", [])),
+    "container.missing": _set("probe.containers", []),
+    "container.not_running": _set(f"{C}.State", {"Running": False, "Status": "exited"}),
+    "container.restarting": _set(f"{C}.RestartCount", 3),
+    "container.image": _set(f"{C}.Config.Image", "registry.example/train:latest"),
+    "container.shm_size": _set(f"{C}.HostConfig.ShmSize", 64 * 1024**2),
+    "container.user": _set(f"{C}.Config.User", ""),
+    "container.network": _set(f"{C}.HostConfig.NetworkMode", "default"),
+    "container.gpus": _set(f"{C}.HostConfig.DeviceRequests", []),
+    "container.mounts": _set(f"{C}.Mounts", []),
+    "container.env": _set(f"{C}.Config.Env", ["PYTHONUNBUFFERED=0"]),
+    "container.ulimits": _set(f"{C}.HostConfig.Ulimits", []),
+    "container.command": _set(f"{C}.Config.Cmd", ["bash"]),
+    "container.restart": _set(f"{C}.HostConfig.RestartPolicy", {"Name": "always"}),
+    "gpu.missing": _set("probe.gpu.gpus", None),
+    "gpu.unexpected": _set("spec.gpu", "absent"),
+    "compat.kernel_module": _set("probe.gpu.kernel_module", {"version": "595.71.05"}),
+    "compat.driver_cuda": _set("probe.containers.0.torch.cuda", "13.9"),
+    "compat.torch_arch": _set("probe.containers.0.torch.arch_list", ["sm_90"]),
+    "gpu.xid": _set("probe.gpu.xids", [{"xid": 79, "pci": "0000:01:00", "message": "off bus"}]),
+    "gpu.throttle": _set("probe.gpu.throttle", {"00000000:01:00.0": ["hw_thermal_slowdown"]}),
+    "gpu.ecc": _set("probe.gpu.ecc_uncorrectable", {"00000000:01:00.0": 2}),
+    "gpu.zombie_vram": lambda spec, probe: probe["gpu"]["gpus"][0].update({"memory.used": "30000"}),
+    "repo.missing": _set("probe.repos", []),
+    "repo.ref": _set("probe.repos.0.head", "c" * 40),
+    "repo.dirty": _set("probe.repos.0.dirty", True),
+    "repo.crlf": _set("probe.repos.0.crlf_files", ["run.sh", "a.py"]),
+    "repo.lockfile": _set("probe.repos.0.lockfile_sha256", None),
+    "cleanup.ray_sessions": _set("probe.ray.sessions", 4),
+    "cleanup.core_files": _set("probe.core_dumps.core_files.0.count", 2),
+    "toolkit.version": _set("probe.packages.installed.libnvidia-container1.version", "1.16.0-1"),
+    "toolkit.hold": _set("probe.packages.held", []),
+}
+# Ids not produced by evaluate(spec, probe) mutations; each has its own test below.
+SEPARATE = {"host.unreachable", "probe.failed"}
+
+
+def run(mutation: Mutation | None = None) -> list[Any]:
+    spec, probe = copy.deepcopy(SPEC), copy.deepcopy(PROBE)
+    if mutation:
+        mutation(spec, probe)
+    return evaluate(spec, probe)
+
+
+def test_every_finding_id_has_a_case() -> None:
+    assert set(CASES) | SEPARATE == set(FINDING_IDS)
+    assert len(FINDING_IDS) == len(set(FINDING_IDS))
+
+
+def test_clean_host_has_no_findings() -> None:
+    assert run() == []
+
+
+def test_clean_podman_host_has_no_findings() -> None:
+    assert run(_podman) == []
+
+
+@pytest.mark.parametrize("finding_id", sorted(CASES))
+def test_finding_fires(finding_id: str) -> None:
+    findings = run(CASES[finding_id])
+    assert finding_id in [f.id for f in findings]
+    for f in findings:
+        assert f.id in FINDING_IDS
+        assert f.severity in ("error", "warn")
+        assert f.expected and f.actual and f.fix
+
+
+def test_probe_failed_on_no_output_or_error() -> None:
+    assert [f.id for f in evaluate(SPEC, None)] == ["probe.failed"]
+    [failed] = evaluate(SPEC, {"error": "probe printed no JSON document"})
+    assert (failed.id, failed.severity) == ("probe.failed", "error")
+    assert "no JSON" in failed.actual
+
+
+def test_host_unreachable_has_the_finding_shape() -> None:
+    f = unreachable("Connection refused")
+    assert (f.id, f.severity, f.actual) == ("host.unreachable", "error", "Connection refused")
+    assert f.fix
+
+
+def test_same_filesystem_reported_once() -> None:
+    findings = run(_both(_set("probe.disks.0.free_bytes", 1), _set("probe.disks.1.free_bytes", 1)))
+    assert [f.id for f in findings] == ["disk.free"]
+
+
+def test_warnings_and_errors() -> None:
+    severity = {fid: {f.severity for f in run(m) if f.id == fid} for fid, m in CASES.items()}
+    assert severity["repo.dirty"] == {"warn"}
+    assert severity["gpu.xid"] == {"error"}  # Xid 79 is in the critical list
+    assert severity["container.image"] == {"error"}
+
+
+def test_benign_xid_is_a_warning() -> None:
+    xid = [{"xid": 13, "pci": "0000:01:00", "message": "Graphics Exception"}]
+    [f] = run(_set("probe.gpu.xids", xid))
+    assert (f.id, f.severity, f.actual) == ("gpu.xid", "warn", "Xid 13")
+
+
+def test_crlf_names_the_files() -> None:
+    [f] = run(CASES["repo.crlf"])
+    assert f.actual == "run.sh, a.py"
+
+
+def test_compat_runs_on_the_nvml_mismatch_version() -> None:
+    mismatch = _both(
+        _set("probe.gpu.gpus", None),
+        _set("probe.gpu.nvml_mismatch", "570.124"),
+        _set("spec.gpu", "auto"),
+    )
+    ids = [f.id for f in run(mismatch)]
+    assert "compat.kernel_module" in ids

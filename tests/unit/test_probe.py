@@ -1,0 +1,213 @@
+"""The probe script run for real on this machine (full PATH and a bare one), and `process()` on
+recorded GPU outputs served by a stand-in nvidia-smi that only replays fixture files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from facts.probe import SCRIPT_PATH, Probe, parse_probe, script_arguments
+from gpurig.gpu_parse import QUERY_GPU_COMMAND, QUERY_GPU_FIELDS
+from tests.unit.gpu_fixtures import read_fixture
+
+TOP_LEVEL = {
+    "probe_version", "host", "cgroup", "disks", "shm", "core_dumps", "files", "ray", "engine",
+    "containers", "gpu", "repos", "packages",
+}  # fmt: skip
+
+
+def run_script(args: list[str], path: str | None = None) -> dict[str, Any]:
+    """Run probe.sh by hand, as its header says; return the raw JSON document."""
+    env = {"PATH": path} if path is not None else dict(os.environ)
+    proc = subprocess.run(
+        ["sh", str(SCRIPT_PATH), *args], capture_output=True, text=True, env=env, check=True
+    )
+    return json.loads(proc.stdout)
+
+
+def bare_path(tmp_path: Path, tools: tuple[str, ...] = ("sh", "cat", "sed")) -> str:
+    """A PATH holding only the named tools, as on a host stripped to the bone."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in tools:
+        (bin_dir / tool).symlink_to(shutil.which(tool) or tool)
+    return str(bin_dir)
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+
+
+def test_script_prints_every_section_on_this_machine() -> None:
+    doc = run_script(script_arguments(paths=["/tmp"], packages=["sed"]))
+    assert set(doc) == TOP_LEVEL
+    assert [d["path"] for d in doc["disks"]] == ["/", "/tmp"]
+    assert doc["disks"][0]["free_bytes"] > 0 and doc["disks"][0]["inodes_total"] > 0
+    assert doc["host"]["kernel"] == os.uname().release
+    assert doc["packages"]["dpkg"].startswith("sed\t")
+
+
+def test_script_reports_absence_with_only_sh_cat_and_sed(tmp_path: Path) -> None:
+    args = script_arguments(
+        engine="docker",
+        paths=["/tmp"],
+        containers=["train"],
+        repos={str(tmp_path): "uv.lock"},
+        packages=["git"],
+        hash_files=["/etc/hostname"],
+    )
+    doc = run_script(args, path=bare_path(tmp_path))
+    assert set(doc) == TOP_LEVEL
+    assert doc["disks"][1] == {
+        "path": "/tmp", "exists": True, "mount": None, "total_bytes": None, "free_bytes": None,
+        "inodes_total": None, "inodes_free": None,
+    }  # fmt: skip
+    assert doc["engine"]["installed"] == {"docker": None, "podman": None}
+    assert doc["containers"] == [
+        {"name": "train", "engine": "docker", "inspect": None, "torch": None}
+    ]
+    assert doc["gpu"]["nvidia_smi"] is False
+    assert doc["repos"][0]["head"] is None and doc["repos"][0]["dirty"] is None
+    assert doc["files"] == [{"path": "/etc/hostname", "present": True, "sha256": None}]
+    assert doc["packages"] == {"dpkg": None, "held": None}
+
+
+def test_script_escapes_quotes_backslashes_and_control_characters() -> None:
+    weird = '/no/such "dir"\\' + "".join(chr(c) for c in range(1, 32) if c != 10)
+    doc = run_script(script_arguments(paths=[weird]))
+    assert doc["disks"][1]["path"] == weird
+    assert doc["disks"][1]["exists"] is False
+
+
+def test_script_reads_repo_state(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    git(repo, "config", "core.autocrlf", "false")
+    (repo / "run.sh").write_bytes(b"echo hi\r\n")
+    (repo / "ok.py").write_bytes(b"print()\n")
+    (repo / "uv.lock").write_text("version = 1\n")
+    git(repo, "add", ".")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x")
+    (repo / "uv.lock").write_text("version = 2\n")
+    doc = parse_probe(run_script(script_arguments(repos={str(repo): "uv.lock"})))
+    [state] = doc["repos"]
+    assert len(state["head"]) == 40 and state["dirty"] is True
+    assert state["crlf_files"] == ["run.sh"]
+    assert state["lockfile_sha256"] != state["lockfile_head_sha256"]
+
+
+def test_script_counts_core_files_and_ray_sessions(tmp_path: Path) -> None:
+    for name in ("core", "core.123", "notcore"):
+        (tmp_path / name).write_text("")
+    doc = run_script(script_arguments(core_dirs=[str(tmp_path)]))
+    assert doc["core_dumps"]["core_files"] == [{"dir": str(tmp_path), "exists": True, "count": 2}]
+
+
+def test_fact_command_is_the_script_with_its_arguments() -> None:
+    command = Probe().command(paths=["/srv/a b"], containers=["c"])
+    assert command.startswith("set -- --gpu-fields ")
+    assert "--path '/srv/a b' --container c\n" in command
+    proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
+    doc = Probe().process(proc.stdout.splitlines())
+    assert doc["disks"][1]["path"] == "/srv/a b"
+    assert doc["containers"][0]["name"] == "c"
+
+
+def test_gpu_query_is_gpu_parse_command() -> None:
+    """The script builds QUERY_GPU_COMMAND from the fields the fact passes it."""
+    args = script_arguments()
+    fields = args[args.index("--gpu-fields") + 1]
+    assert fields == ",".join(QUERY_GPU_FIELDS)
+    assert 'nvidia-smi --query-gpu="$GPU_FIELDS" --format=csv,noheader,nounits' in (
+        SCRIPT_PATH.read_text()
+    )
+    assert f"nvidia-smi --query-gpu={fields} --format=csv,noheader,nounits" == QUERY_GPU_COMMAND
+
+
+REPLAY = {
+    "--query-gpu": "nvidia-smi_query-gpu_csv_h100-mig_590.48.01.txt",
+    "-q": "nvidia-smi-q-x_tesla-t4_515.105.01_reindented.xml",
+}
+
+
+def test_process_parses_recorded_gpu_outputs_through_the_script(tmp_path: Path) -> None:
+    """A stand-in nvidia-smi replays recorded files; the script embeds, process() parses."""
+    bin_dir = Path(bare_path(tmp_path))
+    replays = tmp_path / "replay"
+    replays.mkdir()
+    for flag, name in REPLAY.items():
+        (replays / flag.strip("-")).write_text(read_fixture(name))
+    (bin_dir / "nvidia-smi").write_text(
+        "#!/bin/sh\n"
+        f"case $1 in --query-gpu=*) cat {replays}/query-gpu ;; -q) cat {replays}/q ;; esac\n"
+    )
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    doc = parse_probe(run_script(script_arguments(), path=str(bin_dir)))
+    gpu = doc["gpu"]
+    assert gpu["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"
+    assert gpu["gpus"][0]["mig.mode.current"] == "Enabled"
+    assert gpu["throttle"] == {"00000000:00:1E.0": []}
+    assert gpu["ecc_uncorrectable"] == {"00000000:00:1E.0": 0}
+    assert gpu["compute_apps"] == []
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("proc_driver_nvidia_version_384.98_proprietary.txt", {"version": "384.98", "open": False}),
+        (
+            "proc_driver_nvidia_version_525.60.11_open_archlinux-no-date.txt",
+            {"version": "525.60.11", "open": True},
+        ),
+    ],
+)
+def test_process_parses_kernel_module(name: str, expected: dict[str, Any]) -> None:
+    gpu = parse_probe({"gpu": {"proc_version": read_fixture(name)}})["gpu"]
+    assert gpu["kernel_module"] == expected
+
+
+def test_process_parses_xid_lines() -> None:
+    text = read_fixture("kernel_xid_119_gsp_rpc_timeout.txt")
+    gpu = parse_probe({"gpu": {"xid_lines": text}})["gpu"]
+    assert len(gpu["xids"]) == text.count("NVRM: Xid") > 0
+    assert {(x["xid"], x["pci"]) for x in gpu["xids"]} == {(119, "0000:9b:00")}
+
+
+def test_process_keeps_a_refused_query_as_an_error() -> None:
+    text = read_fixture("nvidia-smi_query-gpu_error_compute_cap-not-valid.txt")
+    gpu = parse_probe({"gpu": {"nvidia_smi": True, "query": text, "compute_apps": ""}})["gpu"]
+    assert gpu["gpus"] is None
+    assert "not a valid field" in gpu["gpus_error"]
+
+
+def test_process_parses_embedded_json() -> None:
+    inspect = json.dumps([{"Id": "abc", "State": {"Running": True}}])
+    torch = json.dumps({"version": "2.7.0", "cuda": "12.8", "arch_list": ["sm_90"]})
+    doc = parse_probe(
+        {
+            "containers": [{"name": "t", "engine": "docker", "inspect": inspect, "torch": torch}],
+            "engine": {"daemon_json": '{"runtimes": {"nvidia": {}}}'},
+            "cgroup": {"memory_limit": "max", "oom_kill": "3"},
+        }
+    )
+    assert doc["containers"][0]["inspect"]["Id"] == "abc"
+    assert doc["containers"][0]["torch"]["cuda"] == "12.8"
+    assert doc["engine"]["daemon_json"] == {"runtimes": {"nvidia": {}}}
+    assert doc["cgroup"]["memory_limit"] is None and doc["cgroup"]["oom_kill"] == 3
+
+
+def test_process_refuses_output_that_is_not_json() -> None:
+    assert Probe().process(["sh: 1: syntax error"])["error"].startswith("probe printed no JSON")
+
+
+def test_process_reads_nvml_mismatch() -> None:
+    text = read_fixture("driver_mismatch_nvml-570.124.txt")
+    gpu = parse_probe({"gpu": {"nvidia_smi": True, "query": text, "compute_apps": text}})["gpu"]
+    assert gpu["nvml_mismatch"] == "570.124"

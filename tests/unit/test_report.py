@@ -1,0 +1,74 @@
+"""Report formats: the JSON contract, JUnit XML that parses, Markdown, the table, exit codes."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+from gpurig.compat import Finding
+from gpurig.report import HostReport, exit_code, render, to_json, to_junit, to_markdown, to_table
+
+ERROR = Finding("repo.crlf", "error", "CRLF scripts", "LF line endings", "run.sh", "convert them")
+WARN = Finding("repo.dirty", "warn", "uncommitted", "clean", " M a|b.py", "commit them")
+DOWN = Finding("host.unreachable", "error", "cannot connect", "SSH connection", "refused", "fix it")
+REPORTS = [
+    HostReport("a100-1", True, [ERROR, WARN]),
+    HostReport("pod-7", True, [WARN]),
+    HostReport("h100", False, [DOWN]),
+    HostReport("clean", True, []),
+]
+
+
+def test_json_is_exactly_the_contract() -> None:
+    doc = json.loads(to_json(REPORTS))
+    assert list(doc) == ["hosts"]
+    assert [(h["name"], h["reachable"]) for h in doc["hosts"]] == [
+        ("a100-1", True), ("pod-7", True), ("h100", False), ("clean", True),
+    ]  # fmt: skip
+    assert doc["hosts"][0]["findings"][0] == {
+        "id": "repo.crlf", "severity": "error", "expected": "LF line endings",
+        "actual": "run.sh", "fix": "convert them",
+    }  # fmt: skip
+
+
+def test_junit_one_testcase_per_host_one_failure_per_error() -> None:
+    suite = ET.fromstring(to_junit(REPORTS).split("?>", 1)[1])
+    assert suite.tag == "testsuite"
+    assert (suite.get("tests"), suite.get("failures")) == ("4", "2")
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == ["a100-1", "pod-7", "h100", "clean"]
+    assert [len(c.findall("failure")) for c in cases] == [1, 0, 1, 0]
+    failure = cases[0].find("failure")
+    assert failure is not None and failure.get("type") == "repo.crlf"
+    assert "fix: convert them" in (failure.text or "")
+    assert "repo.dirty" in (cases[1].findtext("system-out") or "")
+
+
+def test_markdown_has_a_verdict_and_escapes_pipes() -> None:
+    text = to_markdown(REPORTS)
+    assert text.startswith("## gpurig drift: drift on 2 of 4 hosts\n")
+    assert "### `h100` (unreachable)" in text
+    assert "| warn | `repo.dirty` | clean |  M a\\|b.py | commit them |" in text
+    assert "- `clean`: ok" in text
+    assert to_markdown([REPORTS[3]]).startswith("## gpurig drift: no drift")
+
+
+def test_table_colours_only_when_asked() -> None:
+    plain = to_table(REPORTS)
+    assert "\033[" not in plain
+    assert "a100-1  error  repo.crlf" in plain
+    assert plain.endswith("4 hosts, 2 with drift\n")
+    assert "\033[31merror" in to_table(REPORTS, colour=True)
+
+
+def test_exit_code_warnings_pass_errors_and_unreachable_fail() -> None:
+    assert exit_code([REPORTS[1], REPORTS[3]]) == 0
+    assert exit_code([REPORTS[0]]) == 1
+    assert exit_code([REPORTS[2]]) == 1
+
+
+def test_render_dispatches_every_format() -> None:
+    assert render(REPORTS, "json") == to_json(REPORTS)
+    assert render(REPORTS, "junit") == to_junit(REPORTS)
+    assert render(REPORTS, "markdown") == to_markdown(REPORTS)
+    assert render(REPORTS, "table") == to_table(REPORTS)
