@@ -13,6 +13,10 @@ from gpurig.sandbox.proc import SandboxError, run
 from gpurig.sandbox.state import HostRecord
 
 LABEL = "io.gpurig.sandbox"
+# Full hosts get a network of their own, away from Podman's default 10.88.0.0/16: a Podman
+# inside a full host makes that default network too, and the clash cuts the host off.
+NETWORK = "gpurig-sandbox"
+SUBNET = "10.79.0.0/24"
 
 
 def _ulimits() -> str:
@@ -32,7 +36,8 @@ def containers_conf(path: Path) -> dict[str, str]:
         path,
         "# Written by gpurig sandbox; used only through CONTAINERS_CONF.\n"
         f"[containers]\n{_ulimits()}"
-        '[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n',
+        '[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n'
+        f'[network]\nnetwork_config_dir = "{path.parent / "networks"}"\n',
     )
     return {"CONTAINERS_CONF": str(path)}
 
@@ -42,6 +47,20 @@ def inner_containers_conf(path: Path) -> Path:
     host inherits this machine's limits, which Podman's defaults exceed."""
     atomic_write(path, f"# Written by gpurig sandbox.\n[containers]\n{_ulimits()}")
     return path
+
+
+def ensure_network(env: dict[str, str]) -> None:
+    if not network_exists(env):
+        run(["podman", "network", "create", "--subnet", SUBNET, NETWORK], env=env)
+
+
+def network_exists(env: dict[str, str]) -> bool:
+    return run(["podman", "network", "exists", NETWORK], check=False, env=env).returncode == 0
+
+
+def remove_network(env: dict[str, str]) -> None:
+    if network_exists(env):
+        run(["podman", "network", "rm", "--force", NETWORK], env=env)
 
 
 def record(index: int) -> HostRecord:
@@ -71,7 +90,7 @@ def start(
         [
             "podman", "run", "--detach", "--name", rec.container, "--hostname", rec.name,
             "--label", f"{LABEL}={rec.name}",
-            "--privileged", "--systemd=always",
+            "--privileged", "--systemd=always", "--network", NETWORK,
             # Engines inside make their own cgroups; on hybrid cgroups they must see the
             # machine's tree at the paths /proc/self/cgroup names, or runc cannot start.
             "--cgroupns=host", "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
@@ -85,7 +104,7 @@ def start(
         env=env,
     )  # fmt: skip
     info = json.loads(run(["podman", "inspect", rec.container], env=env).stdout)[0]
-    rec.address = info["NetworkSettings"]["IPAddress"]
+    rec.address = info["NetworkSettings"]["Networks"][NETWORK]["IPAddress"]
     if not rec.address:
         raise SandboxError(f"{rec.name}: container has no address on Podman's network")
 

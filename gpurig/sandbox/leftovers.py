@@ -21,18 +21,22 @@ def leftovers(top: Path, state: State) -> list[str]:
                 found.append(f"netns {rec.netns}")
             if net.link_exists(rec.veth):
                 found.append(f"link {rec.veth}")
-    if alive(state.registry_pid, state.registry_started):
-        found.append(f"registry process {state.registry_pid}")
+    for name, (pid, started) in state.services.items():
+        if alive(pid, started):
+            found.append(f"{name} process {pid}")
     if net.link_exists(net.BRIDGE):
         found.append(f"bridge {net.BRIDGE}")
+    podman_env = {"CONTAINERS_CONF": str(top / "containers.conf"), "PATH": "/usr/bin:/bin"}
     podman = subprocess.run(
         ["podman", "ps", "--all", "--filter", f"label={full.LABEL}", "--format", "{{.Names}}"],
         capture_output=True,
         text=True,
         check=False,
-        env={"CONTAINERS_CONF": str(top / "containers.conf"), "PATH": "/usr/bin:/bin"},
+        env=podman_env,
     )
     found += [f"container {name}" for name in podman.stdout.split()]
+    if (top / "containers.conf").exists() and full.network_exists(podman_env):
+        found.append(f"podman network {full.NETWORK}")
     prefix = str(top) + "/"
     with open("/proc/self/mounts") as f:
         found += [f"mount {m}" for m in (line.split()[1] for line in f) if m.startswith(prefix)]

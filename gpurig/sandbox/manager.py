@@ -15,6 +15,7 @@ from gpurig.fsutil import atomic_write
 from gpurig.sandbox import fleet, full, net, registry, rootfs
 from gpurig.sandbox.keys import ensure_keypair
 from gpurig.sandbox.proc import SandboxError, alive, kill, run, wait_port
+from gpurig.sandbox.services import SERVICES
 from gpurig.sandbox.state import HostRecord, State, load, save
 
 Log = Callable[[str], None]
@@ -54,10 +55,6 @@ class Paths:
     def known_hosts(self) -> Path:
         return self.top / "known_hosts"
 
-    @property
-    def registry(self) -> Path:
-        return self.top / "registry"
-
     def podman_env(self) -> dict[str, str]:
         return full.containers_conf(self.top / "containers.conf")
 
@@ -95,10 +92,12 @@ def up(top: Path, fleet_hosts: int, full_hosts: int, log: Log = print) -> State:
     state.bridge, state.gateway = net.BRIDGE, net.GATEWAY
     save(paths.state, state)
     net.ensure_bridge()
-    if not alive(state.registry_pid, state.registry_started):
-        state.registry_pid, state.registry_started = registry.start(paths.registry)
-        save(paths.state, state)
-        log(f"registry   {registry.ADDRESS}")
+    for name, service in SERVICES.items():
+        if not alive(*state.services.get(name, [None, None])):
+            (paths.top / name).mkdir(exist_ok=True)
+            state.services[name] = list(service.start(paths.top / name))
+            save(paths.state, state)
+            log(f"{name:<10} {service.ADDRESS}")
     if "train" not in state.images:
         state.images["train"] = registry.seed(paths.podman_env())
         save(paths.state, state)
@@ -113,7 +112,12 @@ def up(top: Path, fleet_hosts: int, full_hosts: int, log: Log = print) -> State:
     if state.fleet():
         lower = rootfs.extract(paths.lower)
         fleet.prepare_lower(lower, paths.client_key)
-    image = rootfs.image(env) if state.full() else ""
+    image = ""
+    if state.full():
+        image = rootfs.image(env)
+        state.podman_network = full.NETWORK
+        save(paths.state, state)
+        full.ensure_network(env)
 
     started = []
     for rec in state.hosts.values():
@@ -193,7 +197,10 @@ def down(top: Path, log: Log = print) -> None:
             full.stop(rec, env)
         del state.hosts[rec.name]
         save(paths.state, state)
-    kill(state.registry_pid, state.registry_started)
+    if state.podman_network:
+        full.remove_network(env)
+    for pid, started in state.services.values():
+        kill(pid, started)
     if state.images:
         run(["podman", "rmi", "--force", registry.LOCAL_TRAIN_IMAGE], check=False, env=env)
     if state.bridge:
@@ -206,17 +213,18 @@ def down(top: Path, log: Log = print) -> None:
 
 
 def status(top: Path) -> list[dict[str, object]]:
-    """One row per recorded host (plus the registry), with whether it is up."""
+    """One row per service and per recorded host, with whether it is up."""
     paths = Paths(top)
     state = load(paths.state)
     env = paths.podman_env() if state.full() else {}
     rows: list[dict[str, object]] = [
         {
-            "name": "registry",
-            "kind": "registry",
-            "address": registry.ADDRESS,
-            "up": alive(state.registry_pid, state.registry_started),
+            "name": name,
+            "kind": "service",
+            "address": service.ADDRESS,
+            "up": alive(*state.services.get(name, [None, None])),
         }
+        for name, service in SERVICES.items()
     ]
     for rec in sorted(state.hosts.values(), key=lambda h: (h.kind, h.index)):
         rows.append(

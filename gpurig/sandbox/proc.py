@@ -8,6 +8,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 
 class SandboxError(RuntimeError):
@@ -90,3 +91,16 @@ def wait_port(address: str, port: int, timeout: float) -> bool:
             pass
         time.sleep(0.1)
     return False
+
+
+def spawn_daemon(argv: Sequence[str], log: Path, address: str, port: int) -> tuple[int, int | None]:
+    """Start a long-running server in its own session; wait until it accepts connections.
+    Returns its pid and start time for the sandbox's records."""
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
+        )
+    if not wait_port(address, port, timeout=15):
+        proc.kill()
+        raise SandboxError(f"`{argv[0]}` did not answer at {address}:{port}; see {log}")
+    return proc.pid, start_time(proc.pid)

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import io
 import shutil
-import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
 
 from gpurig.fsutil import atomic_write
 from gpurig.sandbox.net import GATEWAY
-from gpurig.sandbox.proc import SandboxError, run, start_time, wait_port
+from gpurig.sandbox.proc import SandboxError, run, spawn_daemon
 
 PORT = 5000
 ADDRESS = f"{GATEWAY}:{PORT}"
@@ -39,18 +38,7 @@ def start(top: Path) -> tuple[int, int | None]:
         f"storage: {{filesystem: {{rootdirectory: {top / 'data'}}}, delete: {{enabled: true}}}}\n"
         f"http: {{addr: '{ADDRESS}'}}\n",
     )
-    with open(top / "registry.log", "ab") as log:
-        proc = subprocess.Popen(
-            [binary, "serve", str(config)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
-    if not wait_port(GATEWAY, PORT, timeout=15):
-        proc.kill()
-        raise SandboxError(f"registry did not answer at {ADDRESS}; see {top / 'registry.log'}")
-    return proc.pid, start_time(proc.pid)
+    return spawn_daemon([binary, "serve", str(config)], top / "registry.log", GATEWAY, PORT)
 
 
 def _busybox_rootfs(dest: Path) -> None:

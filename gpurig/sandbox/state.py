@@ -40,8 +40,9 @@ class State:
 
     bridge: str = ""
     gateway: str = ""
-    registry_pid: int | None = None
-    registry_started: int | None = None
+    # service name -> [pid, start time] of the server the sandbox started
+    services: dict[str, list[int | None]] = field(default_factory=dict)
+    podman_network: str = ""
     images: dict[str, str] = field(default_factory=dict)  # name -> reference by digest
     hosts: dict[str, HostRecord] = field(default_factory=dict)
 

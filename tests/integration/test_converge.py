@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import testinfra
-from support import Sandbox, run_verify, write_inventory
+from support import Sandbox, gpurig, run_verify, write_inventory
 
 from gpurig.converge import converge
 from gpurig.sandbox import registry
@@ -97,6 +97,15 @@ def test_container_has_the_declared_settings_and_defaults(sandbox: Sandbox, conv
         engine = "docker" if name == DOCKER else "podman"
         assert shell.check_output(f"{engine} exec train sh -c 'ulimit -c'") == "0"
         assert shell.check_output("bash -lc 'ulimit -c'") == "0"
+
+
+def test_drift_is_clean_after_converge(sandbox: Sandbox, converged: Path):
+    proc = gpurig("drift", str(converged), "--limit", DOCKER, "--limit", PODMAN, "--format", "json")
+    report = json.loads(proc.stdout)
+    assert [h["name"] for h in report["hosts"]] == [DOCKER, PODMAN]
+    errors = [f for h in report["hosts"] for f in h["findings"] if f["severity"] == "error"]
+    assert proc.returncode == 0, errors
+    assert all(h["reachable"] for h in report["hosts"])
 
 
 def test_foreign_daemon_json_key_survives(sandbox: Sandbox, converged: Path):
