@@ -1,0 +1,1 @@
+"""Scripts that print numbers (not tests)."""
