@@ -7,7 +7,6 @@ import sys
 from typing import TextIO
 
 import click
-from gevent import monkey
 
 from gpurig import __version__
 from gpurig.cli_sandbox import sandbox
@@ -88,9 +87,7 @@ def drift(inventory: str, limits: tuple[str, ...], fmt: str, output: TextIO | No
         click.echo(f"{inventory}: no host named {', '.join(unknown)}", err=True)
         raise SystemExit(2)
     selected = [h for h in hosts if not limits or h.name in limits]
-    # pyinfra's parallelism is gevent: sockets must be cooperative before paramiko connects,
-    # as pyinfra's own CLI does on import. Only this command pays for it.
-    monkey.patch_all()
+    # Imported here: the console script (gpurig.entry) has patched gevent in by now.
     from gpurig.drift import progress_stream, run_drift
 
     reports = run_drift(selected, cache_dir(), progress_stream())

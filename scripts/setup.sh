@@ -27,4 +27,4 @@ if ! command -v uv >/dev/null 2>&1; then
 fi
 
 # Exactly the lockfile; never a Python downloaded behind the user's back.
-UV_PYTHON_DOWNLOADS=never uv sync --frozen --quiet
+UV_PYTHON_DOWNLOADS=never uv sync --frozen --quiet --compile-bytecode

@@ -19,7 +19,7 @@ FLEET, FULL = 3, 3
 def gpurig(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run the installed `gpurig` CLI as a user would."""
     return subprocess.run(
-        [sys.executable, "-m", "gpurig.cli", *args],
+        [sys.executable, "-m", "gpurig", *args],
         cwd=REPO_ROOT,
         env={**os.environ, **(env or {})},
         capture_output=True,
