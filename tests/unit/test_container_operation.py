@@ -1,0 +1,159 @@
+"""Every path of deploys/containers.container, in pyinfra-testing's fixture style: facts in,
+commands out. The inspect documents were recorded from real Docker and Podman engines on
+sandbox hosts (tests/fixtures/engine/README.md); drift cases change one field of them."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyinfra.api import OperationError
+from pyinfra.context import ctx_host, ctx_state
+from pyinfra_testing.operations import parse_commands
+from pyinfra_testing.util import FakeState, create_host
+
+from deploys.containers import container
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "engine"
+
+
+def recorded(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / name).read_text())[0]
+
+
+def spec_of(inspect: dict[str, Any]) -> dict[str, Any]:
+    """The spec the recorded container was converged from (tests/fixtures/engine/README.md)."""
+    return {
+        "image": inspect["Config"]["Image"] if "Config" in inspect else inspect["ImageName"],
+        "shm_size": "512g",
+        "user": "root",
+        "network": "host",
+        "command": ["sleep", "infinity"],
+        "ulimits": {"nofile": "1024:20000", "nproc": "4096:4096"},
+    }
+
+
+def run(engine: str, inspect: dict[str, Any] | None, spec: dict[str, Any], **kwargs: Any):
+    facts = {"gpurig_container.ContainerInspect": {f"container=train, engine={engine}": inspect}}
+    state = FakeState()
+    host = create_host(state, facts=facts)
+    with ctx_state.use(state), ctx_host.use(host):
+        commands = parse_commands(
+            list(container._inner(container="train", spec=spec, engine=engine, **kwargs))
+        )
+    return commands, host.noop_description
+
+
+@pytest.fixture(params=["docker", "podman"])
+def engine(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def inspect(engine: str) -> dict[str, Any]:
+    return recorded(f"{engine}-inspect-train.json")
+
+
+def test_converged_running_container_is_a_noop(engine: str, inspect: dict[str, Any]):
+    commands, noop = run(engine, inspect, spec_of(inspect), cpus=2)
+    assert commands == []
+    assert noop == "container train matches its spec and is running"
+
+
+def test_absent_container_is_pulled_by_digest_and_run_with_defaults(engine, inspect):
+    spec = spec_of(inspect)
+    commands, _ = run(engine, None, spec, cpus=2)
+    assert commands[0] == f"{engine} pull {spec['image']}"
+    run_cmd = commands[1]
+    assert run_cmd.startswith(f"{engine} run --detach --name train --shm-size 549755813888 ")
+    defaults = ["--env PYTHONUNBUFFERED=1", "--ulimit core=0:0", "--restart on-failure:5"]
+    for part in ["--user root", "--network host", "--ulimit nofile=1024:20000", *defaults]:
+        assert part in run_cmd
+    assert run_cmd.endswith(f"{spec['image']} sleep infinity")
+    assert len(commands) == 2  # no GPU check without gpu_check
+
+
+def test_stopped_container_without_drift_is_started(engine, inspect):
+    stopped = copy.deepcopy(inspect)
+    stopped["State"]["Running"] = False
+    commands, _ = run(engine, stopped, spec_of(inspect))
+    assert commands == [f"{engine} start train"]
+
+
+def test_running_container_with_drift_is_refused_naming_each_field(engine, inspect):
+    spec = {**spec_of(inspect), "shm_size": "64g", "user": "1000"}
+    with pytest.raises(OperationError) as info:
+        run(engine, inspect, spec)
+    message = str(info.value)
+    assert "container train (running) differs from its spec" in message
+    assert "shm_size: expected 68719476736, found 549755813888" in message
+    assert "user: expected 1000, found root" in message
+    assert "--data allow_recreate=true" in message
+
+
+def test_running_container_with_drift_is_recreated_with_the_opt_in(engine, inspect):
+    spec = {**spec_of(inspect), "shm_size": "64g"}
+    commands, _ = run(engine, inspect, spec, allow_recreate=True)
+    assert commands[0] == f"{engine} rm --force train"
+    assert "--shm-size 68719476736" in commands[2]
+
+
+def test_recreate_always_recreates_a_running_container(engine, inspect):
+    spec = {**spec_of(inspect), "network": "bridge", "recreate": "always"}
+    commands, _ = run(engine, inspect, spec)
+    assert commands[0] == f"{engine} rm --force train"
+    assert "--network bridge" in commands[2]
+
+
+def test_stopped_container_with_drift_is_recreated(engine, inspect):
+    stopped = copy.deepcopy(inspect)
+    stopped["State"]["Running"] = False
+    spec = {**spec_of(inspect), "env": {"WANDB_MODE": "offline"}}
+    commands, _ = run(engine, stopped, spec)
+    assert commands[0] == f"{engine} rm --force train"
+    assert "--env WANDB_MODE=offline" in commands[2]
+
+
+def test_recreate_never_refuses_even_a_stopped_container(engine, inspect):
+    stopped = copy.deepcopy(inspect)
+    stopped["State"]["Running"] = False
+    spec = {**spec_of(inspect), "shm_size": "1g", "recreate": "never"}
+    with pytest.raises(OperationError, match=r"\(stopped\) differs .* recreate: never"):
+        run(engine, stopped, spec)
+
+
+def test_omp_threads_auto_follows_the_cpu_quota(engine, inspect):
+    spec = {**spec_of(inspect), "omp_num_threads": "auto"}
+    commands, _ = run(engine, None, spec, cpus=12)
+    assert "--env OMP_NUM_THREADS=12" in commands[1]
+
+
+def test_gpu_container_gets_the_engine_specific_request_and_a_visibility_check(engine, inspect):
+    spec = {**spec_of(inspect), "gpus": "all"}
+    commands, _ = run(engine, None, spec, gpu_check=True)
+    wanted = "--gpus all" if engine == "docker" else "--device nvidia.com/gpu=all"
+    assert wanted in commands[1]
+    assert commands[2] == (
+        f"{engine} exec train nvidia-smi -L >/dev/null || "
+        "{ echo 'gpurig: GPU not visible inside container train (nvidia-smi failed)' >&2; exit 1; }"
+    )
+
+
+def test_gpu_indices_become_device_requests(engine, inspect):
+    spec = {**spec_of(inspect), "gpus": [0, 2]}
+    commands, _ = run(engine, None, spec)
+    if engine == "docker":
+        assert "--gpus '\"device=0,2\"'" in commands[1]
+    else:
+        assert "--device nvidia.com/gpu=0 --device nvidia.com/gpu=2" in commands[1]
+
+
+def test_docker_gpu_container_recorded_with_device_requests_is_not_drift():
+    inspect = recorded("docker-inspect-train-gpus-all.json")
+    spec = {**spec_of(inspect), "gpus": "all"}
+    stopped = copy.deepcopy(inspect)  # recorded as created: no GPU here to start it
+    commands, _ = run("docker", stopped, spec)
+    assert commands == ["docker start train"]
