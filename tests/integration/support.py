@@ -7,9 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import testinfra
 import yaml
 
-from gpurig.sandbox import manager
+from gpurig.sandbox import manager, registry
 from gpurig.sandbox.state import State, load
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -64,3 +65,34 @@ def write_inventory(box: Sandbox, path: Path, specs: dict[str, dict]) -> Path:
         inventory["hosts"][name]["spec"] = spec
     path.write_text(yaml.safe_dump(inventory))
     return path
+
+
+def train_spec(image: str) -> dict:
+    return {
+        "image": image,
+        "shm_size": "512g",
+        "user": "root",
+        "network": "host",
+        "mounts": ["/srv/data:/workspace/data", "/etc/hostname:/workspace/hostname:ro"],
+        "command": ["sleep", "infinity"],
+        # The sandbox's hosts inherit this machine's hard limits (nofile 20000 here); Podman
+        # and Docker defaults exceed them, so the spec declares what the hosts can grant.
+        "ulimits": {"nofile": "1024:20000", "nproc": "4096:4096"},
+        "omp_num_threads": "auto",
+    }
+
+
+def host_spec(engine: str, image: str) -> dict:
+    spec = {
+        "engine": engine,
+        "insecure_registries": [registry.ADDRESS],
+        "containers": {"train": train_spec(image)},
+        "packages": ["curl"],
+    }
+    if engine == "podman":
+        spec["podman_socket"] = True
+    return spec
+
+
+def remote(sandbox: Sandbox, name: str) -> testinfra.host.Host:
+    return testinfra.get_host(f"ssh://{name}", ssh_config=str(sandbox.paths.ssh_config))

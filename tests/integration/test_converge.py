@@ -7,40 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-import testinfra
-from support import Sandbox, gpurig, run_verify, write_inventory
+from support import Sandbox, gpurig, host_spec, remote, run_verify, write_inventory
 
 from gpurig.converge import converge
 from gpurig.sandbox import registry
 
 DOCKER, PODMAN = "full-2", "full-3"
-
-
-def train_spec(image: str) -> dict:
-    return {
-        "image": image,
-        "shm_size": "512g",
-        "user": "root",
-        "network": "host",
-        "mounts": ["/srv/data:/workspace/data", "/etc/hostname:/workspace/hostname:ro"],
-        "command": ["sleep", "infinity"],
-        # The sandbox's hosts inherit this machine's hard limits (nofile 20000 here); Podman
-        # and Docker defaults exceed them, so the spec declares what the hosts can grant.
-        "ulimits": {"nofile": "1024:20000", "nproc": "4096:4096"},
-        "omp_num_threads": "auto",
-    }
-
-
-def host_spec(engine: str, image: str) -> dict:
-    spec = {
-        "engine": engine,
-        "insecure_registries": [registry.ADDRESS],
-        "containers": {"train": train_spec(image)},
-        "packages": ["curl"],
-    }
-    if engine == "podman":
-        spec["podman_socket"] = True
-    return spec
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +29,6 @@ def converged(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Pat
     assert first.returncode == 0, first.stderr
     assert set(first.changed["Containers | Container train"]) == {DOCKER, PODMAN}
     return inventory
-
-
-def remote(sandbox: Sandbox, name: str) -> testinfra.host.Host:
-    return testinfra.get_host(f"ssh://{name}", ssh_config=str(sandbox.paths.ssh_config))
 
 
 def inspect(sandbox: Sandbox, name: str) -> dict:

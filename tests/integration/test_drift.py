@@ -1,0 +1,87 @@
+"""`gpurig drift` on a converged host, then on the same host changed behind gpurig's back, one
+kind at a time: exit 1 with the right finding id each time, and exit 0 after a re-converge."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support import Sandbox, gpurig, host_spec, remote, write_inventory
+
+from gpurig.converge import converge
+
+HOST = "full-3"  # the Podman host of test_converge.py, with the socket and a container
+
+
+def drift(inventory: Path) -> tuple[int, list[dict]]:
+    proc = gpurig("drift", str(inventory), "--limit", HOST, "--format", "json")
+    report = json.loads(proc.stdout)
+    return proc.returncode, report["hosts"][0]["findings"]
+
+
+def error_ids(findings: list[dict]) -> set[str]:
+    return {f["id"] for f in findings if f["severity"] == "error"}
+
+
+@pytest.fixture(scope="module")
+def inventory(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    spec = host_spec("podman", sandbox.state.images["train"])
+    free = int(remote(sandbox, HOST).check_output("df -Pk / | awk 'NR==2 {print $4}'")) << 10
+    # A threshold 2 GiB under today's free space, so filling 4 GiB crosses it.
+    spec["checks"] = {"disk_free_min": f"{(free >> 30) - 2}g", "inodes_free_min_pct": 1}
+    path = write_inventory(sandbox, tmp_path_factory.mktemp("drift") / "inv.yaml", {HOST: spec})
+    result = converge([path], limit=[HOST])
+    assert result.returncode == 0, result.stderr
+    rc, findings = drift(path)
+    assert rc == 0, findings
+    return path
+
+
+def reconverged(inventory: Path) -> None:
+    result = converge([inventory], limit=[HOST])
+    assert result.returncode == 0, result.stderr
+    rc, findings = drift(inventory)
+    assert rc == 0, findings
+
+
+def test_container_recreated_with_another_shm_size(sandbox: Sandbox, inventory: Path):
+    image = sandbox.state.images["train"]
+    remote(sandbox, HOST).check_output(
+        f"podman rm -f train && podman run -d --name train --shm-size 64m {image} "
+        "sleep infinity >/dev/null 2>&1 </dev/null"
+    )
+    rc, findings = drift(inventory)
+    assert rc == 1
+    assert "container.shm_size" in error_ids(findings)
+    remote(sandbox, HOST).check_output("podman stop -t 0 train")  # stopped: converge may recreate
+    reconverged(inventory)
+
+
+def test_limits_file_removed(sandbox: Sandbox, inventory: Path):
+    remote(sandbox, HOST).check_output("rm /etc/security/limits.d/90-gpurig-core.conf")
+    rc, findings = drift(inventory)
+    assert rc == 1
+    assert "core_dumps.limits" in error_ids(findings)
+    reconverged(inventory)
+
+
+def test_podman_socket_stopped(sandbox: Sandbox, inventory: Path):
+    remote(sandbox, HOST).check_output("systemctl stop podman.socket podman.service")
+    rc, findings = drift(inventory)
+    assert rc == 1
+    assert "engine.socket" in error_ids(findings)
+    reconverged(inventory)
+
+
+def test_disk_filled_past_the_threshold(sandbox: Sandbox, inventory: Path):
+    shell = remote(sandbox, HOST)
+    shell.check_output("fallocate -l 4G /var/tmp/gpurig-drift-fill")
+    try:
+        rc, findings = drift(inventory)
+        assert rc == 1
+        assert "disk.free" in error_ids(findings)
+    finally:
+        shell.check_output("rm -f /var/tmp/gpurig-drift-fill")
+    rc, findings = drift(inventory)
+    assert rc == 0, findings
