@@ -27,7 +27,7 @@ def _sections(output: list[str]) -> dict[str, list[str]]:
     return sections
 
 
-def _driver(text: str) -> str | None:
+def driver_version(text: str) -> str | None:
     """The driver version from `nvidia-smi --version`, or from the kernel module's version
     file where nvidia-smi is too old to have `--version`."""
     try:
@@ -64,7 +64,7 @@ class NvidiaGpus(FactBase[dict[str, Any]]):
         return {
             "present": present,
             "gpus": names,
-            "driver": _driver("\n".join(sections.get("version", []))) if present else None,
+            "driver": driver_version("\n".join(sections.get("version", []))) if present else None,
             "error": error,
         }
 
