@@ -32,6 +32,14 @@ def has_systemd() -> bool:
     return bool(host.get_fact(Directory, path="/run/systemd/system"))
 
 
+def docker_daemon_keys(owned: dict[str, Any], action: str) -> None:
+    """Merge `owned` into daemon.json, every other key kept, and restart docker only when the
+    file changed: a restart stops every container without a restart policy."""
+    config = json_keys(name=f"{action} {DAEMON_JSON}", path=DAEMON_JSON, owned=owned)
+    systemd.service(name="Restart docker for its new config", service="docker",
+                    restarted=True, _if=config.did_change)  # fmt: skip
+
+
 @deploy("Container engine")
 def engine(spec: dict[str, Any]) -> None:
     kind = spec.get("engine", "none")
@@ -45,15 +53,10 @@ def engine(spec: dict[str, Any]) -> None:
     ensure_packages(PACKAGES[kind])
     insecure = spec.get("insecure_registries") or []
     if kind == "docker":
-        config = json_keys(
-            name=f"Merge gpurig's keys into {DAEMON_JSON}",
-            path=DAEMON_JSON,
-            owned={"insecure-registries": insecure} if insecure else {},
-        )
         systemd.service(name="docker running and enabled", service="docker", running=True,
                         enabled=True)  # fmt: skip
-        systemd.service(name="Restart docker for its new config", service="docker",
-                        restarted=True, _if=config.did_change)  # fmt: skip
+        docker_daemon_keys({"insecure-registries": insecure} if insecure else {},
+                           "Merge gpurig's keys into")  # fmt: skip
         return
     files.put(name=f"Write {PODMAN_REGISTRIES}", src=StringIO(podman_registries(insecure)),
               dest=PODMAN_REGISTRIES, mode="644")  # fmt: skip

@@ -4,7 +4,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-DEBS="podman runc debootstrap docker-registry busybox-static iproute2 openssh-client git ca-certificates python3-venv"
+DEBS="podman runc debootstrap docker-registry busybox-static gnupg iproute2 openssh-client git ca-certificates python3-venv"
 missing=""
 for pkg in $DEBS; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing="$missing $pkg"

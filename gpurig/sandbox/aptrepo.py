@@ -1,0 +1,151 @@
+"""A local signed apt repository on the sandbox bridge, standing in for NVIDIA's container
+toolkit repository (out of reach here), so the deploy's key, repository, pin and hold path
+runs for real: same flat layout (`deb [signed-by=...] URL /`), same package names and
+dependencies, two versions so a pin is observable. The packages hold small scripts, not the
+toolkit: nothing here touches a GPU."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+import tempfile
+from email.utils import formatdate
+from pathlib import Path
+
+from gpurig.evaluate import rules
+from gpurig.fsutil import atomic_write
+from gpurig.sandbox.net import GATEWAY
+from gpurig.sandbox.proc import SandboxError, run, spawn_daemon
+
+PORT = 8080
+ADDRESS = f"http://{GATEWAY}:{PORT}"
+VERSIONS = ("1.17.8-1", "1.17.9-1")
+KEY_NAME = "gpurig sandbox apt repository <apt@sandbox.invalid>"
+TOOLS = ("dpkg-deb", "gpg", "gpgconf")
+
+# Inter-package dependencies of the real packages (NVIDIA/nvidia-container-toolkit
+# packaging/debian/control; libnvidia-container-tools gets libnvidia-container1 through
+# shlibs). `{v}` is the version being built. The `>=` ones are why all four must be pinned:
+# without a pin apt satisfies them with the newest version.
+DEPENDS = {
+    "nvidia-container-toolkit": "nvidia-container-toolkit-base (= {v}), "
+    "libnvidia-container-tools (>= {v}), libnvidia-container-tools (<< 2.0.0)",
+    "libnvidia-container-tools": "libnvidia-container1 (>= {v})",
+}
+
+
+def _upstream(version: str) -> str:
+    return version.rsplit("-", 1)[0]
+
+
+def _scripts(package: str, version: str) -> dict[str, str]:
+    """Files a stand-in package installs: where the real package has the same program."""
+    v = _upstream(version)
+    tag = f"(gpurig sandbox stand-in for {package} {version})"
+    if package == "nvidia-container-toolkit-base":
+        return {
+            # The first two lines as the real `nvidia-ctk --version` prints them.
+            "usr/bin/nvidia-ctk": "#!/bin/sh\n"
+            'case "$1" in --version|-v) '
+            f"printf 'NVIDIA Container Toolkit CLI version {v}\\ncommit: sandbox\\n'; exit 0;; "
+            "esac\n"
+            f"echo 'nvidia-ctk {tag}: only --version works here; no GPU' >&2; exit 1\n",
+            # A real runtime adds the GPU hook, then runs runc; without a GPU, just runc.
+            "usr/bin/nvidia-container-runtime": "#!/bin/sh\n"
+            f'[ "$1" = --version ] && {{ echo "NVIDIA Container Runtime version {v} {tag}"; '
+            'exit 0; }\nexec runc "$@"\n',
+        }
+    if package == "nvidia-container-toolkit":
+        return {"usr/bin/nvidia-container-runtime-hook": f"#!/bin/sh\necho '{tag}'\n"}
+    if package == "libnvidia-container-tools":
+        return {"usr/bin/nvidia-container-cli": f"#!/bin/sh\necho '{tag}'\n"}
+    return {f"usr/share/doc/{package}/STAND-IN": f"{tag}\n"}
+
+
+def _control(package: str, version: str) -> str:
+    depends = DEPENDS.get(package)
+    return (
+        f"Package: {package}\nVersion: {version}\nArchitecture: all\n"
+        "Maintainer: gpurig sandbox <apt@sandbox.invalid>\nSection: utils\nPriority: optional\n"
+        + (f"Depends: {depends.format(v=version)}\n" if depends else "")
+        + f"Description: stand-in for NVIDIA's {package} (gpurig sandbox)\n"
+    )
+
+
+def _build_deb(package: str, version: str, staging: Path, pool: Path) -> str:
+    """Build one .deb into `pool`; returns its entry for the `Packages` index."""
+    root = staging / f"{package}_{version}"
+    control = _control(package, version)
+    atomic_write(root / "DEBIAN" / "control", control)
+    for path, text in _scripts(package, version).items():
+        atomic_write(root / path, text, mode=0o755 if path.startswith("usr/bin/") else 0o644)
+    deb = pool / f"{package}_{version}_all.deb"
+    run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)])
+    data = deb.read_bytes()
+    return (
+        f"{control}Filename: ./{pool.name}/{deb.name}\nSize: {len(data)}\n"
+        f"SHA256: {hashlib.sha256(data).hexdigest()}\n\n"
+    )
+
+
+def _release(repo: Path, files: list[str]) -> str:
+    lines = [
+        "Origin: gpurig sandbox",
+        "Label: gpurig sandbox stand-in for libnvidia-container",
+        f"Date: {formatdate(usegmt=True)}",
+        "SHA256:",
+    ]
+    for name in files:
+        data = (repo / name).read_bytes()
+        lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data):>8} {name}")
+    return "\n".join(lines) + "\n"
+
+
+def _gpg(home: Path, *args: str) -> None:
+    run(["gpg", "--homedir", str(home), "--batch", "--yes", "--quiet", *args])
+
+
+def build(top: Path) -> Path:
+    """The signed repository under `top/repo`, built once: an existing one is reused.
+
+    Layout: `Packages`, `Release`, `InRelease`, `Release.gpg`, `gpgkey` (the ASCII-armored
+    public key, like NVIDIA's) at the top, the .debs in `pool/`.
+    """
+    repo = top / "repo"
+    if (repo / "InRelease").exists():
+        return repo
+    missing = [t for t in TOOLS if not shutil.which(t)]
+    if missing:
+        raise SandboxError(f"missing tools for the apt repository: {', '.join(missing)}")
+    staging = Path(tempfile.mkdtemp(prefix="repo.", dir=top))
+    home, out = staging / "gnupg", staging / "repo"
+    try:
+        (out / "pool").mkdir(parents=True)
+        home.mkdir(mode=0o700)
+        index = "".join(
+            _build_deb(package, version, staging, out / "pool")
+            for version in VERSIONS
+            for package in rules()["toolkit_packages"]
+        )
+        atomic_write(out / "Packages", index)
+        atomic_write(out / "Release", _release(out, ["Packages"]))
+        _gpg(home, "--pinentry-mode", "loopback", "--passphrase", "",
+             "--quick-gen-key", KEY_NAME, "ed25519", "sign", "never")  # fmt: skip
+        release = str(out / "Release")
+        _gpg(home, "--clearsign", "-o", str(out / "InRelease"), release)
+        _gpg(home, "--armor", "--detach-sign", "-o", str(out / "Release.gpg"), release)
+        _gpg(home, "--armor", "--export", "-o", str(out / "gpgkey"))
+        out.rename(repo)
+    finally:
+        # gpg started an agent for this throwaway home; it must not outlive the build.
+        run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False)
+        shutil.rmtree(staging, ignore_errors=True)
+    return repo
+
+
+def start(top: Path) -> tuple[int, int | None]:
+    """Build (once) and serve the repository on the bridge; returns pid and start time."""
+    repo = build(top)
+    argv = [sys.executable, "-m", "http.server", "--bind", GATEWAY, "--directory", str(repo)]
+    return spawn_daemon([*argv, str(PORT)], top / "http.log", GATEWAY, PORT)
