@@ -18,7 +18,7 @@ import paramiko
 # What paramiko (BadHostKeyException) and pyinfra (its ConnectError, its CLI log) say.
 _MISMATCH = re.compile(r"SSH host key error|Host key for (server )?\S+ does not match")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_CLI_LINE = re.compile(r"^\[(?P<name>[^\]\s]+)\]\s+SSH host key error", re.MULTILINE)
+_CLI_LINE = re.compile(r"^[ \t]*\[(?P<name>[^\]\s]+)\]\s+SSH host key error", re.MULTILINE)
 
 
 def host_key_line(key: paramiko.PKey) -> str:
