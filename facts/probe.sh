@@ -75,6 +75,15 @@ section_host() {
   kv_str os_id "$(os_release ID)"
   kv_str os_version "$(os_release VERSION_ID)"
   kv_str os_pretty "$(os_release PRETTY_NAME)"
+  uid=$(sed -n 's/^Uid:[[:space:]]*\([0-9]*\).*/\1/p' /proc/self/status 2>/dev/null)
+  kv_num uid "$uid"
+  name=''
+  have id && name=$(id -un 2>/dev/null)
+  kv_str user "$name"
+  # Can this login become root without a password? null: no sudo to ask (or already root).
+  member sudo
+  if [ "$uid" != 0 ] && have sudo; then json_bool bounded sudo -n true </dev/null 2>/dev/null
+  else printf null; fi
   close_obj
 }
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import TextIO
 
 import click
@@ -94,6 +95,62 @@ def drift(inventory: str, limits: tuple[str, ...], fmt: str, output: TextIO | No
     stream = output or sys.stdout
     stream.write(render(reports, fmt, colour=output is None and stream.isatty()))
     raise SystemExit(exit_code(reports))
+
+
+def _confirm(question: str) -> bool:
+    """click.confirm, where no answer (stdin closed) means no."""
+    try:
+        return click.confirm(question, default=False)
+    except click.Abort:
+        return False
+
+
+@main.command()
+@click.argument("address")
+@click.option("--name", required=True, help="The host's name in the inventory and reports.")
+@click.option(
+    "--inventory",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The inventory file that gets the host (edited in place, comments kept).",
+)
+@click.option("--port", type=click.IntRange(1, 65535), help="SSH port  [default: 22]")
+@click.option("--user", help="Login user (or ADDRESS as user@host); else the inventory's.")
+@click.option("--key", help="Private key file; else the inventory's default key.")
+@click.option("--group", "groups", multiple=True, metavar="G", help="Inventory group (repeat).")
+@click.option("--yes", is_flag=True, help="Trust a new host key without asking.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds to reach SSH.",
+)
+def onboard(
+    address: str,
+    name: str,
+    inventory: Path,
+    port: int | None,
+    user: str | None,
+    key: str | None,
+    groups: tuple[str, ...],
+    yes: bool,
+    timeout: float,
+) -> None:
+    """Take a fresh rental to converged and verified, and record it in INVENTORY.
+
+    Preflight is read-only; a refusal names its step (preflight, record, converge, verify).
+    """
+    # Imported here: the console script (gpurig.entry) has patched gevent in by now.
+    from gpurig.onboard import OnboardError, Request
+    from gpurig.onboard import onboard as run_onboard
+
+    request = Request(address, name, inventory, port, user, key, groups, timeout, yes)
+    try:
+        run_onboard(request, confirm=_confirm, echo=click.echo)
+    except OnboardError as exc:
+        click.echo(str(exc), err=True)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

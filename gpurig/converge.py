@@ -10,6 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpurig.hostkeys import changed_message, mismatched_hosts
+from gpurig.inventory import InventoryError, load_inventory
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -22,6 +25,7 @@ class ConvergeResult:
     errors: dict[str, list[str]] = field(default_factory=dict)
     failed_hosts: list[str] = field(default_factory=list)
     stderr: str = ""
+    messages: list[str] = field(default_factory=list)  # what gpurig makes of a failure
 
     @property
     def change_count(self) -> int:
@@ -54,4 +58,17 @@ def converge(
     result = ConvergeResult(proc.returncode, stderr=proc.stderr)
     if proc.stdout.strip():
         result.changed, result.errors, result.failed_hosts = parse_results(proc.stdout)
+    result.messages = key_changed_messages(inventories, mismatched_hosts(proc.stderr))
     return result
+
+
+def key_changed_messages(inventories: Sequence[Path], names: Sequence[str]) -> list[str]:
+    """The changed-host-key message for each of `names`, naming the file that records it."""
+    if not names:
+        return []
+    try:
+        sources = {h.name: h.source for h in load_inventory(inventories).hosts}
+    except InventoryError:  # pyinfra connected, so the files were valid a moment ago
+        sources = {}
+    joined = os.pathsep.join(str(p) for p in inventories)
+    return [changed_message(name, sources.get(name, joined)) for name in names]

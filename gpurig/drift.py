@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -19,7 +20,9 @@ from pyinfra.api.host import Host as PyinfraHost
 
 from deploys.core_dumps import MANAGED_FILES
 from facts.probe import Probe
-from gpurig.evaluate import evaluate, rules, unreachable
+from gpurig.compat import Finding
+from gpurig.evaluate import evaluate, key_changed, rules, unreachable
+from gpurig.hostkeys import is_mismatch
 from gpurig.inventory import Host
 from gpurig.pyinfra_inventory import host_data, write_known_hosts
 from gpurig.report import HostReport
@@ -41,24 +44,49 @@ def probe_kwargs(spec: dict[str, Any], toolkit_packages: Sequence[str]) -> dict[
     }
 
 
-def _probe_host(host: PyinfraHost, spec: dict[str, Any], packages: Sequence[str]) -> HostReport:
+@dataclass(frozen=True)
+class Probed:
+    """One host's probe, or the connection error that kept it from being taken."""
+
+    host: Host
+    probe: dict[str, Any] | None
+    connect_error: str | None = None
+
+
+def connect_failure(host: Host, error: str) -> Finding:
+    """`host.key_changed` when the recorded host key was refused, else `host.unreachable`."""
+    return key_changed(host.name, host.source, error) if is_mismatch(error) else unreachable(error)
+
+
+def _probe_host(
+    host: PyinfraHost, spec: dict[str, Any], packages: Sequence[str], sudo: bool | None
+) -> tuple[dict[str, Any] | None, str | None]:
     try:
         host.connect(show_errors=False, raise_exceptions=True)
     except ConnectError as exc:
-        return HostReport(host.name, False, [unreachable(str(exc.args[0]))])
+        return None, str(exc.args[0])
+    # None: the host's data decides (sudo for a non-root login); onboard probes as the login.
+    arguments = {} if sudo is None else {"_sudo": sudo}
     try:
         probe = host.get_fact(
-            Probe, **probe_kwargs(spec, packages), _timeout=PROBE_TIMEOUT, _ignore_errors=True
+            Probe,
+            **probe_kwargs(spec, packages),
+            _timeout=PROBE_TIMEOUT,
+            _ignore_errors=True,
+            **arguments,
         )
     finally:
         host.disconnect()
-    return HostReport(host.name, True, evaluate(spec, probe))
+    return probe, None
 
 
-def run_drift(
-    hosts: Sequence[Host], cache: Path, progress: TextIO | None = None
-) -> list[HostReport]:
-    """Probe and evaluate `hosts` in parallel; reports in inventory order."""
+def probe_hosts(
+    hosts: Sequence[Host],
+    cache: Path,
+    progress: TextIO | None = None,
+    sudo: bool | None = None,
+) -> list[Probed]:
+    """Connect (strict host keys) and probe `hosts` in parallel; results in inventory order."""
     known_hosts = write_known_hosts(hosts, cache)
     inventory = Inventory(([(h.name, host_data(h, known_hosts)) for h in hosts], {}))
     state = State(inventory, Config(PARALLEL=max(1, len(hosts))))
@@ -68,18 +96,35 @@ def run_drift(
         logging.getLogger(name).propagate = False
     packages = rules()["toolkit_packages"]
 
-    def probe(host: Host) -> HostReport:
-        return _probe_host(inventory.get_host(host.name), host.spec, packages)
+    def probe(host: Host) -> Probed:
+        pyinfra_host = inventory.get_host(host.name)
+        return Probed(host, *_probe_host(pyinfra_host, host.spec, packages, sudo))
 
-    done: dict[str, HostReport] = {}
-    for report in state.pool.imap_unordered(probe, hosts):
-        done[report.name] = report
+    done: dict[str, Probed] = {}
+    for result in state.pool.imap_unordered(probe, hosts):
+        done[result.host.name] = result
         if progress is not None:
-            progress.write(f"\r[{len(done)}/{len(hosts)}] {report.name}\033[K")
+            progress.write(f"\r[{len(done)}/{len(hosts)}] {result.host.name}\033[K")
             progress.flush()
     if progress is not None:
         progress.write("\n")
     return [done[h.name] for h in hosts]
+
+
+def run_drift(
+    hosts: Sequence[Host], cache: Path, progress: TextIO | None = None
+) -> list[HostReport]:
+    """Probe and evaluate `hosts` in parallel; reports in inventory order."""
+    reports = []
+    for result in probe_hosts(hosts, cache, progress):
+        name = result.host.name
+        if result.connect_error is not None:
+            reports.append(
+                HostReport(name, False, [connect_failure(result.host, result.connect_error)])
+            )
+        else:
+            reports.append(HostReport(name, True, evaluate(result.host.spec, result.probe)))
+    return reports
 
 
 def progress_stream() -> TextIO | None:

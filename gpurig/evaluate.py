@@ -18,6 +18,7 @@ import yaml
 from deploys.core_dumps import MANAGED_FILES
 from gpurig.compat import Finding, Severity, check_kernel_module, judge
 from gpurig.container_spec import FIELDS, diff_container
+from gpurig.hostkeys import changed_message
 from gpurig.inventory import parse_size
 
 Probe = Mapping[str, Any]
@@ -27,10 +28,10 @@ PODMAN_SOCKET = "/run/podman/podman.sock"
 
 # Every id a drift report can carry (tests check each one has a case that makes it fire).
 FINDING_IDS = (
-    "host.unreachable", "probe.failed", "core_dumps.limits", "core_dumps.login_shell",
-    "disk.free", "disk.inodes", "shm.size", "engine.missing", "engine.socket",
-    "engine.docker_host", "nvidia.runtime", "nvidia.cdi", "container.missing",
-    "container.not_running", "container.restarting",
+    "host.unreachable", "host.key_changed", "probe.failed", "core_dumps.limits",
+    "core_dumps.login_shell", "disk.free", "disk.inodes", "shm.size", "engine.missing",
+    "engine.socket", "engine.docker_host", "nvidia.runtime", "nvidia.cdi",
+    "container.missing", "container.not_running", "container.restarting",
     *(f"container.{field}" for field in FIELDS),
     "gpu.missing", "gpu.unexpected", "compat.kernel_module", "compat.driver_cuda",
     "compat.torch_arch", "gpu.xid", "gpu.throttle", "gpu.ecc", "gpu.zombie_vram",
@@ -69,6 +70,19 @@ def unreachable(error: str) -> Finding:
         "SSH connection",
         error,
         "check the host is up, its address, port and key, and that its host key is recorded",
+    )
+
+
+def key_changed(name: str, inventory: str, error: str) -> Finding:
+    """The finding for a host whose host key is not the recorded one: never connect to it."""
+    return finding(
+        "host.key_changed",
+        "error",
+        changed_message(name, inventory),
+        f"the host key recorded in {inventory}",
+        error,
+        "check with the provider; if the machine was re-created, remove its host_key and run "
+        "`gpurig onboard` again",
     )
 
 

@@ -207,6 +207,14 @@ def load_inventory(paths: Iterable[str | Path]) -> Inventory:
     return Inventory(tuple(hosts))
 
 
+def load_inventory_text(text: str, source: str) -> Inventory:
+    """Validate one inventory not yet written (an edit to `source`), as load_inventory would."""
+    problems, hosts = _load_text(source, text)
+    if problems:
+        raise InventoryError(sorted(problems, key=lambda p: p.line or 0))
+    return Inventory(tuple(hosts))
+
+
 def _load_file(file: str) -> tuple[list[Problem], list[Host]]:
     """Problems in one file, or its hosts when it has none."""
     try:
@@ -215,6 +223,10 @@ def _load_file(file: str) -> tuple[list[Problem], list[Host]]:
         return [
             Problem(file, None, (), f"cannot read: {getattr(exc, 'strerror', None) or exc}")
         ], []
+    return _load_text(file, text)
+
+
+def _load_text(file: str, text: str) -> tuple[list[Problem], list[Host]]:
     yaml = YAML(typ="rt")
     try:
         # Compose first: ruamel stops at the first duplicate key, we want them all.

@@ -83,6 +83,10 @@ def host_data(host: Host, known_hosts: Path | None) -> dict[str, Any]:
     }
     if host.ssh.user:
         data["ssh_user"] = host.ssh.user
+    if host.ssh.user not in (None, "root"):
+        # pyinfra reads global arguments from host data: a non-root login works through
+        # passwordless sudo (what onboard's preflight insists on).
+        data["_sudo"] = True
     if host.ssh.key:
         data["ssh_key"] = os.path.expanduser(host.ssh.key)
     if host.ssh.connect_timeout:

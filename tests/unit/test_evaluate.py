@@ -14,7 +14,7 @@ import pytest
 
 from deploys.core_dumps import MANAGED_FILES
 from facts.probe import parse_gpu
-from gpurig.evaluate import FINDING_IDS, evaluate, unreachable
+from gpurig.evaluate import FINDING_IDS, evaluate, key_changed, unreachable
 from tests.unit.gpu_fixtures import read_fixture
 
 DIGEST = "sha256:" + "a" * 64
@@ -241,7 +241,7 @@ CASES: dict[str, Mutation] = {
     "toolkit.hold": _set("probe.packages.held", []),
 }
 # Ids not produced by evaluate(spec, probe) mutations; each has its own test below.
-SEPARATE = {"host.unreachable", "probe.failed"}
+SEPARATE = {"host.unreachable", "host.key_changed", "probe.failed"}
 
 
 def run(mutation: Mutation | None = None) -> list[Any]:
@@ -285,6 +285,14 @@ def test_host_unreachable_has_the_finding_shape() -> None:
     f = unreachable("Connection refused")
     assert (f.id, f.severity, f.actual) == ("host.unreachable", "error", "Connection refused")
     assert f.fix
+
+
+def test_host_key_changed_has_the_finding_shape() -> None:
+    error = "SSH host key error (Host key for 10.0.0.4 does not match.)"
+    f = key_changed("full-4", "fleet.yaml", error)
+    assert (f.id, f.severity, f.actual) == ("host.key_changed", "error", error)
+    assert f.message.startswith("full-4: host key does not match the one recorded in fleet.yaml")
+    assert "gpurig onboard" in f.fix
 
 
 def test_same_filesystem_reported_once() -> None:

@@ -51,6 +51,8 @@ def test_script_prints_every_section_on_this_machine() -> None:
     assert doc["disks"][0]["free_bytes"] > 0 and doc["disks"][0]["inodes_total"] > 0
     assert doc["host"]["kernel"] == os.uname().release
     assert doc["packages"]["dpkg"].startswith("sed\t")
+    assert doc["host"]["uid"] == os.getuid()
+    assert doc["host"]["sudo"] is None or os.getuid() != 0  # root is never asked about sudo
 
 
 def test_script_reports_absence_with_only_sh_cat_and_sed(tmp_path: Path) -> None:

@@ -103,6 +103,8 @@ def test_pyinfra_groups_for_the_example_fleet(tmp_path: Path) -> None:
     assert pod["ssh_known_hosts_file"] == a100["ssh_known_hosts_file"]
     assert Path(pod["ssh_known_hosts_file"]).parent == tmp_path
     assert pod["spec"]["engine"] == "none"
+    assert podman["_sudo"] is True  # user ubuntu: operations run through sudo
+    assert "_sudo" not in a100 and "_sudo" not in pod
 
 
 def test_inventory_paths_env_var_else_top_level_yaml_only(tmp_path: Path) -> None:

@@ -1,0 +1,363 @@
+"""`gpurig onboard`: a fresh rental to a converged, verified host recorded in the inventory.
+
+Four steps, each refusing at the first thing wrong and named in the error: preflight
+(read-only: host key, login, then the drift probe judged for a new host), record (the inventory
+edited in place with its comments and order kept), converge (this host only), verify (drift
+clean). A preflight refusal leaves the inventory byte for byte as it was.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import stat
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import paramiko
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+from ruamel.yaml.util import load_yaml_guess_indent
+
+from gpurig.compat import Finding
+from gpurig.converge import converge
+from gpurig.drift import probe_hosts, run_drift
+from gpurig.evaluate import evaluate
+from gpurig.fsutil import atomic_write
+from gpurig.hostkeys import changed_message, fetch_host_key, fingerprint, is_mismatch
+from gpurig.inventory import Host, InventoryError, load_inventory, load_inventory_text
+from gpurig.pyinfra_inventory import cache_dir
+from gpurig.report import HostReport, to_table
+
+Status = Literal["ok", "warn", "FAIL"]
+
+# Headroom a new host must have when its groups declare no `checks` (DESIGN's example values).
+DEFAULT_CHECKS: dict[str, Any] = {"disk_free_min": "50g", "inodes_free_min_pct": 10}
+# Releases the deploys are written and tested for: (first, last) VERSION_ID, inclusive.
+SUPPORTED_OS = {"debian": ((11,), (13,)), "ubuntu": ((20, 4), (24, 4))}
+
+_MAPPING_INDENT = re.compile(r"^[^\s#][^\n]*:[ \t]*\n(?:[ \t]*(?:#[^\n]*)?\n)*( +)[^\s#-]", re.M)
+
+
+class OnboardError(Exception):
+    """A refusal; str() starts with the step that refused (`preflight: ...`)."""
+
+    def __init__(self, step: str, message: str) -> None:
+        self.step = step
+        super().__init__(f"{step}: {message}")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the preflight report."""
+
+    name: str
+    status: Status
+    detail: str
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user typed: where the rental is, what to call it, which inventory gets it."""
+
+    address: str  # host, or user@host
+    name: str
+    inventory: Path
+    port: int | None = None
+    user: str | None = None
+    key: str | None = None
+    groups: tuple[str, ...] = ()
+    timeout: float = 10.0
+    yes: bool = False
+
+
+def split_address(address: str, user: str | None) -> tuple[str | None, str]:
+    """(login, host) from `user@host` or `host` plus --user; the two must not disagree."""
+    if "@" not in address:
+        return user, address
+    login, host = address.rsplit("@", 1)
+    if user and user != login:
+        raise OnboardError("preflight", f"{address} says user {login}, --user says {user}")
+    return login, host
+
+
+def os_problem(os_id: str | None, version: str | None) -> str | None:
+    """Why this /etc/os-release is not one the deploys support, or None when it is."""
+    supported = "Debian 11-13 or Ubuntu 20.04-24.04"
+    if os_id not in SUPPORTED_OS:
+        return f"{os_id or 'an unknown OS'} is not supported (expected {supported})"
+    if not version or not re.fullmatch(r"\d+(\.\d+)?", version):
+        return f"{os_id} without a release number ({version or 'no VERSION_ID'}) is not supported"
+    first, last = SUPPORTED_OS[os_id]
+    if not first <= tuple(int(part) for part in version.split(".")) <= last:
+        return f"{os_id} {version} is not supported (expected {supported})"
+    return None
+
+
+def render_checks(checks: Sequence[Check]) -> str:
+    """The preflight report: one aligned line per check."""
+    width = max((len(c.name) for c in checks), default=0)
+    return "".join(f"{c.status:<4}  {c.name:<{width}}  {c.detail}\n" for c in checks)
+
+
+def _gib(size: int) -> str:
+    return f"{size / 1024**3:.1f} GiB"
+
+
+def _from_findings(name: str, findings: Sequence[Finding], fine: str) -> Check:
+    """A check whose verdict is the worst of drift's findings for it."""
+    if not findings:
+        return Check(name, "ok", fine)
+    status: Status = "FAIL" if any(f.severity == "error" for f in findings) else "warn"
+    detail = "; ".join(f"{f.message} (expected {f.expected}, got {f.actual})" for f in findings)
+    return Check(name, status, detail)
+
+
+def _root(probe: Mapping[str, Any]) -> Check:
+    host = probe.get("host") or {}
+    user = host.get("user") or f"uid {host.get('uid')}"
+    if host.get("uid") == 0:
+        return Check("root", "ok", "logged in as root")
+    if host.get("sudo"):
+        return Check("root", "ok", f"{user} has passwordless sudo")
+    why = "no sudo installed" if host.get("sudo") is None else "`sudo -n true` is refused"
+    return Check(
+        "root",
+        "FAIL",
+        f"{user} is not root and has no passwordless sudo ({why}): log in as root, or let "
+        f"{user} run sudo without a password",
+    )
+
+
+def _disk(findings: Sequence[Finding], probe: Mapping[str, Any]) -> Check:
+    root = next((d for d in probe.get("disks") or [] if d.get("path") == "/"), {})
+    free, total, ifree = (root.get(k) for k in ("free_bytes", "inodes_total", "inodes_free"))
+    fine = "/: unknown free space"
+    if free is not None and total and ifree is not None:
+        fine = f"/ has {_gib(free)} free, {ifree * 100 / total:.0f}% of inodes free"
+    return _from_findings("disk", [f for f in findings if f.id.startswith("disk.")], fine)
+
+
+def _gpu(spec: Mapping[str, Any], findings: Sequence[Finding], probe: Mapping[str, Any]) -> Check:
+    gpus = (probe.get("gpu") or {}).get("gpus") or []
+    if gpus:
+        names = sorted({str(g.get("name")) for g in gpus})
+        fine = f"{len(gpus)} x {', '.join(names)}, driver {gpus[0].get('driver_version')}"
+    else:
+        fine = "no GPU"
+    relevant = [f for f in findings if f.id.startswith(("gpu.", "compat."))]
+    check = _from_findings("gpu", relevant, fine + ("; compat ok" if gpus else ""))
+    if check.status == "ok" and not gpus and spec.get("gpu", "auto") == "auto":
+        return Check("gpu", "warn", "no GPU found (gpu: auto); is the driver installed?")
+    return check
+
+
+def _engine(spec: Mapping[str, Any], probe: Mapping[str, Any]) -> Check:
+    installed = (probe.get("engine") or {}).get("installed") or {}
+    found = "; ".join(f"{tool}: {installed.get(tool) or 'not installed'}" for tool in installed)
+    declared = spec.get("engine") or "not declared"
+    return Check("engine", "ok", f"{found or 'none found'}; declared: {declared}")
+
+
+def _cgroup(spec: Mapping[str, Any], probe: Mapping[str, Any]) -> Check:
+    cgroup = probe.get("cgroup") or {}
+    memory, cpu = cgroup.get("memory_limit"), cgroup.get("cpu_max") or ""
+    limits = [f"memory {_gib(memory)}"] if memory is not None else []
+    if cpu and not cpu.startswith("max"):
+        quota, period = [*cpu.split(), "100000"][:2]
+        limits.append(f"{int(quota) / int(period):g} CPUs")
+    if not limits:
+        return Check("cgroup", "ok", "no memory or CPU limit on this login's cgroup")
+    detail = f"limited to {', '.join(limits)}"
+    if spec.get("engine") in ("docker", "podman"):
+        return Check(
+            "cgroup", "warn", f"{detail}: the host may itself be a container (use engine: none)"
+        )
+    return Check("cgroup", "ok", detail)
+
+
+def probe_checks(host: Host, probe: Mapping[str, Any]) -> list[Check]:
+    """Judge a new host's probe: OS, root, headroom, GPU and compat, engine, cgroup limits.
+
+    Headroom, GPU and compat verdicts are drift's own rules (evaluate), so onboarding and the
+    daily drift check cannot disagree; the rest is what only a new host needs.
+    """
+    spec = {**host.spec, "checks": {**DEFAULT_CHECKS, **(host.spec.get("checks") or {})}}
+    findings = evaluate(spec, probe)
+    os_info = probe.get("host") or {}
+    problem = os_problem(os_info.get("os_id"), os_info.get("os_version"))
+    return [
+        Check("os", "FAIL" if problem else "ok", problem or str(os_info.get("os_pretty"))),
+        _root(probe),
+        _disk(findings, probe),
+        _gpu(spec, findings, probe),
+        _engine(spec, probe),
+        _cgroup(spec, probe),
+    ]
+
+
+def _yaml(text: str) -> YAML:
+    """A round-trip YAML that writes this file's own indentation back, and never re-wraps."""
+    _, sequence, offset = load_yaml_guess_indent(text)
+    mapping = _MAPPING_INDENT.search(text)
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = 4096
+    yaml.indent(mapping=len(mapping.group(1)) if mapping else 2, sequence=sequence, offset=offset)
+    return yaml
+
+
+def edit_inventory(
+    text: str, name: str, address: str, ssh: Mapping[str, Any], groups: Sequence[str]
+) -> str:
+    """`text` with host `name` added, or its address, ssh keys and groups updated; the rest
+    (comments, order, quoting, indentation) kept. Groups are replaced only when given."""
+    yaml = _yaml(text)
+    doc = yaml.load(text)
+    hosts = doc.get("hosts")
+    if not isinstance(hosts, CommentedMap):
+        hosts = doc["hosts"] = CommentedMap()
+    hosts.fa.set_block_style()  # a `hosts: {}` to start from grows as a block
+    entry = hosts.get(name)
+    if not isinstance(entry, CommentedMap):
+        entry = hosts[name] = CommentedMap()
+    entry["address"] = address
+    if not isinstance(entry.get("ssh"), CommentedMap):
+        entry["ssh"] = CommentedMap()
+    for key, value in ssh.items():
+        entry["ssh"][key] = DoubleQuotedScalarString(value) if key == "host_key" else value
+    if groups:
+        listed = CommentedSeq(groups)
+        listed.fa.set_flow_style()
+        entry["groups"] = listed
+    out = io.StringIO()
+    yaml.dump(doc, out)
+    return out.getvalue()
+
+
+def _candidate(request: Request, text: str, address: str, ssh: Mapping[str, Any]) -> Host:
+    """The host as the edited inventory would define it: merged with defaults and groups."""
+    edited = edit_inventory(text, request.name, address, ssh, request.groups)
+    try:
+        inventory = load_inventory_text(edited, str(request.inventory))
+    except InventoryError as exc:
+        raise OnboardError("preflight", f"the new entry would not validate:\n{exc}") from None
+    return next(h for h in inventory.hosts if h.name == request.name)
+
+
+def _trust_host_key(
+    request: Request, host: Host, recorded: Host | None, confirm: Callable[[str], bool]
+) -> tuple[str, str]:
+    """The host key to record and a report line; refuses a changed one outright."""
+    expected = recorded.ssh.host_key if recorded else None
+    try:
+        got = fetch_host_key(
+            host.address,
+            host.ssh.port,
+            request.timeout,
+            prefer=expected.split()[0] if expected else None,
+        )
+    except (OSError, EOFError, paramiko.SSHException) as exc:
+        raise OnboardError(
+            "preflight",
+            f"cannot reach SSH at {host.address}:{host.ssh.port} within "
+            f"{request.timeout:g} s: {exc or type(exc).__name__}",
+        ) from None
+    shown = f"{got.split()[0]} key fingerprint is {fingerprint(got)}"
+    if expected and expected.split() != got.split():
+        assert recorded is not None
+        raise OnboardError("preflight", changed_message(recorded.name, recorded.source))
+    if recorded and recorded.name != request.name:
+        raise OnboardError(
+            "preflight", f"{host.address}:{host.ssh.port} is already recorded as {recorded.name}"
+        )
+    if expected:
+        return got, f"{shown}, as recorded"
+    question = f"{host.address}:{host.ssh.port}: {shown}. Trust it and record it?"
+    if not (request.yes or confirm(question)):
+        raise OnboardError("preflight", "host key not accepted; nothing was written")
+    return got, f"{shown}, trusted on first use"
+
+
+def preflight(
+    request: Request, confirm: Callable[[str], bool], echo: Callable[[str], None]
+) -> tuple[bytes, str, Host]:
+    """Read-only checks; (the inventory's bytes now, its edited text, the new host)."""
+    path = request.inventory
+    try:
+        original = path.read_bytes()
+        current = load_inventory([path])
+    except OSError as exc:
+        raise OnboardError("preflight", f"cannot read {path}: {exc.strerror}") from None
+    except InventoryError as exc:
+        raise OnboardError("preflight", f"{path} is not valid:\n{exc}") from None
+    text = original.decode("utf-8")
+    login, address = split_address(request.address, request.user)
+    given = {"port": request.port, "user": login, "key": request.key}
+    ssh = {k: v for k, v in given.items() if v is not None}
+    host = _candidate(request, text, address, ssh)
+    recorded = next((h for h in current.hosts if h.name == request.name), None) or next(
+        (h for h in current.hosts if (h.address, h.ssh.port) == (address, host.ssh.port)), None
+    )
+    host_key, line = _trust_host_key(request, host, recorded, confirm)
+    checks = [Check("ssh", "ok", line)]
+    ssh = {"port": host.ssh.port, **ssh, "host_key": host_key}
+    edited = edit_inventory(text, request.name, address, ssh, request.groups)
+    host = _candidate(request, text, address, ssh)
+    # As the login itself (no sudo), so the probe can say whether that login can become root.
+    [result] = probe_hosts([host], cache_dir(), sudo=False)
+    if result.connect_error is not None:
+        if is_mismatch(result.connect_error):
+            raise OnboardError("preflight", changed_message(host.name, str(path)))
+        login_as = f"{host.ssh.user or '(ssh default user)'}@{host.address}:{host.ssh.port}"
+        with_key = f" with {host.ssh.key}" if host.ssh.key else ""
+        raise OnboardError(
+            "preflight", f"cannot log in as {login_as}{with_key}: {result.connect_error}"
+        )
+    probe = result.probe or {"error": "the probe printed nothing"}
+    if probe.get("error"):
+        raise OnboardError("preflight", f"the probe failed: {probe['error']}")
+    checks += [Check("login", "ok", f"{host.ssh.user or 'default user'}@{host.address}")]
+    checks += probe_checks(host, probe)
+    echo(render_checks(checks).rstrip("\n"))
+    failed = [f"{c.name}: {c.detail}" for c in checks if c.status == "FAIL"]
+    if failed:
+        raise OnboardError("preflight", "; ".join(failed))
+    return original, edited, host
+
+
+def record(path: Path, original: bytes, text: str) -> None:
+    """Write the edited inventory atomically and validate the file; restore it if invalid."""
+    if path.read_bytes() != original:
+        raise OnboardError("record", f"{path} changed while onboarding; run onboard again")
+    mode = stat.S_IMODE(path.stat().st_mode)
+    atomic_write(path, text, mode)
+    try:
+        load_inventory([path])
+    except InventoryError as exc:
+        atomic_write(path, original, mode)
+        raise OnboardError("record", f"{path} did not validate and was restored:\n{exc}") from None
+
+
+def onboard(
+    request: Request, confirm: Callable[[str], bool], echo: Callable[[str], None]
+) -> HostReport:
+    """Preflight, record, converge, verify; raises OnboardError naming the step that refused."""
+    original, edited, host = preflight(request, confirm, echo)
+    path = request.inventory.resolve()  # pyinfra runs from the repository root
+    record(path, original, edited)
+    echo(f"record: {request.name} written to {request.inventory}")
+    result = converge([path], limit=[request.name])
+    if result.returncode != 0:
+        failed = [f"{op} failed" for op in result.errors]
+        tail = "\n".join(result.stderr.strip().splitlines()[-20:])
+        raise OnboardError("converge", "\n".join(result.messages or failed or [tail]))
+    echo(f"converge: {result.change_count} changes")
+    [report] = run_drift([host], cache_dir())
+    if report.failed:
+        raise OnboardError("verify", f"drift is not clean:\n{to_table([report])}")
+    echo(f"verify: drift clean; {request.name} is onboarded")
+    return report

@@ -1,0 +1,206 @@
+"""Onboard's pure pieces (OS rule, report, inventory edit, checks on recorded-shape probes) and
+its refusals that need no host: nothing listening, a login refused, an invalid edit."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from gpurig.cli import main
+from gpurig.inventory import load_inventory, load_inventory_text
+from gpurig.onboard import (
+    Check,
+    OnboardError,
+    edit_inventory,
+    os_problem,
+    probe_checks,
+    record,
+    render_checks,
+    split_address,
+)
+from tests.unit.ssh_server import generate_key, ssh_server
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "inventories" / "examples" / "example.yaml"
+PROFILES = ROOT / "inventories" / "examples" / "profiles.yaml"
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB6w8YgX1fT9tJmA1q0N3s0p2Yk6mVn2r8xqB5b3QdJc"
+SSH = {"port": 22, "user": "root", "key": "~/.ssh/k", "host_key": HOST_KEY}
+
+
+@pytest.mark.parametrize(
+    ("os_id", "version", "supported"),
+    [("debian", "11", True), ("debian", "13", True), ("debian", "10", False),
+     ("ubuntu", "20.04", True), ("ubuntu", "24.04", True), ("ubuntu", "18.04", False),
+     ("ubuntu", "24.10", False), ("debian", None, False), ("centos", "9", False),
+     (None, None, False)],
+)  # fmt: skip
+def test_os_rule(os_id: str | None, version: str | None, supported: bool) -> None:
+    assert (os_problem(os_id, version) is None) is supported
+
+
+def test_split_address() -> None:
+    assert split_address("ubuntu@203.0.113.7", None) == ("ubuntu", "203.0.113.7")
+    assert split_address("203.0.113.7", "root") == ("root", "203.0.113.7")
+    with pytest.raises(OnboardError, match=r"^preflight: .*--user says root"):
+        split_address("ubuntu@203.0.113.7", "root")
+
+
+def test_report_is_one_aligned_line_per_check() -> None:
+    text = render_checks([Check("os", "ok", "Debian 12"), Check("root", "FAIL", "not root")])
+    assert text == "ok    os    Debian 12\nFAIL  root  not root\n"
+
+
+def _lines_in_order(old: str, new: str) -> bool:
+    rest = iter(new.splitlines())
+    return all(line in rest for line in old.splitlines())
+
+
+def test_edit_keeps_comments_order_and_quoting_and_validates() -> None:
+    text = EXAMPLE.read_text()
+    edited = edit_inventory(text, "a100-3", "203.0.113.7", SSH, ["docker-gpu", "skyrl"])
+    assert _lines_in_order(text, edited)  # every line kept, in its place
+    assert edited.endswith(
+        "  a100-3:\n    address: 203.0.113.7\n    ssh:\n      port: 22\n      user: root\n"
+        f'      key: ~/.ssh/k\n      host_key: "{HOST_KEY}"\n    groups: [docker-gpu, skyrl]\n'
+    )
+    host = load_inventory_text(edited, "fleet.yaml").hosts[-1]
+    assert (host.name, host.ssh.host_key, host.groups) == (
+        "a100-3",
+        HOST_KEY,
+        ("docker-gpu", "skyrl"),
+    )
+    assert host.spec["engine"] == "docker"
+
+
+def test_edit_keeps_a_block_list_style_and_updates_an_entry_in_place() -> None:
+    text = yaml.safe_dump(
+        {"version": 1, "groups": {"g": {"spec": {"packages": ["tmux"]}}},
+         "hosts": {"a": {"address": "10.0.0.1", "groups": ["g"], "spec": {"gpu": "absent"}}}},
+        sort_keys=False,
+    )  # fmt: skip
+    edited = edit_inventory(text, "a", "10.0.0.2", {"port": 2222, "host_key": HOST_KEY}, [])
+    assert _lines_in_order(text.replace("10.0.0.1", "10.0.0.2"), edited)  # safe_dump's style
+    data = yaml.safe_load(edited)
+    assert data["hosts"]["a"] == {
+        "address": "10.0.0.2",
+        "groups": ["g"],  # kept: none given
+        "spec": {"gpu": "absent"},
+        "ssh": {"port": 2222, "host_key": HOST_KEY},
+    }
+
+
+@pytest.mark.parametrize(
+    ("group", "engine"), [("docker-gpu", "docker"), ("podman-node", "podman"), ("pod", "none")]
+)
+def test_profiles_start_an_inventory_whose_hosts_grow_as_a_block(group: str, engine: str) -> None:
+    edited = edit_inventory(PROFILES.read_text(), "new-1", "203.0.113.9", SSH, [group])
+    assert "\nhosts:\n  new-1:\n    address: 203.0.113.9\n" in edited
+    [host] = load_inventory_text(edited, "fleet.yaml").hosts
+    assert host.spec["engine"] == engine
+    assert host.spec["checks"] == {"disk_free_min": "50g", "inodes_free_min_pct": 10}
+
+
+def test_record_restores_the_file_when_the_edit_does_not_validate(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_bytes(EXAMPLE.read_bytes())
+    path.chmod(0o600)
+    original = path.read_bytes()
+    with pytest.raises(OnboardError, match=r"^record: .*restored"):
+        record(path, original, original.decode() + "bogus: 1\n")
+    assert path.read_bytes() == original
+    edited = edit_inventory(original.decode(), "a100-3", "203.0.113.7", SSH, [])
+    record(path, original, edited)
+    assert path.read_text() == edited and path.stat().st_mode & 0o777 == 0o600
+    assert "a100-3" in [h.name for h in load_inventory([path]).hosts]
+
+
+GiB = 1024**3
+
+
+def probe(**changes: Any) -> dict[str, Any]:
+    """A probe of a root login on Debian 12 with room, no GPU, no engine, no limits."""
+    doc: dict[str, Any] = {
+        "host": {"os_id": "debian", "os_version": "12", "os_pretty": "Debian GNU/Linux 12",
+                 "uid": 0, "user": "root", "sudo": None},
+        "disks": [{"path": "/", "exists": True, "mount": "/", "free_bytes": 200 * GiB,
+                   "inodes_total": 1000, "inodes_free": 900}],
+        "gpu": {"gpus": None},
+        "engine": {"installed": {"docker": None, "podman": None}},
+        "cgroup": {"version": 2, "memory_limit": None, "cpu_max": None},
+    }  # fmt: skip
+    for section, values in changes.items():
+        doc[section] = {**doc[section], **values} if isinstance(values, dict) else values
+    return doc
+
+
+def checks(spec: dict[str, Any], probe_doc: dict[str, Any]) -> dict[str, Check]:
+    text = edit_inventory(PROFILES.read_text(), "new", "203.0.113.9", SSH, [])
+    [host] = load_inventory_text(text, "fleet.yaml").hosts
+    host = type(host)(**{**vars(host), "spec": spec})
+    return {c.name: c for c in probe_checks(host, probe_doc)}
+
+
+def test_checks_pass_on_a_good_host() -> None:
+    result = checks({"gpu": "absent", "engine": "docker"}, probe())
+    assert {c.status for c in result.values()} == {"ok"}
+    assert result["disk"].detail == "/ has 200.0 GiB free, 90% of inodes free"
+
+
+def test_checks_fail_each_thing_wrong() -> None:
+    old_os = checks({}, probe(host={"os_id": "ubuntu", "os_version": "18.04"}))
+    assert old_os["os"].status == "FAIL" and "18.04" in old_os["os"].detail
+    plain = checks({}, probe(host={"uid": 1000, "user": "plain", "sudo": False}))
+    assert plain["root"].status == "FAIL" and "sudo" in plain["root"].detail
+    sudoer = checks({}, probe(host={"uid": 1000, "user": "ubuntu", "sudo": True}))
+    assert sudoer["root"].status == "ok"
+    full = probe(disks=[{**probe()["disks"][0], "free_bytes": 10 * GiB}])
+    assert checks({}, full)["disk"].status == "FAIL"  # below the 50g default
+    assert checks({"checks": {"disk_free_min": "5g"}}, full)["disk"].status == "ok"
+    no_gpu = checks({"gpu": "required"}, probe())["gpu"]
+    assert no_gpu.status == "FAIL" and "GPU" in no_gpu.detail
+    assert checks({"gpu": "auto"}, probe())["gpu"].status == "warn"
+    pod = probe(cgroup={"memory_limit": 64 * GiB, "cpu_max": "800000 100000"})
+    limited = checks({"engine": "docker"}, pod)["cgroup"]
+    assert limited.status == "warn" and "memory 64.0 GiB, 8 CPUs" in limited.detail
+    assert checks({"engine": "none"}, pod)["cgroup"].status == "ok"
+
+
+def _onboard(path: Path, port: int, *extra: str) -> tuple[Any, float]:
+    start = time.monotonic()
+    result = CliRunner().invoke(
+        main, ["onboard", "127.0.0.1", "--port", str(port), "--name", "new",
+               "--inventory", str(path), "--timeout", "3", *extra],
+    )  # fmt: skip
+    return result, time.monotonic() - start
+
+
+def test_nothing_listening_fails_preflight_within_the_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_bytes(PROFILES.read_bytes())
+    with socket.socket() as bound:  # bound, never listening: the port is surely closed
+        bound.bind(("127.0.0.1", 0))
+        result, elapsed = _onboard(path, bound.getsockname()[1], "--yes")
+    assert result.exit_code == 1 and elapsed < 3
+    assert result.output.startswith("preflight: cannot reach SSH at 127.0.0.1:")
+    assert path.read_bytes() == PROFILES.read_bytes()
+
+
+def test_refused_login_and_declined_key_write_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_bytes(PROFILES.read_bytes())
+    key = generate_key(tmp_path / "host")
+    with ssh_server(key) as port:
+        declined, _ = _onboard(path, port)  # no --yes, no answer on stdin
+        refused, _ = _onboard(path, port, "--yes", "--key", str(generate_key(tmp_path / "me")))
+    assert declined.exit_code == 1
+    assert "key fingerprint is SHA256:" in declined.output
+    assert "preflight: host key not accepted" in declined.output
+    assert refused.exit_code == 1
+    assert "preflight: cannot log in as root@127.0.0.1" in refused.output
+    assert path.read_bytes() == PROFILES.read_bytes()
