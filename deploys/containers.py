@@ -51,10 +51,14 @@ def container(
         policy = spec.get("recreate", "if-stopped")
         if policy == "never" or (running and policy != "always" and not allow_recreate):
             state = "running" if running else "stopped"
+            remedy = (
+                "recreate it by hand, or set recreate: if-stopped or always"
+                if policy == "never"
+                else "recreate it by hand, or converge with --data allow_recreate=true"
+            )
             raise OperationError(
                 f"container {container} ({state}) differs from its spec: {named}. gpurig does not "
-                f"recreate it (recreate: {policy}); recreate it by hand, or converge with "
-                "--data allow_recreate=true"
+                f"recreate it (recreate: {policy}); {remedy}"
             )
         yield f"{engine} rm --force {shlex.quote(container)}"
     yield _quoted([engine, "pull", wanted["image"]])

@@ -121,7 +121,7 @@ def test_recreate_never_refuses_even_a_stopped_container(engine, inspect):
     stopped = copy.deepcopy(inspect)
     stopped["State"]["Running"] = False
     spec = {**spec_of(inspect), "shm_size": "1g", "recreate": "never"}
-    with pytest.raises(OperationError, match=r"\(stopped\) differs .* recreate: never"):
+    with pytest.raises(OperationError, match=r"\(stopped\) differs .* \(recreate: never\)"):
         run(engine, stopped, spec)
 
 
