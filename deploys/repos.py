@@ -12,7 +12,9 @@ from typing import Any
 
 from pyinfra import host
 from pyinfra.api import OperationError, deploy, operation
+from pyinfra.facts.server import Which
 
+from deploys.packages import ensure_packages
 from facts.gpurig_repo import LF_ATTRIBUTES, LF_PATTERNS, LOCK_MARKER, RepoState
 
 # Drops the requirements (and their `--hash` continuation lines) of kept packages; names are
@@ -153,9 +155,18 @@ def python_env(
     yield f"sha256sum < {_q(f'{path}/{lockfile}')} | cut -c1-64 > {_q(marker)}"
 
 
+def venv_path(path: str, declared: dict[str, Any]) -> str | None:
+    """The environment a repo's `python` installs into (default `<repo>/.venv`), or None."""
+    python = declared.get("python")
+    return (python.get("venv") or f"{path}/.venv") if python else None
+
+
 @deploy("Repositories")
 def repos(spec: dict[str, Any]) -> None:
-    for path, declared in (spec.get("repos") or {}).items():
+    declared_repos = spec.get("repos") or {}
+    if declared_repos and not host.get_fact(Which, "git"):
+        ensure_packages(["git"])
+    for path, declared in declared_repos.items():
         ref = declared["ref"]
         repo(
             name=f"Checkout {path}",
@@ -171,7 +182,7 @@ def repos(spec: dict[str, Any]) -> None:
                 path=path,
                 ref=ref,
                 lockfile=python["lockfile"],
-                venv=python.get("venv") or f"{path}/.venv",
+                venv=venv_path(path, declared),
                 manager=python.get("manager", "uv"),
                 keep=python.get("keep", []),
             )
