@@ -12,7 +12,6 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import deploy, operation
 
-from deploys.repos import venv_path
 from facts.gpurig_cleanup import (
     RAY_PROCESSES,
     CoreFiles,
@@ -20,6 +19,7 @@ from facts.gpurig_cleanup import (
     FlashinferCache,
     RaySessions,
 )
+from gpurig.inventory import repo_venv
 
 FLASHINFER_CACHE = "~/.cache/flashinfer"
 
@@ -98,7 +98,7 @@ def flashinfer_cache(pythons: Sequence[str]):
 def cleanup(spec: dict[str, Any]) -> None:
     wanted = spec.get("cleanup") or {}
     repos = spec.get("repos") or {}
-    venvs = [v for path, r in repos.items() if (v := venv_path(path, r))]
+    venvs = [v for path, r in repos.items() if (v := repo_venv(path, r))]
     if wanted.get("ray_sessions"):
         ray_sessions(name="Remove stale Ray sessions")
     if wanted.get("core_files"):

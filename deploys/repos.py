@@ -16,6 +16,7 @@ from pyinfra.facts.server import Which
 
 from deploys.packages import ensure_packages
 from facts.gpurig_repo import LF_ATTRIBUTES, LF_PATTERNS, LOCK_MARKER, RepoState
+from gpurig.inventory import repo_venv
 
 # Drops the requirements (and their `--hash` continuation lines) of kept packages; names are
 # compared PEP 503-normalised. Runs with the venv's python: argv is the lockfile, then the names.
@@ -155,12 +156,6 @@ def python_env(
     yield f"sha256sum < {_q(f'{path}/{lockfile}')} | cut -c1-64 > {_q(marker)}"
 
 
-def venv_path(path: str, declared: dict[str, Any]) -> str | None:
-    """The environment a repo's `python` installs into (default `<repo>/.venv`), or None."""
-    python = declared.get("python")
-    return (python.get("venv") or f"{path}/.venv") if python else None
-
-
 @deploy("Repositories")
 def repos(spec: dict[str, Any]) -> None:
     declared_repos = spec.get("repos") or {}
@@ -182,7 +177,7 @@ def repos(spec: dict[str, Any]) -> None:
                 path=path,
                 ref=ref,
                 lockfile=python["lockfile"],
-                venv=venv_path(path, declared),
+                venv=repo_venv(path, declared),
                 manager=python.get("manager", "uv"),
                 keep=python.get("keep", []),
             )

@@ -20,7 +20,7 @@ from pyinfra.api.host import Host as PyinfraHost
 from deploys.core_dumps import MANAGED_FILES
 from facts.probe import Probe
 from gpurig.evaluate import evaluate, rules, unreachable
-from gpurig.inventory import Host
+from gpurig.inventory import Host, repo_venv
 from gpurig.pyinfra_inventory import host_data, write_known_hosts
 from gpurig.report import HostReport
 
@@ -38,6 +38,7 @@ def probe_kwargs(spec: dict[str, Any], toolkit_packages: Sequence[str]) -> dict[
         "containers": list(spec.get("containers") or {}),
         "repos": {path: (repo.get("python") or {}).get("lockfile") for path, repo in repos.items()},
         "packages": list(toolkit_packages) if spec.get("nvidia_toolkit") else [],
+        "venvs": {path: venv for path, repo in repos.items() if (venv := repo_venv(path, repo))},
     }
 
 
