@@ -12,7 +12,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pyinfra import host
-from pyinfra.api import DeployError, FileUploadCommand, deploy, operation
+from pyinfra.api import DeployError, FileUploadCommand, OperationError, deploy, operation
 
 from facts.gpurig_secret import SecretFile
 
@@ -26,7 +26,10 @@ def local_path(src: str) -> Path:
 def secret(src: str, dest: str, mode: str = "0600", owner: str | None = None):
     """Upload `src` to `dest` when its sha256 differs; fix mode and owner in place otherwise.
     The file is created with its final mode before any content arrives, then renamed."""
-    data = local_path(src).read_bytes()
+    try:
+        data = local_path(src).read_bytes()
+    except OSError as exc:  # the message names the path, never content
+        raise OperationError(f"secret source {src}: {exc.strerror}") from None
     current = host.get_fact(SecretFile, path=dest)
     q = shlex.quote(dest)
     if current is None or current["sha256"] != hashlib.sha256(data).hexdigest():
@@ -49,11 +52,16 @@ def secret(src: str, dest: str, mode: str = "0600", owner: str | None = None):
         host.noop(f"{dest} has the declared content, mode {mode} and owner")
 
 
+def missing_sources(declared: list[dict[str, Any]]) -> list[str]:
+    """Secret sources that are not files on this machine."""
+    return [item["src"] for item in declared if not local_path(item["src"]).is_file()]
+
+
 @deploy("Secrets")
 def secrets(spec: dict[str, Any]) -> None:
     declared = spec.get("secrets") or []
     # Every source is checked before anything is queued: a typo changes nothing on the host.
-    missing = [s["src"] for s in declared if not local_path(s["src"]).is_file()]
+    missing = missing_sources(declared)
     if missing:
         raise DeployError(f"secret source files not found on this machine: {', '.join(missing)}")
     for item in declared:

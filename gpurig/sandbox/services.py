@@ -5,6 +5,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from gpurig.sandbox import registry
+from gpurig.sandbox import gitserver, registry
 
-SERVICES: dict[str, ModuleType] = {"registry": registry}
+SERVICES: dict[str, ModuleType] = {"registry": registry, "git": gitserver}
