@@ -15,7 +15,7 @@ from pyinfra.api import OperationError, deploy, operation
 from pyinfra.facts.server import Which
 
 from deploys.packages import ensure_packages
-from facts.gpurig_repo import LF_ATTRIBUTES, LF_PATTERNS, LOCK_MARKER, RepoState
+from facts.gpurig_repo import GIT_CHANGES, LF_ATTRIBUTES, LF_PATTERNS, LOCK_MARKER, RepoState
 from gpurig.inventory import repo_venv
 
 # Drops the requirements (and their `--hash` continuation lines) of kept packages; names are
@@ -93,11 +93,19 @@ def repo(path: str, url: str, ref: str, line_endings: str = "lf"):
     if missing:
         yield _add_attributes(path, missing)
     if state.get("head") != ref:
-        if state["eol_only"]:  # gpurig's own LF rewrite: back to the commit, or checkout balks
-            yield f"git -C {_q(path)} checkout --quiet -- {_q(*state['eol_only'])}"
         if not state.get("has_ref"):
             yield f"git -C {_q(path)} fetch --quiet --tags origin"
-        yield f"git -C {_q(path)} checkout --quiet --detach {_q(ref)}"
+        if state["eol_only"]:
+            # git calls gpurig's own LF rewrites local changes and will not switch over them;
+            # --force is safe only while the user has none, checked again in the same shell.
+            refuse = shlex.quote(f"gpurig: {path} changed meanwhile; left alone")
+            yield (
+                f"{GIT_CHANGES}\nif git_changes {_q(path)} | grep -q '^dirt'; "
+                f"then echo {refuse} >&2; exit 1; fi\n"
+                f"git -C {_q(path)} checkout --quiet --force --detach {_q(ref)}"
+            )
+        else:
+            yield f"git -C {_q(path)} checkout --quiet --detach {_q(ref)}"
     elif not missing and not (lf and state["crlf"]):
         host.noop(f"{path} is at {ref[:12]}")
         return
