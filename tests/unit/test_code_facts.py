@@ -124,7 +124,7 @@ def test_dirty_tree_is_refused_and_left_alone(tmp_path: Path, origin):
     converge_repo(checkout, url, ref)
     (checkout / "train.py").write_text("print('my fix')\n")
     assert fact(RepoState, path=str(checkout), ref=ref)["dirt"] == [" M train.py"]
-    with pytest.raises(OperationError, match="uncommitted changes: M train.py"):
+    with pytest.raises(OperationError, match=r"uncommitted changes: M train\.py"):
         converge_repo(checkout, url, ref)
     assert (checkout / "train.py").read_text() == "print('my fix')\n"
 
@@ -140,7 +140,7 @@ def test_local_commit_is_refused(tmp_path: Path, origin):
     git(checkout, "commit", "-qm", "local only")
     state = fact(RepoState, path=str(checkout), ref=ref)
     assert [line.split(" ", 1)[1] for line in state["local"]] == ["local only"]
-    with pytest.raises(OperationError, match="commits on no remote: .* local only"):
+    with pytest.raises(OperationError, match=r"commits on no remote: .* local only"):
         converge_repo(checkout, url, ref)
     assert git(checkout, "log", "-1", "--format=%s") == "local only"
 
