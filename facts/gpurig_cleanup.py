@@ -22,6 +22,11 @@ class RaySessions(FactBase[dict[str, Any]]):
     """Ray processes running, the session `session_latest` points to, and every
     `/tmp/ray/session_*` directory with its size in KiB."""
 
+    @staticmethod
+    def default() -> dict[str, Any]:
+        """pyinfra hands an empty output to default(), not process()."""
+        return {"running": [], "latest": None, "sessions": {}}
+
     def command(self) -> str:
         return "\n".join(
             [
@@ -39,7 +44,7 @@ class RaySessions(FactBase[dict[str, Any]]):
         )
 
     def process(self, output: list[str]) -> dict[str, Any]:
-        found: dict[str, Any] = {"running": [], "latest": None, "sessions": {}}
+        found = self.default()
         for row in _rows(output):
             if row[0] == "running":
                 found["running"].append(row[1])
@@ -53,6 +58,10 @@ class RaySessions(FactBase[dict[str, Any]]):
 class CoreFiles(FactBase[dict[str, int]]):
     """Core files (`core`, `core.<digits...>`) directly in `dirs`: regular files whose ELF
     header says ET_CORE; path -> bytes. Anything else with such a name is not one."""
+
+    @staticmethod
+    def default() -> dict[str, int]:
+        return {}
 
     def command(self, dirs: Sequence[str]) -> str:
         elf = "7f454c46" + "?" * 24  # magic, class, data, version, ABI, padding
@@ -100,6 +109,10 @@ class EditableFinders(FactBase[dict[str, list[str]]]):
     """Stale editable-install finders in the site-packages of `venvs`: finder -> the .pth
     files that load it."""
 
+    @staticmethod
+    def default() -> dict[str, list[str]]:
+        return {}
+
     def command(self, venvs: Sequence[str]) -> str:
         args = " ".join(shlex.quote(v) for v in venvs)
         return f"command -v python3 >/dev/null || exit 0\npython3 -c {shlex.quote(_FINDERS)} {args}"
@@ -111,6 +124,10 @@ class EditableFinders(FactBase[dict[str, list[str]]]):
 class FlashinferCache(FactBase[dict[str, Any]]):
     """`~/.cache/flashinfer` (its path, size in KiB and newest mtime) and when flashinfer was
     installed for each of `pythons` that has it (the package's mtime)."""
+
+    @staticmethod
+    def default() -> dict[str, Any]:
+        return {"cache": None, "installed": {}}
 
     def command(self, pythons: Sequence[str]) -> str:
         spec = (
@@ -134,7 +151,7 @@ class FlashinferCache(FactBase[dict[str, Any]]):
         )
 
     def process(self, output: list[str]) -> dict[str, Any]:
-        found: dict[str, Any] = {"cache": None, "installed": {}}
+        found = self.default()
         for row in _rows(output):
             if row[0] == "cache":
                 found["cache"] = {"path": row[1], "kib": int(row[2]), "mtime": int(row[3])}

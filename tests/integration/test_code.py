@@ -51,7 +51,7 @@ class Upstream:
 
     def __init__(self, sandbox: Sandbox, work: Path, name: str) -> None:
         bare = sandbox.top / "git" / "repos" / f"{name}.git"
-        subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+        subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
         subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
         git(work, "config", "core.autocrlf", "false")
         git(work, "remote", "add", "origin", str(bare))

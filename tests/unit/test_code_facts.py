@@ -36,9 +36,11 @@ def sh(command: str, env: dict[str, str] | None = None) -> str:
 
 
 def fact(cls: type, env: dict[str, str] | None = None, **kwargs: Any) -> Any:
-    """The fact's command run here, its output through process(): what pyinfra would do."""
+    """The fact's command run here, its output through process(), or default() when there is
+    none: what pyinfra does."""
     instance = cls()
-    return instance.process(sh(instance.command(**kwargs), env).splitlines())
+    lines = sh(instance.command(**kwargs), env).splitlines()
+    return instance.process(lines) if lines else instance.default()
 
 
 class LocalHost:
