@@ -5,16 +5,25 @@ Run it from the repository root (pyinfra puts the current directory on sys.path)
 
 from pyinfra import host
 
+from deploys.cleanup import cleanup
 from deploys.containers import containers
 from deploys.core_dumps import core_dumps
 from deploys.engine import engine
 from deploys.nvidia_toolkit import nvidia_toolkit
 from deploys.packages import packages
+from deploys.repos import repos
+from deploys.secrets import secrets
 
 spec = host.data.get("spec") or {}
 
+# Secrets first: their sources are checked before anything on the host changes. Code and
+# its environments, then the engine; cleanup runs last before containers start, so nothing
+# launched by this run is mistaken for a leftover.
+secrets(spec)
 packages(spec)
 core_dumps(spec)
+repos(spec)
 engine(spec)
 nvidia_toolkit(spec)
+cleanup(spec)
 containers(spec)

@@ -19,6 +19,7 @@ from pyinfra.api import FactBase
 from gpurig import gpu_parse
 
 SCRIPT_PATH = Path(__file__).with_name("probe.sh")
+GIT_CHANGES_PATH = Path(__file__).with_name("git_changes.sh")
 
 
 def script_arguments(
@@ -29,6 +30,7 @@ def script_arguments(
     containers: Iterable[str] = (),
     repos: Mapping[str, str | None] | None = None,
     packages: Iterable[str] = (),
+    venvs: Mapping[str, str] | None = None,
 ) -> list[str]:
     """probe.sh's command line for these inputs (also what to type to run it by hand)."""
     args = ["--gpu-fields", ",".join(gpu_parse.QUERY_GPU_FIELDS)]
@@ -45,6 +47,8 @@ def script_arguments(
             args += [flag, value]
     for path, lockfile in (repos or {}).items():
         args += ["--repo", path] + (["--lockfile", lockfile] if lockfile else [])
+        if lockfile and (venvs or {}).get(path):
+            args += ["--venv", (venvs or {})[path]]
     return args
 
 
@@ -154,10 +158,14 @@ class Probe(FactBase[dict[str, Any]]):
         containers: Iterable[str] = (),
         repos: Mapping[str, str | None] | None = None,
         packages: Iterable[str] = (),
+        venvs: Mapping[str, str] | None = None,
     ) -> str:
-        args = script_arguments(engine, paths, core_dirs, hash_files, containers, repos, packages)
+        args = script_arguments(
+            engine, paths, core_dirs, hash_files, containers, repos, packages, venvs
+        )
         script = SCRIPT_PATH.read_text(encoding="utf-8")
-        return f"set -- {shlex.join(args)}\n{script}"
+        library = GIT_CHANGES_PATH.read_text(encoding="utf-8")
+        return f"set -- {shlex.join(args)}\n{library}\n{script}"
 
     def process(self, output: list[str]) -> dict[str, Any]:
         """The typed probe, or `{"error": ...}` when the output is not the script's JSON."""

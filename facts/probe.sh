@@ -4,7 +4,7 @@
 # Raw tool outputs are embedded as JSON strings; facts/probe.py parses them.
 #
 # Run by hand:  sh facts/probe.sh [--engine docker|podman] [--path DIR]... [--core-dir DIR]...
-#   [--hash-file FILE]... [--container NAME]... [--repo DIR [--lockfile NAME]]...
+#   [--hash-file FILE]... [--container NAME]... [--repo DIR [--lockfile NAME [--venv DIR]]]...
 #   [--package NAME]... [--gpu-fields index,name,...]
 set -u
 LC_ALL=C
@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
     --hash-file) HASH_FILES="$HASH_FILES$NL$2" ;;
     --container) CONTAINERS="$CONTAINERS$NL$2" ;;
     --repo) REPOS="$REPOS$NL$2$TAB" ;;
-    --lockfile) REPOS="$REPOS$2" ;;
+    --lockfile | --venv) REPOS="$REPOS$2$TAB" ;;
     --package) PACKAGES="$PACKAGES$NL$2" ;;
     --gpu-fields) GPU_FIELDS=$2 ;;
     *) printf 'probe: unknown argument %s\n' "$1" >&2; exit 2 ;;
@@ -33,6 +33,8 @@ while [ $# -gt 0 ]; do
 done
 
 have() { command -v "$1" >/dev/null 2>&1; }
+# git_changes: sent ahead of this script by facts/probe.py; read from beside it when run by hand.
+have git_changes || . "${0%/*}/git_changes.sh"
 # Bound every call that can hang (a wedged engine, a stuck GPU) when coreutils' timeout exists.
 bounded() { if have timeout; then timeout 20 "$@"; else "$@"; fi; }
 
@@ -294,19 +296,24 @@ section_gpu() {
 section_repos() {
   open_arr repos
   for entry in $REPOS; do
-    path=${entry%%"$TAB"*} lock=${entry#*"$TAB"}
+    path=${entry%%"$TAB"*} rest=${entry#*"$TAB"}
+    lock=${rest%%"$TAB"*} rest=${rest#*"$TAB"}
+    venv=${rest%%"$TAB"*}
     item; open_obj; kv_str path "$path"
     member exists; json_bool [ -d "$path" ]
-    head='' status='' eol='' work_sha='' head_sha=''
+    head='' status='' eol='' work_sha='' head_sha='' installed_sha=''
     if have git && [ -d "$path" ]; then
       head=$(git -C "$path" rev-parse HEAD 2>/dev/null)
-      status=$(git -C "$path" status --porcelain --untracked-files=no 2>/dev/null)
+      # gpurig's own CRLF->LF rewrites are not the user's changes (see git_changes.sh).
+      status=$(git_changes "$path" | sed -n "s/^dirt$TAB//p")
       eol=$(git -C "$path" ls-files --eol -- '*.sh' '*.py' 2>/dev/null | sed -n "/w\/crlf/{s/^[^$TAB]*$TAB//;p;}")
       if [ -n "$lock" ] && [ -f "$path/$lock" ]; then
         work_sha=$(sha256 "$path/$lock")
         have sha256sum &&
           head_sha=$(git -C "$path" show "HEAD:$lock" 2>/dev/null | sha256sum | sed 's/ .*//')
       fi
+      [ -n "$venv" ] && [ -f "$venv/.gpurig-lock.sha256" ] &&
+        installed_sha=$(sed -n 1p "$venv/.gpurig-lock.sha256")
     fi
     kv_str head "$head"
     member dirty; if [ -n "$head" ]; then json_bool [ -n "$status" ]; else printf null; fi
@@ -315,6 +322,8 @@ section_repos() {
     kv_str lockfile "$lock"
     kv_str lockfile_sha256 "$work_sha"
     kv_str lockfile_head_sha256 "$head_sha"
+    kv_str venv "$venv"
+    kv_str lockfile_installed_sha256 "$installed_sha"
     close_obj
   done
   close_arr

@@ -12,7 +12,7 @@ import click
 from gpurig import __version__
 from gpurig.cli_sandbox import sandbox
 from gpurig.compat import judge
-from gpurig.inventory import InventoryError, load_inventory
+from gpurig.inventory import InventoryError, format_path, load_inventory
 from gpurig.pyinfra_inventory import cache_dir
 from gpurig.report import FORMATS, exit_code, render
 
@@ -151,6 +151,34 @@ def onboard(
     except OnboardError as exc:
         click.echo(str(exc), err=True)
         raise SystemExit(1) from None
+
+
+@main.command()
+@click.argument("inventory", type=click.Path(exists=True, dir_okay=False))
+@click.option("--check", is_flag=True, help="Change nothing; exit 1 listing unpinned images.")
+def pin(inventory: str, check: bool) -> None:
+    """Resolve image tags to registry digests in INVENTORY, keeping its comments and layout."""
+    from gpurig.pin import PinError, pin_file, unpinned
+
+    path = Path(inventory)
+    if check:
+        found = unpinned(path.read_text(encoding="utf-8"))
+        for item in found:
+            click.echo(
+                f"{inventory}:{item.line}: {format_path(item.path)}: not pinned: {item.image}"
+            )
+        if found:
+            click.echo(f"{len(found)} unpinned images; run `gpurig pin {inventory}`", err=True)
+        raise SystemExit(1 if found else 0)
+    try:
+        resolved = pin_file(path)
+    except PinError as exc:
+        click.echo(f"gpurig pin: {exc}", err=True)
+        raise SystemExit(1) from None
+    for tag, digest in resolved.items():
+        click.echo(f"{tag} -> {digest}")
+    if not resolved:
+        click.echo("every image is already pinned")
 
 
 if __name__ == "__main__":

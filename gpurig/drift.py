@@ -23,7 +23,7 @@ from facts.probe import Probe
 from gpurig.compat import Finding
 from gpurig.evaluate import evaluate, key_changed, rules, unreachable
 from gpurig.hostkeys import is_mismatch
-from gpurig.inventory import Host
+from gpurig.inventory import Host, repo_venv
 from gpurig.pyinfra_inventory import host_data, write_known_hosts
 from gpurig.report import HostReport
 
@@ -41,6 +41,7 @@ def probe_kwargs(spec: dict[str, Any], toolkit_packages: Sequence[str]) -> dict[
         "containers": list(spec.get("containers") or {}),
         "repos": {path: (repo.get("python") or {}).get("lockfile") for path, repo in repos.items()},
         "packages": list(toolkit_packages) if spec.get("nvidia_toolkit") else [],
+        "venvs": {path: venv for path, repo in repos.items() if (venv := repo_venv(path, repo))},
     }
 
 

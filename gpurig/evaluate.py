@@ -450,6 +450,15 @@ def _repo(path: str, declared: Spec, seen: Mapping[str, Any]) -> Iterator[Findin
             seen.get("lockfile_sha256") or "missing",
             f"restore {lockfile} from the commit (git checkout -- {lockfile}) and re-sync",
         )
+    elif lockfile and seen.get("lockfile_installed_sha256") != seen.get("lockfile_sha256"):
+        yield finding(
+            "repo.lockfile",
+            "error",
+            f"the environment {seen.get('venv') or ''} was not installed from {path}/{lockfile}",
+            f"installed from {lockfile} {seen.get('lockfile_sha256')}",
+            f"installed from {seen.get('lockfile_installed_sha256') or 'nothing gpurig recorded'}",
+            "run the converge: it re-installs the environment from the lockfile",
+        )
 
 
 def _repos(spec: Spec, probe: Probe) -> Iterator[Finding]:

@@ -130,6 +130,12 @@ def parse_size(text: str) -> int:
     return int(Decimal(text[:-1]) * _SIZE_UNITS[text[-1].lower()])
 
 
+def repo_venv(path: str, repo: Mapping[str, Any]) -> str | None:
+    """The environment a repo's `python` installs into (default `<repo>/.venv`), or None."""
+    python = repo.get("python")
+    return (python.get("venv") or f"{path}/.venv") if python else None
+
+
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     """Override wins; maps merge key by key, lists and scalars replace (DESIGN's rule)."""
     merged = dict(base)

@@ -5,6 +5,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from gpurig.sandbox import aptrepo, registry
+from gpurig.sandbox import aptrepo, gitserver, registry
 
-SERVICES: dict[str, ModuleType] = {"registry": registry, "aptrepo": aptrepo}
+SERVICES: dict[str, ModuleType] = {"registry": registry, "aptrepo": aptrepo, "git": gitserver}

@@ -146,6 +146,8 @@ PROBE: dict[str, Any] = {
             "crlf_files": [],
             "lockfile_sha256": "1" * 64,
             "lockfile_head_sha256": "1" * 64,
+            "venv": "/srv/code/.venv",
+            "lockfile_installed_sha256": "1" * 64,
         },
     ],
     "packages": {
@@ -326,3 +328,10 @@ def test_compat_runs_on_the_nvml_mismatch_version() -> None:
     )
     ids = [f.id for f in run(mismatch)]
     assert "compat.kernel_module" in ids
+
+
+def test_lockfile_changed_since_the_environment_was_installed_is_drift() -> None:
+    found = run(_set("probe.repos.0.lockfile_installed_sha256", "2" * 64))
+    [lockfile] = [f for f in found if f.id == "repo.lockfile"]
+    assert lockfile.expected == f"installed from uv.lock {'1' * 64}"
+    assert lockfile.actual == f"installed from {'2' * 64}"

@@ -1,0 +1,160 @@
+"""Leftovers the pre-launch cleanup may remove, each fact listing candidates with their sizes
+so the operation can say what it freed and do nothing when nothing is there."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+from pyinfra.api import FactBase
+
+TAB = "T=$(printf '\\t')"
+# Bracketed first letters: the pattern does not match the shell that runs pgrep.
+RAY_PROCESSES = "[r]ay::|[r]aylet|[g]cs_server"
+
+
+def _rows(output: list[str]) -> list[list[str]]:
+    return [line.split("\t") for line in output if line]
+
+
+class RaySessions(FactBase[dict[str, Any]]):
+    """Ray processes running, the session `session_latest` points to, and every
+    `/tmp/ray/session_*` directory with its size in KiB."""
+
+    @staticmethod
+    def default() -> dict[str, Any]:
+        """pyinfra hands an empty output to default(), not process()."""
+        return {"running": [], "latest": None, "sessions": {}}
+
+    def command(self) -> str:
+        return "\n".join(
+            [
+                TAB,
+                'command -v pgrep >/dev/null || echo "running${T}pgrep is not installed"',
+                f'pgrep -af {shlex.quote(RAY_PROCESSES)} | sed "s/^/running$T/"',
+                "[ -d /tmp/ray ] || exit 0",
+                'echo "latest${T}$(readlink -f /tmp/ray/session_latest)"',
+                "for d in /tmp/ray/session_*; do",
+                '  [ -d "$d" ] && [ ! -L "$d" ] || continue',
+                '  echo "session${T}$(du -sk "$d" | cut -f1)${T}$d"',
+                "done",
+                "exit 0",
+            ]
+        )
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        found = self.default()
+        for row in _rows(output):
+            if row[0] == "running":
+                found["running"].append(row[1])
+            elif row[0] == "latest":
+                found["latest"] = row[1] or None
+            elif row[0] == "session":
+                found["sessions"][row[2]] = int(row[1])
+        return found
+
+
+class CoreFiles(FactBase[dict[str, int]]):
+    """Core files (`core`, `core.<digits...>`) directly in `dirs`: regular files whose ELF
+    header says ET_CORE; path -> bytes. Anything else with such a name is not one."""
+
+    @staticmethod
+    def default() -> dict[str, int]:
+        return {}
+
+    def command(self, dirs: Sequence[str]) -> str:
+        elf = "7f454c46" + "?" * 24  # magic, class, data, version, ABI, padding
+        return "\n".join(
+            [
+                TAB,
+                f"for d in {' '.join(shlex.quote(d) for d in dirs)}; do",
+                '  for f in "$d"/core "$d"/core.[0-9]*; do',
+                '    [ -f "$f" ] && [ ! -L "$f" ] || continue',
+                "    magic=$(od -An -tx1 -N18 \"$f\" 2>/dev/null | tr -d ' \\n')",
+                f'    case $magic in {elf}0400|{elf}0004) echo "$(wc -c < "$f")${{T}}$f" ;; esac',
+                "  done",
+                "done",
+                "exit 0",
+            ]
+        )
+
+    def process(self, output: list[str]) -> dict[str, int]:
+        return {row[1]: int(row[0]) for row in _rows(output)}
+
+
+# Reads setuptools' editable finders (MAPPING = {package: source dir}); a finder is stale
+# when none of its sources exists. Prints the finder and the .pth files that import it.
+_FINDERS = """\
+import ast, glob, os, sys
+for venv in sys.argv[1:]:
+    pattern = os.path.join(venv, "lib", "python*", "site-packages", "__editable___*_finder.py")
+    for finder in sorted(glob.glob(pattern)):
+        mapping = {}
+        for node in ast.parse(open(finder).read()).body:
+            target = getattr(node, "target", None) or (getattr(node, "targets", None) or [None])[0]
+            if getattr(target, "id", None) == "MAPPING":
+                mapping = ast.literal_eval(node.value)
+        if not mapping or any(os.path.exists(p) for p in mapping.values()):
+            continue
+        module = os.path.basename(finder)[:-3]
+        site = os.path.dirname(finder)
+        pths = [p for p in sorted(glob.glob(os.path.join(site, "__editable__.*.pth")))
+                if module in open(p).read()]
+        print("\\t".join([finder, *pths]))
+"""
+
+
+class EditableFinders(FactBase[dict[str, list[str]]]):
+    """Stale editable-install finders in the site-packages of `venvs`: finder -> the .pth
+    files that load it."""
+
+    @staticmethod
+    def default() -> dict[str, list[str]]:
+        return {}
+
+    def command(self, venvs: Sequence[str]) -> str:
+        args = " ".join(shlex.quote(v) for v in venvs)
+        return f"command -v python3 >/dev/null || exit 0\npython3 -c {shlex.quote(_FINDERS)} {args}"
+
+    def process(self, output: list[str]) -> dict[str, list[str]]:
+        return {row[0]: row[1:] for row in _rows(output)}
+
+
+class FlashinferCache(FactBase[dict[str, Any]]):
+    """`~/.cache/flashinfer` (its path, size in KiB and newest mtime) and when flashinfer was
+    installed for each of `pythons` that has it (the package's mtime)."""
+
+    @staticmethod
+    def default() -> dict[str, Any]:
+        return {"cache": None, "installed": {}}
+
+    def command(self, pythons: Sequence[str]) -> str:
+        spec = (
+            "import importlib.util as u, os; s = u.find_spec('flashinfer'); "
+            "print(int(os.path.getmtime(s.origin)) if s and s.origin else '')"
+        )
+        return "\n".join(
+            [
+                TAB,
+                'c="$HOME/.cache/flashinfer"',
+                '[ -d "$c" ] || exit 0',
+                "newest=$(find \"$c\" -printf '%T@\\n' | sort -n | tail -n 1)",
+                'echo "cache${T}$c${T}$(du -sk "$c" | cut -f1)${T}${newest%.*}"',
+                f"for py in {' '.join(shlex.quote(p) for p in pythons)}; do",
+                '  command -v "$py" >/dev/null || continue',
+                f'  t=$("$py" -c {shlex.quote(spec)} 2>/dev/null)',
+                '  [ -n "$t" ] && echo "installed${T}$t${T}$py"',
+                "done",
+                "exit 0",
+            ]
+        )
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        found = self.default()
+        for row in _rows(output):
+            if row[0] == "cache":
+                found["cache"] = {"path": row[1], "kib": int(row[2]), "mtime": int(row[3])}
+            elif row[0] == "installed":
+                found["installed"][row[2]] = int(row[1])
+        return found

@@ -1,0 +1,83 @@
+"""What a declared checkout looks like, gathered in one command: the repo and python_env
+operations decide from it whether to clone, move, renormalise, re-install or refuse."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from pyinfra.api import FactBase
+
+GIT_CHANGES = Path(__file__).with_name("git_changes.sh").read_text(encoding="utf-8")
+# Written into a venv after a successful install: the sha256 of the lockfile it came from.
+LOCK_MARKER = ".gpurig-lock.sha256"
+# Lines gpurig owns in the checkout's .git/info/attributes (untracked, so the tree stays clean).
+LF_ATTRIBUTES = ("*.sh text eol=lf", "*.py text eol=lf")
+LF_PATTERNS = ("*.sh", "*.py")
+
+_LISTS = ("dirt", "eol_only", "local", "crlf", "attributes")
+
+
+class RepoState(FactBase[dict[str, Any]]):
+    """The checkout at `path`: whether it is one, HEAD, origin, whether `ref` is present,
+    the user's changes, local commits, CRLF scripts, gpurig's attributes and, with `lockfile`
+    and `venv`, the lockfile's sha256 and the one the venv was installed from."""
+
+    shell_executable = "sh"
+
+    def command(
+        self, path: str, ref: str, lockfile: str | None = None, venv: str | None = None
+    ) -> str:
+        p, r = shlex.quote(path), shlex.quote(ref)
+        patterns = " ".join(shlex.quote(x) for x in LF_PATTERNS)
+        lines = [
+            GIT_CHANGES,
+            f"p={p}",
+            "T=$(printf '\\t')",
+            'if [ ! -e "$p" ]; then echo "exists${T}0"; exit 0; fi',
+            'echo "exists${T}1"',
+            'top=$(git -C "$p" rev-parse --show-toplevel 2>/dev/null)',
+            'real=$(cd "$p" 2>/dev/null && pwd -P)',
+            'if [ -z "$top" ] || [ "$top" != "$real" ]; then echo "checkout${T}0"; exit 0; fi',
+            'echo "checkout${T}1"',
+            'echo "head${T}$(git -C "$p" rev-parse --verify -q HEAD)"',
+            'echo "origin${T}$(git -C "$p" remote get-url origin 2>/dev/null)"',
+            f'if git -C "$p" cat-file -e {r}^{{commit}} 2>/dev/null; '
+            f'then echo "has_ref${{T}}1"; pin={r}; else echo "has_ref${{T}}0"; pin=; fi',
+            'git_changes "$p"',
+            # Commits only this checkout has: on a local branch or HEAD, on no remote, no tag,
+            # and not behind the pin.
+            'git -C "$p" log --format="local%x09%h %s" HEAD --branches --not --remotes --tags'
+            " $pin 2>/dev/null",
+            f'git -C "$p" ls-files --eol -- {patterns} '
+            '| sed -n "s/^[^$T]*w\\/crlf[^$T]*$T/crlf$T/p"',
+            'a=$(git -C "$p" rev-parse --path-format=absolute --git-path info/attributes)',
+            '[ -f "$a" ] && sed "s/^/attributes$T/" "$a"',
+        ]
+        if lockfile:
+            lock = shlex.quote(f"{path}/{lockfile}")
+            lines.append(
+                f'[ -f {lock} ] && echo "lockfile_sha256${{T}}$(sha256sum < {lock} | cut -c1-64)"'
+            )
+        if venv:
+            v = shlex.quote(venv)
+            marker = shlex.quote(f"{venv}/{LOCK_MARKER}")
+            lines += [
+                f'[ -x {v}/bin/python ] && echo "venv${{T}}1"',
+                f'[ -f {marker} ] && echo "installed_sha256${{T}}$(cut -c1-64 {marker})"',
+            ]
+        lines.append("exit 0")
+        return "\n".join(lines)
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        state: dict[str, Any] = {key: [] for key in _LISTS}
+        for line in output:
+            key, _, value = line.partition("\t")
+            if key in _LISTS:
+                state[key].append(value)
+            elif key in ("exists", "checkout", "has_ref", "venv"):
+                state[key] = value == "1"
+            elif key:
+                state[key] = value or None
+        return state

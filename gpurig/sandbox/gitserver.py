@@ -1,0 +1,25 @@
+"""A git daemon on the sandbox bridge, so hosts clone and fetch over the network for real.
+Tests push bare repositories into `<sandbox dir>/git/repos/NAME.git` and declare
+`git://10.77.0.1:9418/NAME.git`."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from gpurig.sandbox.net import GATEWAY
+from gpurig.sandbox.proc import SandboxError, spawn_daemon
+
+PORT = 9418
+ADDRESS = f"git://{GATEWAY}:{PORT}"
+
+
+def start(top: Path) -> tuple[int, int | None]:
+    """Serve every repository under `top/repos` read-only; returns pid and start time."""
+    if not shutil.which("git"):
+        raise SandboxError("git is not installed (apt-get install git)")
+    repos = top / "repos"
+    repos.mkdir(parents=True, exist_ok=True)
+    argv = ["git", "daemon", "--export-all", f"--base-path={repos}", f"--listen={GATEWAY}",
+            f"--port={PORT}", "--reuseaddr", str(repos)]  # fmt: skip
+    return spawn_daemon(argv, top / "git-daemon.log", GATEWAY, PORT)

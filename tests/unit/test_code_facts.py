@@ -1,0 +1,302 @@
+"""The code facts run for real here (git, uv, pip, sh), and the repo, python_env and cleanup
+operations' commands run against what they found: the fixtures in tests/unit/operations say
+which commands; these say the commands do what they claim on real checkouts."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyinfra.api import OperationError
+from pyinfra.context import ctx_host
+
+from deploys import cleanup, repos
+from deploys.secrets import missing_sources
+from facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCache, RaySessions
+from facts.gpurig_repo import LOCK_MARKER, RepoState
+from facts.gpurig_secret import SecretFile
+from tests.lockproject import make_project
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "code"
+GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@t"]
+
+
+def sh(command: str, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(
+        ["sh", "-c", command], capture_output=True, text=True, env={**os.environ, **(env or {})}
+    )
+    assert proc.returncode == 0, f"{command}\n{proc.stderr}"
+    return proc.stdout
+
+
+def fact(cls: type, env: dict[str, str] | None = None, **kwargs: Any) -> Any:
+    """The fact's command run here, its output through process(), or default() when there is
+    none: what pyinfra does."""
+    instance = cls()
+    lines = sh(instance.command(**kwargs), env).splitlines()
+    return instance.process(lines) if lines else instance.default()
+
+
+class LocalHost:
+    """Just enough of pyinfra's host for an operation: real facts, recorded no-ops."""
+
+    noop_description: str | None = None
+
+    def get_fact(self, cls: type, **kwargs: Any) -> Any:
+        return fact(cls, **kwargs)
+
+    def noop(self, description: str) -> None:
+        self.noop_description = description
+
+
+def apply(op: Any, **kwargs: Any) -> tuple[list[str], str | None]:
+    """Run an operation's commands here; returns their outputs and the no-op description."""
+    host = LocalHost()
+    with ctx_host.use(host):
+        commands = [str(c) for c in op._inner(**kwargs)]
+    return [sh(c) for c in commands], host.noop_description
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *GIT_ID, *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+@pytest.fixture
+def origin(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A bare repository with one commit holding a CRLF script; and a clone to push from."""
+    bare, work = tmp_path / "origin.git", tmp_path / "author"
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    subprocess.run(["git", "clone", "-q", str(bare), str(work)], check=True, capture_output=True)
+    git(work, "config", "core.autocrlf", "false")
+    (work / "run.sh").write_bytes(b"#!/bin/sh\r\necho hi\r\n")
+    (work / "train.py").write_bytes(b"print('train')\n")
+    git(work, "add", ".")
+    git(work, "commit", "-qm", "first")
+    git(work, "push", "-q", "origin", "HEAD:main")
+    yield str(bare), work
+
+
+def converge_repo(path: Path, url: str, ref: str) -> tuple[list[str], str | None]:
+    return apply(repos.repo, path=str(path), url=url, ref=ref)
+
+
+def test_clone_checks_out_the_pin_with_lf_and_a_clean_tree(tmp_path: Path, origin):
+    url, work = origin
+    ref = git(work, "rev-parse", "HEAD")
+    checkout = tmp_path / "deep" / "code"
+    outputs, _ = converge_repo(checkout, url, ref)
+    assert "gpurig: LF line endings: run.sh" in "".join(outputs)
+    assert (checkout / "run.sh").read_bytes() == b"#!/bin/sh\necho hi\n"
+    state = fact(RepoState, path=str(checkout), ref=ref)
+    assert state["head"] == ref and state["has_ref"] and state["origin"] == url
+    assert state["dirt"] == [] and state["crlf"] == [] and state["eol_only"] == ["run.sh"]
+    assert state["attributes"] == ["*.sh text eol=lf", "*.py text eol=lf"]
+    assert git(checkout, "status", "--porcelain", "--untracked-files=all") == "M run.sh"
+    assert converge_repo(checkout, url, ref) == ([], f"{checkout} is at {ref[:12]}")
+
+
+def test_moving_the_pin_moves_the_checkout(tmp_path: Path, origin):
+    url, work = origin
+    first = git(work, "rev-parse", "HEAD")
+    checkout = tmp_path / "code"
+    converge_repo(checkout, url, first)
+    (work / "run.sh").write_bytes(b"#!/bin/sh\r\necho two\r\n")
+    git(work, "commit", "-qam", "second")
+    git(work, "push", "-q", "origin", "HEAD:main")
+    second = git(work, "rev-parse", "HEAD")
+    converge_repo(checkout, url, second)
+    assert git(checkout, "rev-parse", "HEAD") == second
+    assert (checkout / "run.sh").read_bytes() == b"#!/bin/sh\necho two\n"
+    converge_repo(checkout, url, first)  # and back, without a fetch
+    assert git(checkout, "rev-parse", "HEAD") == first
+
+
+def test_dirty_tree_is_refused_and_left_alone(tmp_path: Path, origin):
+    url, work = origin
+    ref = git(work, "rev-parse", "HEAD")
+    checkout = tmp_path / "code"
+    converge_repo(checkout, url, ref)
+    (checkout / "train.py").write_text("print('my fix')\n")
+    assert fact(RepoState, path=str(checkout), ref=ref)["dirt"] == [" M train.py"]
+    with pytest.raises(OperationError, match=r"uncommitted changes: M train\.py"):
+        converge_repo(checkout, url, ref)
+    assert (checkout / "train.py").read_text() == "print('my fix')\n"
+
+
+def test_local_commit_is_refused(tmp_path: Path, origin):
+    url, work = origin
+    ref = git(work, "rev-parse", "HEAD")
+    checkout = tmp_path / "code"
+    converge_repo(checkout, url, ref)
+    git(checkout, "switch", "-q", "-c", "mine")
+    (checkout / "new.txt").write_text("x\n")
+    git(checkout, "add", "new.txt")
+    git(checkout, "commit", "-qm", "local only")
+    state = fact(RepoState, path=str(checkout), ref=ref)
+    assert [line.split(" ", 1)[1] for line in state["local"]] == ["local only"]
+    with pytest.raises(OperationError, match=r"commits on no remote: .* local only"):
+        converge_repo(checkout, url, ref)
+    assert git(checkout, "log", "-1", "--format=%s") == "local only"
+
+
+def test_directory_that_is_not_a_checkout_is_refused(tmp_path: Path, origin):
+    url, work = origin
+    (tmp_path / "code" / "sub").mkdir(parents=True)
+    state = fact(RepoState, path=str(tmp_path / "code" / "sub"), ref="0" * 40)
+    assert state["exists"] and not state["checkout"]
+    with pytest.raises(OperationError, match="is not a git checkout"):
+        converge_repo(tmp_path / "code" / "sub", url, git(work, "rev-parse", "HEAD"))
+
+
+@pytest.mark.parametrize(("manager", "lockfile"), [("uv", "uv.lock"), ("pip", "requirements.txt")])
+def test_locked_environment_installs_keeps_and_follows_the_lockfile(
+    tmp_path: Path, manager: str, lockfile: str
+):
+    if not shutil.which("uv"):
+        pytest.skip("uv is not installed")
+    project = tmp_path / "proj"
+    wheels = {"alpha": ["1.0", "1.1"], "keepme": ["2.0"]}
+    make_project(project, {"alpha": "1.0", "keepme": "2.0"}, wheels)
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    git(project, "add", ".")
+    git(project, "commit", "-qm", "lock")
+    ref, venv = git(project, "rev-parse", "HEAD"), str(project / ".venv")
+    args = {"path": str(project), "ref": ref, "lockfile": lockfile, "venv": venv}
+    apply(repos.python_env, **args, manager=manager, keep=["keepme"])
+    site = next(Path(venv).glob("lib/python*/site-packages"))
+    assert (site / "alpha" / "__init__.py").read_text() == '__version__ = "1.0"\n'
+    assert not (site / "keepme").exists()  # left to the system's site-packages
+    assert "include-system-site-packages = true" in (Path(venv) / "pyvenv.cfg").read_text()
+    state = fact(RepoState, path=str(project), ref=ref, lockfile=lockfile, venv=venv)
+    assert state["installed_sha256"] == state["lockfile_sha256"]
+    assert apply(repos.python_env, **args, manager=manager, keep=["keepme"])[0] == []
+
+    make_project(project, {"alpha": "1.1", "keepme": "2.0"}, wheels)
+    git(project, "commit", "-qam", "bump alpha")
+    args["ref"] = git(project, "rev-parse", "HEAD")
+    state = fact(RepoState, path=str(project), ref=args["ref"], lockfile=lockfile, venv=venv)
+    assert state["installed_sha256"] != state["lockfile_sha256"]  # drift
+    apply(repos.python_env, **args, manager=manager, keep=["keepme"])
+    assert (site / "alpha" / "__init__.py").read_text() == '__version__ = "1.1"\n'
+    assert (Path(venv) / LOCK_MARKER).read_text().strip() == state["lockfile_sha256"]
+
+
+def test_lockfile_that_does_not_match_the_project_fails_with_uvs_message(tmp_path: Path):
+    if not shutil.which("uv"):
+        pytest.skip("uv is not installed")
+    project = tmp_path / "proj"
+    make_project(project, {"alpha": "1.0"}, {"alpha": ["1.0", "1.1"]})
+    text = (project / "pyproject.toml").read_text()
+    (project / "pyproject.toml").write_text(text.replace("alpha==1.0", "alpha==1.1"))
+    command = repos._install("uv", str(project), "uv.lock", str(project / ".venv"), [])
+    proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
+    assert proc.returncode != 0 and "needs to be updated" in proc.stderr
+
+
+def test_secret_fact_prints_only_the_hash(tmp_path: Path):
+    secret = tmp_path / "token"
+    secret.write_text("s3cret\n")
+    secret.chmod(0o600)
+    found = fact(SecretFile, path=str(secret))
+    assert found["sha256"] == sh(f"sha256sum {secret}").split()[0] and found["mode"] == "600"
+    assert "s3cret" not in sh(SecretFile().command(path=str(secret)))
+    assert fact(SecretFile, path=str(tmp_path / "none")) is None
+    assert missing_sources([{"src": str(secret)}, {"src": str(tmp_path / "none")}]) == [
+        str(tmp_path / "none")
+    ]
+
+
+def test_core_files_are_found_by_their_elf_header(tmp_path: Path):
+    if Path("/proc/sys/kernel/core_pattern").read_text().strip() != "core":
+        pytest.skip("core_pattern does not write ./core here")
+    subprocess.run(
+        ["sh", "-c", f"cd {tmp_path} && ulimit -c unlimited && exec sh -c 'kill -SEGV $$'"],
+        check=False,
+    )
+    if not (tmp_path / "core").exists():
+        pytest.skip("no core file was written (hard limit 0?)")
+    (tmp_path / "core.123").write_text("not a core, just named like one\n")
+    (tmp_path / "core.456").symlink_to(tmp_path / "core")
+    found = fact(CoreFiles, dirs=[str(tmp_path)])
+    assert found == {str(tmp_path / "core"): (tmp_path / "core").stat().st_size}
+    outputs, _ = apply(cleanup.core_files, dirs=[str(tmp_path)])
+    assert "gpurig: freed 1 core files" in outputs[0]
+    assert not (tmp_path / "core").exists() and (tmp_path / "core.123").exists()
+    assert apply(cleanup.core_files, dirs=[str(tmp_path)]) == ([], f"no core files in {tmp_path}")
+
+
+def test_stale_editable_finder_goes_and_a_live_one_stays(tmp_path: Path):
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    finder = (FIXTURES / "editable_finder_setuptools-84.2.1.txt").read_text()
+    pth = (FIXTURES / "editable_pth_setuptools-84.2.1.txt").read_text()
+    (tmp_path / "live").mkdir()
+    for name, target in (("proj_0", tmp_path / "gone"), ("live_0", tmp_path / "live")):
+        text = finder.replace("@TARGET@", str(target)).replace("proj_0", name)
+        (site / f"__editable___{name}_finder.py").write_text(text)
+        (site / f"__editable__.{name}.pth").write_text(pth.replace("proj_0", name))
+    found = fact(EditableFinders, venvs=[str(tmp_path / "venv")])
+    stale = str(site / "__editable___proj_0_finder.py")
+    assert found == {stale: [str(site / "__editable__.proj_0.pth")]}
+    apply(cleanup.editable_finders, venvs=[str(tmp_path / "venv")])
+    assert sorted(p.name for p in site.iterdir()) == [
+        "__editable__.live_0.pth",
+        "__editable___live_0_finder.py",
+    ]
+
+
+def test_flashinfer_cache_older_than_the_package_is_stale(tmp_path: Path):
+    cache = tmp_path / "home" / ".cache" / "flashinfer" / "90"
+    cache.mkdir(parents=True)
+    (cache / "kernel.so").write_bytes(b"\0" * 4096)
+    os.utime(cache / "kernel.so", (1000, 1000))
+    os.utime(cache, (1000, 1000))
+    os.utime(cache.parent, (1000, 1000))
+    package = tmp_path / "site" / "flashinfer"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    env = {"HOME": str(tmp_path / "home"), "PYTHONPATH": str(tmp_path / "site")}
+    found = fact(FlashinferCache, env=env, pythons=["python3"])
+    assert found["cache"]["path"] == str(cache.parent) and found["cache"]["mtime"] == 1000
+    assert found["installed"]["python3"] > 1000
+    assert cleanup.flashinfer_stale(found)
+    os.utime(package / "__init__.py", (500, 500))
+    assert not cleanup.flashinfer_stale(fact(FlashinferCache, env=env, pythons=["python3"]))
+    assert fact(FlashinferCache, env={"HOME": str(tmp_path)}, pythons=["python3"])["cache"] is None
+
+
+def test_ray_sessions_fact_sees_live_ray_and_the_latest_session():
+    if Path("/tmp/ray").exists():
+        pytest.skip("/tmp/ray exists on this machine; not touching it")
+    if not shutil.which("bash") or not shutil.which("pgrep"):
+        pytest.skip("needs bash and pgrep")
+    try:
+        for name in ("session_1", "session_2"):
+            Path("/tmp/ray", name).mkdir(parents=True)
+        Path("/tmp/ray/session_latest").symlink_to("/tmp/ray/session_2")
+        found = fact(RaySessions)
+        assert found["running"] == [] and found["latest"] == "/tmp/ray/session_2"
+        assert sorted(found["sessions"]) == ["/tmp/ray/session_1", "/tmp/ray/session_2"]
+        raylet = subprocess.Popen(["bash", "-c", "exec -a raylet sleep 60"])
+        try:
+            assert any(str(raylet.pid) in line for line in fact(RaySessions)["running"])
+            assert apply(cleanup.ray_sessions)[0] == []
+        finally:
+            raylet.send_signal(signal.SIGKILL)
+            raylet.wait()
+        outputs, _ = apply(cleanup.ray_sessions)
+        assert "freed 1 stale Ray sessions" in outputs[0]
+        assert sorted(p.name for p in Path("/tmp/ray").iterdir()) == [
+            "session_2",
+            "session_latest",
+        ]
+    finally:
+        shutil.rmtree("/tmp/ray", ignore_errors=True)

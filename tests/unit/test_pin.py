@@ -1,0 +1,151 @@
+"""`gpurig pin` against a tiny Docker Registry v2 server on 127.0.0.1 (HEAD manifests, a token
+challenge like Docker Hub's), through the CLI and through the functions."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpurig.cli import main
+from gpurig.inventory import load_inventory
+from gpurig.pin import MANIFEST_TYPES, ImageRef, PinError, resolve
+
+DIGESTS = {("team/train", "1"): "sha256:" + "a" * 64, ("team/auth", "2"): "sha256:" + "b" * 64}
+TOKEN = "t0ken"
+
+
+class Registry(BaseHTTPRequestHandler):
+    """Manifests by tag; `team/auth` wants a bearer token from /token first."""
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_HEAD(self) -> None:
+        parts = self.path.split("/manifests/")
+        name, tag = parts[0].removeprefix("/v2/"), parts[-1]
+        accepted = self.headers.get("Accept", "")
+        if name == "team/auth" and self.headers.get("Authorization") != f"Bearer {TOKEN}":
+            realm = f"http://{self.headers['Host']}/token"
+            self.send_response(401)
+            self.send_header(
+                "WWW-Authenticate", f'Bearer realm="{realm}",service="reg",scope="pull"'
+            )
+        elif (name, tag) in DIGESTS and all(t in accepted for t in MANIFEST_TYPES):
+            self.send_response(200)
+            self.send_header("Docker-Content-Digest", DIGESTS[(name, tag)])
+        else:
+            self.send_response(404)
+        self.end_headers()
+
+    def do_GET(self) -> None:
+        body = json.dumps({"token": TOKEN}).encode()
+        ok = self.path.startswith("/token?") and "service=reg" in self.path
+        self.send_response(200 if ok else 400)
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def registry() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Registry)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+INVENTORY = """\
+# The training fleet.
+version: 1
+defaults:
+  spec:
+    insecure_registries: ["{reg}"]   # plain HTTP on the cluster network
+    containers:
+      train:
+        image: {reg}/team/train:1 # bumped weekly
+hosts:
+  b:   # second box
+    address: 203.0.113.2
+    spec:
+      containers:
+        auth: {{image: "{reg}/team/auth:2", shm_size: 1g}}
+        done:
+          image: {reg}/team/train@sha256:{done}
+"""
+
+
+def write(tmp_path: Path, reg: str) -> Path:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(INVENTORY.format(reg=reg, done="c" * 64))
+    return path
+
+
+def test_pin_rewrites_tags_to_digests_keeping_comments_and_layout(registry: str, tmp_path: Path):
+    path = write(tmp_path, registry)
+    result = CliRunner().invoke(main, ["pin", str(path)])
+    assert result.exit_code == 0, result.output
+    expected = (
+        INVENTORY.format(reg=registry, done="c" * 64)
+        .replace("team/train:1", f"team/train@{DIGESTS[('team/train', '1')]}")
+        .replace("team/auth:2", f"team/auth@{DIGESTS[('team/auth', '2')]}")
+    )
+    assert path.read_text() == expected
+    assert load_inventory([path]).hosts[0].spec["containers"]["train"]["image"].endswith("a" * 64)
+    again = CliRunner().invoke(main, ["pin", str(path)])
+    assert again.exit_code == 0 and "already pinned" in again.output
+
+
+def test_check_lists_unpinned_images_then_passes(registry: str, tmp_path: Path):
+    path = write(tmp_path, registry)
+    before = path.read_text()
+    result = CliRunner().invoke(main, ["pin", "--check", str(path)])
+    assert result.exit_code == 1
+    assert f"fleet.yaml:8: defaults.spec.containers.train.image: not pinned: {registry}" in (
+        result.output
+    )
+    assert "fleet.yaml:14: hosts.b.spec.containers.auth.image" in result.output
+    assert "done" not in result.output
+    assert path.read_text() == before  # --check changes nothing
+    CliRunner().invoke(main, ["pin", str(path)])
+    assert CliRunner().invoke(main, ["pin", "--check", str(path)]).exit_code == 0
+
+
+def test_unknown_tag_fails_naming_image_and_status(registry: str, tmp_path: Path):
+    path = tmp_path / "fleet.yaml"
+    path.write_text(
+        f'version: 1\ndefaults: {{spec: {{insecure_registries: ["{registry}"]}}}}\n'
+        f"hosts: {{a: {{address: 203.0.113.1, spec: {{containers: "
+        f"{{x: {{image: {registry}/team/none:9}}}}}}}}}}\n"
+    )
+    before = path.read_text()
+    result = CliRunner().invoke(main, ["pin", str(path)])
+    assert result.exit_code == 1
+    assert f"{registry}/team/none:9: HTTP 404" in result.output
+    assert path.read_text() == before
+
+
+def test_https_unless_insecure(registry: str):
+    with pytest.raises(PinError, match="cannot reach https://"):
+        resolve(f"{registry}/team/train:1")
+    assert resolve(f"{registry}/team/train:1", {registry}) == DIGESTS[("team/train", "1")]
+
+
+@pytest.mark.parametrize(
+    ("image", "expected"),
+    [
+        ("ubuntu", ImageRef("registry-1.docker.io", "library/ubuntu", "latest")),
+        ("org/app:1.2", ImageRef("registry-1.docker.io", "org/app", "1.2")),
+        ("ghcr.io/org/app:v1", ImageRef("ghcr.io", "org/app", "v1")),
+        ("10.0.0.5:5000/app", ImageRef("10.0.0.5:5000", "app", "latest")),
+        ("localhost/a/b:2", ImageRef("localhost", "a/b", "2")),
+    ],
+)
+def test_image_references_parse_like_docker(image: str, expected: ImageRef):
+    assert ImageRef.parse(image) == expected
