@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from gpurig.sandbox.net import GATEWAY
-from gpurig.sandbox.proc import SandboxError, spawn_daemon
+from gpurig.sandbox.proc import SandboxError, run, spawn_daemon
 
 PORT = 9418
 ADDRESS = f"git://{GATEWAY}:{PORT}"
@@ -20,6 +20,9 @@ def start(top: Path) -> tuple[int, int | None]:
         raise SandboxError("git is not installed (apt-get install git)")
     repos = top / "repos"
     repos.mkdir(parents=True, exist_ok=True)
-    argv = ["git", "daemon", "--export-all", f"--base-path={repos}", f"--listen={GATEWAY}",
+    # git-daemon itself, not `git daemon`: the wrapper forks it, and the sandbox must record
+    # (and later stop) the process that listens.
+    daemon = Path(run(["git", "--exec-path"]).stdout.strip(), "git-daemon")
+    argv = [str(daemon), "--export-all", f"--base-path={repos}", f"--listen={GATEWAY}",
             f"--port={PORT}", "--reuseaddr", str(repos)]  # fmt: skip
     return spawn_daemon(argv, top / "git-daemon.log", GATEWAY, PORT)

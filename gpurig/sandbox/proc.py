@@ -100,7 +100,8 @@ def spawn_daemon(argv: Sequence[str], log: Path, address: str, port: int) -> tup
         proc = subprocess.Popen(
             list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True
         )
-    if not wait_port(address, port, timeout=15):
+    if not wait_port(address, port, timeout=15) or proc.poll() is not None:
         proc.kill()
-        raise SandboxError(f"`{argv[0]}` did not answer at {address}:{port}; see {log}")
+        # Dead with the port answering means another process holds it (an earlier run's).
+        raise SandboxError(f"`{argv[0]}` is not serving {address}:{port}; see {log}")
     return proc.pid, start_time(proc.pid)

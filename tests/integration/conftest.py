@@ -31,3 +31,8 @@ def sandbox() -> Iterator[Sandbox]:
     left = leftovers(box.top, state)
     if left:
         pytest.fail(f"sandbox down left: {left}")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that take the sandbox down or kill its processes run after all the others."""
+    items.sort(key=lambda item: item.get_closest_marker("disruptive") is not None)

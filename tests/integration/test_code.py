@@ -14,7 +14,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import subprocess
 import sys
 import threading
@@ -101,11 +100,10 @@ def spec_for(code: Upstream, code_ref: str, proj: Upstream, proj_ref: str, **ext
 
 
 def uv_binary() -> Path:
-    """The uv running these tests (`uv run` exports UV), to stand in for an image's uv."""
-    found = os.environ.get("UV") or shutil.which("uv")
-    path = Path(found).resolve() if found else None
-    if not path or path.read_bytes()[:4] != b"\x7fELF":
-        pytest.skip("no uv binary to copy to the host (run the tests with `uv run`)")
+    """The uv of this environment (a locked dev dependency), to stand in for an image's uv."""
+    path = Path(sys.executable).parent / "uv"
+    if not path.exists() or path.read_bytes()[:4] != b"\x7fELF":
+        pytest.fail(f"{path} is not the uv binary: run `uv sync --frozen` (dev group)")
     return path
 
 
@@ -236,7 +234,7 @@ def test_pip_with_hashes_on_a_full_host(sandbox: Sandbox, tmp_path: Path):
     ).succeeded  # filtered out, not installed
     # A requirements file whose hash does not match fails with pip's own words.
     requirements = upstream.work / "requirements.txt"
-    wrong = re.sub(r"sha256:[0-9a-f]{64}", "sha256:" + "0" * 64, requirements.read_text(), count=1)
+    wrong = re.sub(r"sha256:[0-9a-f]{64}", "sha256:" + "0" * 64, requirements.read_text())
     requirements.write_text(wrong)
     bad = upstream.commit("bad hash")
     spec["repos"][PIPPROJ]["ref"] = bad

@@ -25,11 +25,20 @@ def error_ids(findings: list[dict]) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def inventory(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def smallest_fs(sandbox: Sandbox) -> tuple[int, str]:
+    """Free KiB and mount point of the fuller of / and /tmp (a tmpfs on this host): drift
+    checks free space on both."""
+    df = remote(sandbox, HOST).check_output("df -Pk / /tmp | awk 'NR>1 {print $4, $6}'")
+    return min((int(kib), mount) for kib, mount in (line.split() for line in df.splitlines()))
+
+
+@pytest.fixture(scope="module")
+def inventory(
+    sandbox: Sandbox, smallest_fs: tuple[int, str], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     spec = host_spec("podman", sandbox.state.images["train"])
-    free = int(remote(sandbox, HOST).check_output("df -Pk / | awk 'NR==2 {print $4}'")) << 10
     # A threshold 2 GiB under today's free space, so filling 4 GiB crosses it.
-    spec["checks"] = {"disk_free_min": f"{(free >> 30) - 2}g", "inodes_free_min_pct": 1}
+    spec["checks"] = {"disk_free_min": f"{(smallest_fs[0] >> 20) - 2}g", "inodes_free_min_pct": 1}
     path = write_inventory(sandbox, tmp_path_factory.mktemp("drift") / "inv.yaml", {HOST: spec})
     result = converge([path], limit=[HOST])
     assert result.returncode == 0, result.stderr
@@ -74,14 +83,17 @@ def test_podman_socket_stopped(sandbox: Sandbox, inventory: Path):
     reconverged(inventory)
 
 
-def test_disk_filled_past_the_threshold(sandbox: Sandbox, inventory: Path):
+def test_disk_filled_past_the_threshold(
+    sandbox: Sandbox, inventory: Path, smallest_fs: tuple[int, str]
+):
     shell = remote(sandbox, HOST)
-    shell.check_output("fallocate -l 4G /var/tmp/gpurig-drift-fill")
+    fill = f"{smallest_fs[1].rstrip('/')}/gpurig-drift-fill"
+    shell.check_output(f"fallocate -l 4G {fill}")
     try:
         rc, findings = drift(inventory)
         assert rc == 1
         assert "disk.free" in error_ids(findings)
     finally:
-        shell.check_output("rm -f /var/tmp/gpurig-drift-fill")
+        shell.check_output(f"rm -f {fill}")
     rc, findings = drift(inventory)
     assert rc == 0, findings

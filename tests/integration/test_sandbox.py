@@ -8,6 +8,7 @@ import signal
 import urllib.request
 from pathlib import Path
 
+import pytest
 import testinfra
 import yaml
 from support import FLEET, FULL, Sandbox, gpurig, run_verify, write_inventory
@@ -94,6 +95,7 @@ def test_a_changed_host_key_is_refused(sandbox: Sandbox, tmp_path: Path):
     assert not result.changed
 
 
+@pytest.mark.disruptive
 def test_killed_processes_are_recovered_by_up(sandbox: Sandbox):
     state = sandbox.state
     victim = state.hosts["fleet-002"]
@@ -109,6 +111,7 @@ def test_killed_processes_are_recovered_by_up(sandbox: Sandbox):
     assert sandbox.state.hosts["fleet-002"].host_key == victim.host_key
 
 
+@pytest.mark.disruptive
 def test_down_leaves_nothing_and_up_rebuilds(sandbox: Sandbox):
     state = sandbox.state
     proc = gpurig("sandbox", "down", "--dir", str(sandbox.top))
