@@ -125,8 +125,11 @@ def _install(manager: str, path: str, lockfile: str, venv: str, keep: Sequence[s
         script = shlex.quote(_FILTER)
         prefix = f"{_q(python)} -c {script} {_q(lock, *keep)} > {_q(requirements)} && "
     return (
+        # --force-reinstall: a changed lockfile is installed and hash-checked whole; pip checks
+        # no hash of a package it finds already installed.
         f"{prefix}cd {_q(path)} && {_q(python)} -m pip install --quiet "
-        f"--disable-pip-version-check --require-hashes --no-deps -r {_q(requirements)}"
+        "--disable-pip-version-check --require-hashes --no-deps --force-reinstall "
+        f"-r {_q(requirements)}"
     )
 
 
