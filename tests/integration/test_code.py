@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import testinfra
 import yaml
-from support import REPO_ROOT, Sandbox, gpurig, write_inventory
+from support import REPO_ROOT, Sandbox, gpurig, remote, write_inventory
 
 from gpurig.converge import converge
 from gpurig.sandbox import gitserver, registry
@@ -33,10 +33,6 @@ CODE, PROJ, PIPPROJ = "/srv/code", "/srv/proj", "/srv/pipproj"
 CODE_OP, ENV_OP = f"Repositories | Checkout {CODE}", f"Repositories | Python environment for {PROJ}"
 GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@t"]
 FINDER = REPO_ROOT / "tests" / "fixtures" / "code" / "editable_finder_setuptools-84.2.1.txt"
-
-
-def remote(sandbox: Sandbox, name: str) -> testinfra.host.Host:
-    return testinfra.get_host(f"ssh://{name}", ssh_config=str(sandbox.paths.ssh_config))
 
 
 def git(work: Path, *args: str) -> str:
@@ -168,6 +164,24 @@ def test_dirty_checkout_is_refused_and_the_edit_survives(sandbox: Sandbox, conve
         assert shell.check_output(f"tail -n 1 {CODE}/train.py") == "# my hotfix"
     finally:
         shell.check_output(f"git -C {CODE} checkout -- train.py")
+
+
+def test_crlf_script_committed_on_the_host_is_drift_and_refused(sandbox: Sandbox, converged: Path):
+    shell = remote(sandbox, FLEET_HOST)
+    pin = shell.check_output(f"git -C {CODE} rev-parse HEAD")
+    shell.check_output(
+        f"printf '#!/bin/sh\\r\\necho hotfix\\r\\n' > {CODE}/hotfix.sh && git -C {CODE} add "
+        f"hotfix.sh && git -C {CODE} -c user.name=u -c user.email=u@u commit -qm hotfix"
+    )
+    try:
+        ids = {f["id"] for f in drift_findings(converged)}
+        assert {"repo.crlf", "repo.ref"} <= ids, ids
+        result = converge([converged], limit=[FLEET_HOST])
+        assert result.returncode != 0  # a local commit is the user's work: reported, kept
+        assert shell.file(f"{CODE}/hotfix.sh").exists
+    finally:
+        shell.check_output(f"git -C {CODE} reset -q --hard {pin}")
+    assert not [f for f in drift_findings(converged) if f["id"].startswith("repo.")]
 
 
 def test_moving_the_pin_moves_the_checkout(
