@@ -31,3 +31,12 @@ TestEditableFinders = make_operation_tests(
 TestFlashinferCache = make_operation_tests(
     "deploys", "cleanup.flashinfer_cache", HERE / "cleanup.flashinfer_cache"
 )
+
+
+def test_every_operation_here_has_fixture_cases():
+    """A folder renamed or emptied would otherwise leave an operation silently untested."""
+    classes = [TestRepo, TestPythonEnv, TestSecret, TestRaySessions, TestCoreFiles]
+    classes += [TestEditableFinders, TestFlashinferCache]
+    for cls in classes:
+        cases = [name for name in dir(cls) if name.startswith("test_")]
+        assert len(cases) >= 2, f"{cls.__name__} has {len(cases)} fixture cases"
