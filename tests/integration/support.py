@@ -14,7 +14,7 @@ from gpurig.sandbox import manager, registry
 from gpurig.sandbox.state import State, load
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-FLEET, FULL = 3, 4  # full-4: test_onboard.py onboards it as a fresh rental
+FLEET, FULL = 3, 4  # full-4: test_onboarding.py onboards it as a fresh rental
 
 
 def gpurig(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
