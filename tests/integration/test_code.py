@@ -181,6 +181,10 @@ def test_crlf_script_committed_on_the_host_is_drift_and_refused(sandbox: Sandbox
         assert shell.file(f"{CODE}/hotfix.sh").exists
     finally:
         shell.check_output(f"git -C {CODE} reset -q --hard {pin}")
+    # The reset rewrote run.sh as committed (CRLF): drift again, until a converge fixes it.
+    assert "repo.crlf" in {f["id"] for f in drift_findings(converged)}
+    result = converge([converged], limit=[FLEET_HOST])
+    assert result.returncode == 0, result.stderr
     assert not [f for f in drift_findings(converged) if f["id"].startswith("repo.")]
 
 
