@@ -37,6 +37,7 @@ def inventory(
     sandbox: Sandbox, smallest_fs: tuple[int, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
     spec = host_spec("podman", sandbox.state.images["train"])
+    remote(sandbox, HOST).check_output("mkdir -p /srv/data")  # the spec's mount source
     # A threshold 2 GiB under today's free space, so filling 4 GiB crosses it.
     spec["checks"] = {"disk_free_min": f"{(smallest_fs[0] >> 20) - 2}g", "inodes_free_min_pct": 1}
     path = write_inventory(sandbox, tmp_path_factory.mktemp("drift") / "inv.yaml", {HOST: spec})
@@ -45,6 +46,12 @@ def inventory(
     rc, findings = drift(path)
     assert rc == 0, findings
     return path
+
+
+def assert_drift(inventory: Path, finding_id: str) -> None:
+    rc, findings = drift(inventory)
+    assert rc == 1
+    assert finding_id in error_ids(findings)
 
 
 def reconverged(inventory: Path) -> None:
@@ -60,26 +67,20 @@ def test_container_recreated_with_another_shm_size(sandbox: Sandbox, inventory: 
         f"podman rm -f train && podman run -d --name train --shm-size 64m {image} "
         "sleep infinity >/dev/null 2>&1 </dev/null"
     )
-    rc, findings = drift(inventory)
-    assert rc == 1
-    assert "container.shm_size" in error_ids(findings)
+    assert_drift(inventory, "container.shm_size")
     remote(sandbox, HOST).check_output("podman stop -t 0 train")  # stopped: converge may recreate
     reconverged(inventory)
 
 
 def test_limits_file_removed(sandbox: Sandbox, inventory: Path):
     remote(sandbox, HOST).check_output("rm /etc/security/limits.d/90-gpurig-core.conf")
-    rc, findings = drift(inventory)
-    assert rc == 1
-    assert "core_dumps.limits" in error_ids(findings)
+    assert_drift(inventory, "core_dumps.limits")
     reconverged(inventory)
 
 
 def test_podman_socket_stopped(sandbox: Sandbox, inventory: Path):
     remote(sandbox, HOST).check_output("systemctl stop podman.socket podman.service")
-    rc, findings = drift(inventory)
-    assert rc == 1
-    assert "engine.socket" in error_ids(findings)
+    assert_drift(inventory, "engine.socket")
     reconverged(inventory)
 
 
@@ -90,9 +91,7 @@ def test_disk_filled_past_the_threshold(
     fill = f"{smallest_fs[1].rstrip('/')}/gpurig-drift-fill"
     shell.check_output(f"fallocate -l 4G {fill}")
     try:
-        rc, findings = drift(inventory)
-        assert rc == 1
-        assert "disk.free" in error_ids(findings)
+        assert_drift(inventory, "disk.free")
     finally:
         shell.check_output(f"rm -f {fill}")
     rc, findings = drift(inventory)
