@@ -1,99 +1,60 @@
-"""Declared containers (`spec.containers`), with drift detection pyinfra's own
-`docker.container` lacks (its spec diff is always empty): the declared fields are compared
-with `inspect` output, and a running container is never recreated unless allowed."""
+"""Declared containers (`containers`): created, started or recreated as gpurig.plans.containers
+decides; a running container with drift is recreated only with the opt-in."""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterator
 from typing import Any
 
-from pyinfra import host, logger
-from pyinfra.api import OperationError, deploy, operation
-from pyinfra.facts.hardware import Memory
-from pyinfra.facts.server import Which
+from pyinfra.api import deploy, operation
 
-from facts.gpurig_container import ContainerInspect, CpuQuota
-from gpurig.container_args import run_argv, with_defaults
-from gpurig.container_spec import diff_container
-from gpurig.inventory import parse_size
+from deploys.changes import start
+from deploys.snapshot import read
+from gpurig.plans import containers as plan
 
 
 def _quoted(argv: list[str]) -> str:
     return " ".join(shlex.quote(a) for a in argv)
 
 
-@operation()
-def container(
-    container: str,
-    spec: dict[str, Any],
-    engine: str,
-    cpus: int = 1,
-    gpu_check: bool = False,
-    allow_recreate: bool = False,
-):
-    """Create, start or recreate the container so that it matches `spec`.
-
-    `recreate` (never | if-stopped | always, default if-stopped) decides what happens to a
-    container that drifted; a running one is recreated only with `allow_recreate`.
-    """
-    wanted = with_defaults(spec, cpus)
-    current = host.get_fact(ContainerInspect, engine=engine, container=container)
-    if current is not None:
-        diffs = diff_container(wanted, current, engine)
-        running = bool((current.get("State") or {}).get("Running"))
-        if not diffs:
-            if running:
-                host.noop(f"container {container} matches its spec and is running")
-                return
-            yield f"{engine} start {shlex.quote(container)}"
-            return
-        named = "; ".join(f"{d.field}: expected {d.expected}, found {d.actual}" for d in diffs)
-        policy = spec.get("recreate", "if-stopped")
-        if policy == "never" or (running and policy != "always" and not allow_recreate):
-            state = "running" if running else "stopped"
-            remedy = (
-                "recreate it by hand, or set recreate: if-stopped or always"
-                if policy == "never"
-                else "recreate it by hand, or converge with --data allow_recreate=true"
-            )
-            raise OperationError(
-                f"container {container} ({state}) differs from its spec: {named}. gpurig does not "
-                f"recreate it (recreate: {policy}); {remedy}"
-            )
-        yield f"{engine} rm --force {shlex.quote(container)}"
-    yield _quoted([engine, "pull", wanted["image"]])
-    yield _quoted(run_argv(engine, container, wanted))
-    if gpu_check and wanted.get("gpus", "none") != "none":
-        message = f"gpurig: GPU not visible inside container {container} (nvidia-smi failed)"
+def _create(data: dict[str, Any], remove: bool) -> Iterator[str]:
+    engine, name = data["engine"], shlex.quote(data["container"])
+    if remove:
+        yield f"{engine} rm --force {name}"
+    yield f"{_quoted([engine, 'pull', data['image']])} >/dev/null"
+    # `run -d` over OpenSSH keeps the session open while conmon holds stdout: redirect it.
+    yield f"{_quoted(data['argv'])} >/dev/null"
+    if data["gpu_check"]:
+        message = (
+            f"gpurig: GPU not visible inside container {data['container']} (nvidia-smi failed)"
+        )
         yield (
-            f"{engine} exec {shlex.quote(container)} nvidia-smi -L >/dev/null "
+            f"{engine} exec {name} nvidia-smi -L >/dev/null "
             f"|| {{ echo {shlex.quote(message)} >&2; exit 1; }}"
         )
 
 
-@deploy("Containers")
-def containers(spec: dict[str, Any]) -> None:
-    declared = spec.get("containers") or {}
-    engine = spec.get("engine", "none")
-    if not declared or engine == "none":
+@operation()
+def declared_containers(spec: dict[str, Any], allow_recreate: bool = False):
+    """Create missing containers, start stopped ones, recreate drifted ones the policy allows."""
+    changes = plan.plan(spec, read, allow_recreate)
+    if not start(changes, "every container matches its spec and is running"):
         return
-    memory_mb = host.get_fact(Memory)
-    for name, cspec in declared.items():
-        if "shm_size" in cspec and memory_mb and parse_size(cspec["shm_size"]) > memory_mb << 20:
-            logger.warning(
-                f"{host.name}: container {name} shm_size {cspec['shm_size']} is larger than the "
-                f"host's memory ({memory_mb} MB): writes past it fail with SIGBUS"
-            )
-    cpus = host.get_fact(CpuQuota)
-    gpu_check = spec.get("gpu", "auto") != "absent" and bool(host.get_fact(Which, "nvidia-smi"))
-    allow = str(host.data.get("allow_recreate", "")).lower() in ("1", "true", "yes")
-    for name, cspec in declared.items():
-        container(
-            name=f"Container {name}",
-            container=name,
-            spec=cspec,
-            engine=engine,
-            cpus=cpus,
-            gpu_check=gpu_check,
-            allow_recreate=allow,
-        )
+    done: set[str] = set()
+    for change in changes:
+        data = change.data
+        if data["container"] in done:
+            continue
+        done.add(data["container"])
+        if data.get("start"):
+            yield f"{data['engine']} start {shlex.quote(data['container'])} >/dev/null"
+        else:
+            yield from _create(data, remove=bool(data.get("recreate")))
+
+
+@deploy("Containers")
+def containers(spec: dict[str, Any], allow: bool = False) -> None:
+    if not spec["containers"]:
+        return
+    declared_containers(spec=spec, allow_recreate=allow)

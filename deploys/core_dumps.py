@@ -1,33 +1,35 @@
-"""Core dumps off (`spec.core_dumps: disabled`): a crashing trainer must not fill the disk
-with multi-GB core files (field notes: 000, 003 U-series)."""
+"""Core dumps off (`core_dumps: disabled`): gpurig's limit files, written or removed."""
 
 from __future__ import annotations
 
-from io import StringIO
 from typing import Any
 
-from pyinfra.api import deploy
-from pyinfra.operations import files
+from pyinfra.api import deploy, operation
 
-# pam_limits reads limits.d for sessions that go through PAM; `*` does not cover root.
-LIMITS = "# Managed by gpurig: no core dumps.\n*    -    core    0\nroot -    core    0\n"
-# Login shells that bypass PAM (sshd with UsePAM no, containers) still get the limit.
-PROFILE = "# Managed by gpurig: no core dumps.\nulimit -S -c 0 2>/dev/null || true\n"
-# Services started by systemd inherit this default.
-SYSTEMD = "# Managed by gpurig: no core dumps.\n[Manager]\nDefaultLimitCORE=0\n"
+from deploys.changes import start
+from deploys.snapshot import read
+from deploys.writes import put, remove
+from gpurig.change import Change
+from gpurig.plans import core_dumps as plan
 
-MANAGED_FILES = {
-    "/etc/security/limits.d/90-gpurig-core.conf": LIMITS,
-    "/etc/profile.d/gpurig-core.sh": PROFILE,
-    "/etc/systemd/system.conf.d/90-gpurig-core.conf": SYSTEMD,
-}
+
+def write(change: Change):
+    """The commands for a managed-file change: write it whole, or remove it."""
+    if change.data["content"] is None:
+        yield remove(change.data["path"])
+    else:
+        yield from put(change.data["content"].encode(), change.data["path"], change.data["mode"])
+
+
+@operation()
+def core_dump_files(spec: dict[str, Any]):
+    """Write (or, with core dumps enabled, remove) gpurig's core dump limit files."""
+    changes = plan.plan(spec, read)
+    if start(changes, "core dump limit files as declared"):
+        for change in changes:
+            yield from write(change)
 
 
 @deploy("Core dumps")
 def core_dumps(spec: dict[str, Any]) -> None:
-    present = spec.get("core_dumps", "disabled") == "disabled"
-    for path, content in MANAGED_FILES.items():
-        if present:
-            files.put(name=f"Write {path}", src=StringIO(content), dest=path, mode="644")
-        else:
-            files.file(name=f"Remove {path}", path=path, present=False)
+    core_dump_files(spec=spec)

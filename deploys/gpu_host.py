@@ -1,10 +1,13 @@
 """Converge one host to its inventory `spec`: `pyinfra inventory.py deploys/gpu_host.py`.
 
-Run it from the repository root (pyinfra puts the current directory on sys.path).
+Run it from the repository root (pyinfra puts the current directory on sys.path). Every fact
+the plans need is read in one remote command first; operations that find nothing to change
+run no command at all, so a converged host costs one round trip.
 """
 
 from pyinfra import host
 
+from deploys import snapshot
 from deploys.cleanup import cleanup
 from deploys.containers import containers
 from deploys.core_dumps import core_dumps
@@ -13,8 +16,11 @@ from deploys.nvidia_toolkit import nvidia_toolkit
 from deploys.packages import packages
 from deploys.repos import repos
 from deploys.secrets import secrets
+from gpurig.plans import converge_reads
 
-spec = host.data.get("spec") or {}
+spec = host.data.get("spec")  # normalised when the inventory was loaded (gpurig.spec)
+allow = str(host.data.get("allow_recreate", "")).lower() in ("1", "true", "yes")
+snapshot.load(converge_reads(spec, allow))
 
 # Secrets first: their sources are checked before anything on the host changes. Code and
 # its environments, then the engine; cleanup runs last before containers start, so nothing
@@ -26,4 +32,4 @@ repos(spec)
 engine(spec)
 nvidia_toolkit(spec)
 cleanup(spec)
-containers(spec)
+containers(spec, allow)

@@ -1,30 +1,37 @@
-"""Debian packages the spec lists (`spec.packages`)."""
+"""Debian packages the spec lists (`packages`), and the install step other concerns reuse."""
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
-from pyinfra import host
-from pyinfra.api import deploy
-from pyinfra.facts.deb import DebPackages
-from pyinfra.operations import apt
+from pyinfra.api import deploy, operation
+
+from deploys.changes import start
+from deploys.snapshot import read
+from gpurig.change import Change
+from gpurig.plans import packages as plan
 
 
-def ensure_packages(wanted: list[str]) -> None:
-    """Install `wanted`, refreshing the apt lists only when something is missing: a converged
-    host never needs the network, and `apt.update` without a cache time is always a change."""
-    installed = host.get_fact(DebPackages)
-    missing = [name for name in wanted if name not in installed]
-    apt.packages(
-        name=f"Install {', '.join(wanted)}",
-        packages=wanted,
-        update=bool(missing),
-        cache_time=3600,
-        no_recommends=True,
+def install(change: Change) -> str:
+    """apt-get for a `packages.missing` change; the lists are refreshed only then, so a
+    converged host never needs the network. `--` keeps a name from being read as an option."""
+    names = " ".join(shlex.quote(name) for name in change.data["packages"])
+    return (
+        "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
+        f"--no-install-recommends -- {names}"
     )
+
+
+@operation()
+def declared_packages(spec: dict[str, Any]):
+    """Install the spec's packages that are missing."""
+    changes = plan.plan(spec, read)
+    if start(changes, "every declared package is installed"):
+        for change in changes:
+            yield install(change)
 
 
 @deploy("Packages")
 def packages(spec: dict[str, Any]) -> None:
-    if spec.get("packages"):
-        ensure_packages(spec["packages"])
+    declared_packages(spec=spec)

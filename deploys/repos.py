@@ -1,22 +1,22 @@
-"""Declared checkouts (`spec.repos`) at pinned commits, LF scripts, and locked Python
-environments. A checkout is never deleted: the field notes' endless `git clone` restart loop
-was "fixed" with `rm -rf`; here a dirty, diverged or foreign directory fails the host instead,
-naming what it found (DESIGN: safety rules)."""
+"""Declared checkouts (`repos`): clone, move to the pinned commit, LF scripts, and the locked
+Python environment, for the changes gpurig.plans.repos finds; a refusal fails the host."""
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
-from pyinfra import host
-from pyinfra.api import OperationError, deploy, operation
-from pyinfra.facts.server import Which
+from pyinfra.api import deploy, operation
 
-from deploys.packages import ensure_packages
-from facts.gpurig_repo import GIT_CHANGES, LF_ATTRIBUTES, LF_PATTERNS, LOCK_MARKER, RepoState
-from gpurig.inventory import repo_venv
+from deploys.changes import start
+from deploys.packages import install
+from deploys.snapshot import read
+from facts.gpurig_repo import GIT_CHANGES, LF_ATTRIBUTES, LF_PATTERNS, LOCK_MARKER
+from gpurig.change import Change
+from gpurig.plans import repos as plan
+from gpurig.plans.repos import env_marker
 
 # Drops the requirements (and their `--hash` continuation lines) of kept packages; names are
 # compared PEP 503-normalised. Runs with the venv's python: argv is the lockfile, then the names.
@@ -58,61 +58,6 @@ def _normalise(path: str) -> str:
     )
 
 
-def refusals(path: str, url: str, state: dict[str, Any]) -> list[str]:
-    """What about an existing directory stops gpurig from touching it; empty when it may."""
-    if not state.get("checkout"):
-        return [f"{path} exists but is not a git checkout (move it away; gpurig never deletes it)"]
-    found = []
-    if state.get("origin") != url:
-        found.append(f"its origin is {state.get('origin') or '(none)'}, the spec says {url}")
-    if state["dirt"]:
-        found.append(f"uncommitted changes: {'; '.join(d.strip() for d in state['dirt'])}")
-    if state["local"]:
-        found.append(f"commits on no remote: {'; '.join(state['local'])}")
-    return [f"{path}: {'; '.join(found)}"] if found else []
-
-
-@operation()
-def repo(path: str, url: str, ref: str, line_endings: str = "lf"):
-    """Clone `url` at `path`, or fetch and check out `ref` (detached) in a clean checkout."""
-    state = host.get_fact(RepoState, path=path, ref=ref)
-    lf = line_endings == "lf"
-    if not state.get("exists"):
-        parent = str(PurePosixPath(path).parent)
-        yield f"mkdir -p {_q(parent)} && git clone --quiet --no-checkout -- {_q(url, path)}"
-        if lf:
-            yield _add_attributes(path, LF_ATTRIBUTES)
-        yield f"git -C {_q(path)} checkout --quiet --detach {_q(ref)}"
-        if lf:
-            yield _normalise(path)
-        return
-    found = refusals(path, url, state)
-    if found:
-        raise OperationError(f"gpurig leaves the checkout alone: {' '.join(found)}")
-    missing = [a for a in LF_ATTRIBUTES if a not in state["attributes"]] if lf else []
-    if missing:
-        yield _add_attributes(path, missing)
-    if state.get("head") != ref:
-        if not state.get("has_ref"):
-            yield f"git -C {_q(path)} fetch --quiet --tags origin"
-        if state["eol_only"]:
-            # git calls gpurig's own LF rewrites local changes and will not switch over them;
-            # --force is safe only while the user has none, checked again in the same shell.
-            refuse = shlex.quote(f"gpurig: {path} changed meanwhile; left alone")
-            yield (
-                f"{GIT_CHANGES}\nif git_changes {_q(path)} | grep -q '^dirt'; "
-                f"then echo {refuse} >&2; exit 1; fi\n"
-                f"git -C {_q(path)} checkout --quiet --force --detach {_q(ref)}"
-            )
-        else:
-            yield f"git -C {_q(path)} checkout --quiet --detach {_q(ref)}"
-    elif not missing and not (lf and state["crlf"]):
-        host.noop(f"{path} is at {ref[:12]}")
-        return
-    if lf:
-        yield _normalise(path)
-
-
 def _install(manager: str, path: str, lockfile: str, venv: str, keep: Sequence[str]) -> str:
     if manager == "uv":
         skip = "".join(f" --no-install-package {shlex.quote(k)}" for k in keep)
@@ -133,62 +78,83 @@ def _install(manager: str, path: str, lockfile: str, venv: str, keep: Sequence[s
     )
 
 
-@operation()
-def python_env(
-    path: str,
-    ref: str,
-    lockfile: str,
-    venv: str,
-    manager: str = "uv",
-    keep: Sequence[str] = (),
-):
-    """Install `lockfile` into `venv` exactly, leaving `keep` packages as the image ships
-    them (the venv sees the system's through --system-site-packages). The lockfile's sha256
-    is recorded in the venv, so a changed lockfile is drift and re-installs."""
-    state = host.get_fact(RepoState, path=path, ref=ref, lockfile=lockfile, venv=venv)
-    at_ref = state.get("head") == ref
-    if at_ref and not state.get("lockfile_sha256"):
-        raise OperationError(f"{path}/{lockfile} does not exist at commit {ref}")
-    if at_ref and state.get("venv") and state.get("installed_sha256") == state["lockfile_sha256"]:
-        host.noop(f"{venv} is installed from {lockfile} ({state['lockfile_sha256'][:12]})")
-        return
+def _checkout(data: dict[str, Any]) -> Iterator[str]:
+    path, ref = data["path"], data["ref"]
+    if data["fetch"]:
+        yield f"git -C {_q(path)} fetch --quiet --tags origin"
+    if data["force"]:
+        # git calls gpurig's own LF rewrites local changes and will not switch over them;
+        # --force is safe only while the user has none, checked again in the same shell.
+        refuse = shlex.quote(f"gpurig: {path} changed meanwhile; left alone")
+        yield (
+            f"{GIT_CHANGES}\nif git_changes {_q(path)} | grep -q '^dirt'; "
+            f"then echo {refuse} >&2; exit 1; fi\n"
+            f"git -C {_q(path)} checkout --quiet --force --detach {_q(ref)}"
+        )
+    else:
+        yield f"git -C {_q(path)} checkout --quiet --detach {_q(ref)}"
+    if data["lf"]:
+        yield _normalise(path)
+
+
+def _clone(data: dict[str, Any]) -> Iterator[str]:
+    path, url, ref = data["path"], data["url"], data["ref"]
+    parent = str(PurePosixPath(path).parent)
+    yield f"mkdir -p {_q(parent)} && git clone --quiet --no-checkout -- {_q(url, path)}"
+    if data["lf"]:
+        yield _add_attributes(path, LF_ATTRIBUTES)
+    yield f"git -C {_q(path)} checkout --quiet --detach {_q(ref)}"
+    if data["lf"]:
+        yield _normalise(path)
+
+
+def _environment(data: dict[str, Any]) -> Iterator[str]:
+    path, lockfile, venv, manager = data["path"], data["lockfile"], data["venv"], data["manager"]
     tool = "uv" if manager == "uv" else "python3"
     yield (
         f"command -v {tool} >/dev/null || "
         f"{{ echo {shlex.quote(f'gpurig: {tool} is not installed on this host')} >&2; exit 1; }}"
     )
-    if not state.get("venv"):
+    if not data["has_venv"]:
         if manager == "uv":
             yield f"uv venv --quiet --system-site-packages {_q(venv)}"
         else:
             yield f"python3 -m venv --system-site-packages {_q(venv)}"
-    yield _install(manager, path, lockfile, venv, keep)
-    marker = f"{venv}/{LOCK_MARKER}"
-    yield f"sha256sum < {_q(f'{path}/{lockfile}')} | cut -c1-64 > {_q(marker)}"
+    yield _install(manager, path, lockfile, venv, data["keep"])
+    marker = shlex.quote(f"{venv}/{LOCK_MARKER}")
+    keep = shlex.quote(env_marker("", data["keep"]))
+    yield f'echo "$(sha256sum < {_q(f"{path}/{lockfile}")} | cut -c1-64)"{keep} > {marker}'
+
+
+def commands(change: Change) -> Iterator[str]:
+    data = dict(change.data)
+    if change.id == "packages.missing":
+        yield install(change)
+    elif change.id == "repo.missing":
+        yield from _clone(data)
+    elif change.id == "repo.attributes":
+        yield _add_attributes(data["path"], data["attributes"])
+    elif change.id == "repo.ref":
+        yield from _checkout(data)
+    elif change.id == "repo.crlf":
+        yield _normalise(data["path"])
+    elif change.id == "repo.env":
+        yield from _environment(data)
+
+
+@operation()
+def checkouts(spec: dict[str, Any]):
+    """Clone or move each declared checkout and install its environment; never over changes."""
+    changes = plan.plan(spec, read)
+    if start(changes, "every checkout at its commit, with its environment"):
+        moved = {c.data["path"] for c in changes if c.id == "repo.ref"}
+        for change in changes:
+            if change.id == "repo.crlf" and change.data["path"] in moved:
+                continue  # the move rewrites line endings already
+            yield from commands(change)
 
 
 @deploy("Repositories")
 def repos(spec: dict[str, Any]) -> None:
-    declared_repos = spec.get("repos") or {}
-    if declared_repos and not host.get_fact(Which, "git"):
-        ensure_packages(["git"])
-    for path, declared in declared_repos.items():
-        ref = declared["ref"]
-        repo(
-            name=f"Checkout {path}",
-            path=path,
-            url=declared["url"],
-            ref=ref,
-            line_endings=declared.get("line_endings", "lf"),
-        )
-        python = declared.get("python")
-        if python:
-            python_env(
-                name=f"Python environment for {path}",
-                path=path,
-                ref=ref,
-                lockfile=python["lockfile"],
-                venv=repo_venv(path, declared),
-                manager=python.get("manager", "uv"),
-                keep=python.get("keep", []),
-            )
+    if spec["repos"]:
+        checkouts(spec=spec)

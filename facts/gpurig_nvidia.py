@@ -41,7 +41,12 @@ def driver_version(text: str) -> str | None:
 
 
 class NvidiaGpus(FactBase[dict[str, Any]]):
-    """Whether `nvidia-smi -L` succeeds and lists GPUs, their names and the driver version."""
+    """Whether nvidia-smi exists, whether `nvidia-smi -L` succeeds and lists GPUs, their names
+    and the driver version."""
+
+    @staticmethod
+    def default() -> dict[str, Any]:
+        return {"smi": False, "present": False, "gpus": [], "driver": None, "error": "no output"}
 
     def command(self) -> str:
         return (
@@ -62,6 +67,7 @@ class NvidiaGpus(FactBase[dict[str, Any]]):
             error = "nvidia-smi is not installed" if "no nvidia-smi" in sections else (
                 "\n".join(line for line in listing if line.strip()) or "no GPU listed")  # fmt: skip
         return {
+            "smi": "no nvidia-smi" not in sections,
             "present": present,
             "gpus": names,
             "driver": driver_version("\n".join(sections.get("version", []))) if present else None,
@@ -72,6 +78,10 @@ class NvidiaGpus(FactBase[dict[str, Any]]):
 class ToolkitKeyring(FactBase[dict[str, Any]]):
     """sha256 of the keyring file (None when absent) and what gpurig recorded when it wrote
     it: the sha256 and the URL it came from."""
+
+    @staticmethod
+    def default() -> dict[str, Any]:
+        return {"sha256": None, "recorded_sha256": None, "recorded_url": None}
 
     def command(self, path: str, record: str) -> str:
         p, r = shlex.quote(path), shlex.quote(record)
@@ -88,29 +98,6 @@ class ToolkitKeyring(FactBase[dict[str, Any]]):
             "recorded_sha256": recorded[0] if recorded else None,
             "recorded_url": recorded[1].strip() if len(recorded) > 1 else None,
         }
-
-
-class ToolkitPackages(FactBase[dict[str, Any]]):
-    """Installed version (None when not installed) and hold of each named package."""
-
-    def command(self, packages: list[str]) -> str:
-        names = " ".join(shlex.quote(p) for p in packages)
-        return (
-            "dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' -- "
-            f"{names} 2>/dev/null; echo '== held'; apt-mark showhold 2>/dev/null || true"
-        )
-
-    def process(self, output: list[str]) -> dict[str, Any]:
-        sections = _sections(output)
-        held = {line.strip() for line in sections.get("held", [])}
-        packages: dict[str, Any] = {}
-        for line in sections.get("", []):
-            name, version, status = [*line.split("\t"), "", ""][:3]
-            installed = len(status) > 1 and status[1] == "i"
-            packages[name] = {"version": version if installed else None, "held": name in held}
-        for name in held - packages.keys():
-            packages[name] = {"version": None, "held": True}
-        return packages
 
 
 class CdiSpec(FactBase[str | None]):

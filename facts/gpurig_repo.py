@@ -10,7 +10,7 @@ from typing import Any
 from pyinfra.api import FactBase
 
 GIT_CHANGES = Path(__file__).with_name("git_changes.sh").read_text(encoding="utf-8")
-# Written into a venv after a successful install: the sha256 of the lockfile it came from.
+# Written into a venv after a successful install: the lockfile's sha256 and the kept packages.
 LOCK_MARKER = ".gpurig-lock.sha256"
 # Lines gpurig owns in the checkout's .git/info/attributes (untracked, so the tree stays clean).
 LF_ATTRIBUTES = ("*.sh text eol=lf", "*.py text eol=lf")
@@ -65,7 +65,7 @@ class RepoState(FactBase[dict[str, Any]]):
             marker = shlex.quote(f"{venv}/{LOCK_MARKER}")
             lines += [
                 f'[ -x {v}/bin/python ] && echo "venv${{T}}1"',
-                f'[ -f {marker} ] && echo "installed_sha256${{T}}$(cut -c1-64 {marker})"',
+                f'[ -f {marker} ] && echo "installed${{T}}$(sed -n 1p {marker})"',
             ]
         lines.append("exit 0")
         return "\n".join(lines)

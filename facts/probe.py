@@ -1,9 +1,8 @@
-"""The drift probe: one pyinfra fact, one remote command, everything `gpurig drift` reads.
+"""The health probe: what drift and onboarding check but the converge does not manage.
 
-pyinfra runs one command per fact and caches nothing, so thirty small facts would be thirty
-round trips per host. `probe.sh` gathers it all and prints one JSON document with raw tool
-outputs as strings; `process()` parses those with `gpurig.gpu_parse`, so the parsing is tested
-on recordings from real GPU machines while the script stays plain sh.
+`probe.sh` prints one JSON document with raw tool outputs as strings; `process()` parses those
+with `gpurig.gpu_parse`, so the parsing is tested on recordings from real GPU machines while the
+script stays plain sh. It runs as one section of the host's one round trip (gpurig_host).
 """
 
 from __future__ import annotations
@@ -19,37 +18,30 @@ from pyinfra.api import FactBase
 from gpurig import gpu_parse
 
 SCRIPT_PATH = Path(__file__).with_name("probe.sh")
-GIT_CHANGES_PATH = Path(__file__).with_name("git_changes.sh")
 
 
 def script_arguments(
     engine: str | None = None,
     paths: Iterable[str] = (),
-    core_dirs: Iterable[str] = (),
-    hash_files: Iterable[str] = (),
     containers: Iterable[str] = (),
-    repos: Mapping[str, str | None] | None = None,
-    packages: Iterable[str] = (),
-    venvs: Mapping[str, str] | None = None,
 ) -> list[str]:
     """probe.sh's command line for these inputs (also what to type to run it by hand)."""
     args = ["--gpu-fields", ",".join(gpu_parse.QUERY_GPU_FIELDS)]
-    if engine:
+    if engine and engine != "none":
         args += ["--engine", engine]
-    for flag, values in (
-        ("--path", paths),
-        ("--core-dir", core_dirs),
-        ("--hash-file", hash_files),
-        ("--container", containers),
-        ("--package", packages),
-    ):
+    for flag, values in (("--path", paths), ("--container", containers)):
         for value in values:
             args += [flag, value]
-    for path, lockfile in (repos or {}).items():
-        args += ["--repo", path] + (["--lockfile", lockfile] if lockfile else [])
-        if lockfile and (venvs or {}).get(path):
-            args += ["--venv", (venvs or {})[path]]
     return args
+
+
+def probe_kwargs(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What the probe looks at for this (normalised) spec: headroom paths and containers."""
+    return {
+        "engine": spec["engine"],
+        "paths": ["/tmp", *spec["repos"]],
+        "containers": list(spec["containers"]),
+    }
 
 
 def _lines(text: str | None) -> list[str]:
@@ -102,15 +94,6 @@ def parse_gpu(raw: Mapping[str, Any]) -> dict[str, Any]:
     return gpu
 
 
-def parse_packages(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """dpkg-query lines (name, version, status) and apt-mark's held names."""
-    installed = {}
-    for line in _lines(raw.get("dpkg")):
-        name, version, status = [*line.split("\t"), "", ""][:3]
-        installed[name] = {"version": version, "installed": status.strip() == "ii"}
-    return {"installed": installed, "held": _lines(raw.get("held"))}
-
-
 def parse_probe(document: Mapping[str, Any]) -> dict[str, Any]:
     """Turn probe.sh's document into typed data: numbers as ints, embedded JSON parsed."""
     probe = dict(document)
@@ -118,29 +101,14 @@ def parse_probe(document: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("memory_limit", "memory_usage", "oom_kill"):
         cgroup[key] = _int(cgroup.get(key))  # "max" (v2, no limit) becomes None
     probe["cgroup"] = cgroup
-    engine = dict(probe.get("engine") or {})
-    engine["daemon_json"], engine["daemon_json_error"] = _loads(engine.get("daemon_json"))
-    probe["engine"] = engine
     containers = []
     for raw in probe.get("containers") or []:
-        inspect, inspect_error = _loads(raw.get("inspect"))
         torch, torch_error = _loads(raw.get("torch"))
         containers.append(
-            {
-                "name": raw["name"],
-                "engine": raw.get("engine"),
-                # `inspect NAME` prints a one-element list; an empty one means no such container.
-                "inspect": inspect[0] if isinstance(inspect, list) and inspect else None,
-                "torch": torch,
-                "error": inspect_error or torch_error,
-            }
+            {"name": raw["name"], "engine": raw.get("engine"), "torch": torch, "error": torch_error}
         )
     probe["containers"] = containers
     probe["gpu"] = parse_gpu(probe.get("gpu") or {})
-    probe["repos"] = [
-        {**repo, "crlf_files": _lines(repo.get("crlf_files"))} for repo in probe.get("repos") or []
-    ]
-    probe["packages"] = parse_packages(probe.get("packages") or {})
     return probe
 
 
@@ -150,22 +118,10 @@ class Probe(FactBase[dict[str, Any]]):
     shell_executable = "sh"
 
     def command(
-        self,
-        engine: str | None = None,
-        paths: Iterable[str] = (),
-        core_dirs: Iterable[str] = (),
-        hash_files: Iterable[str] = (),
-        containers: Iterable[str] = (),
-        repos: Mapping[str, str | None] | None = None,
-        packages: Iterable[str] = (),
-        venvs: Mapping[str, str] | None = None,
+        self, engine: str | None = None, paths: Iterable[str] = (), containers: Iterable[str] = ()
     ) -> str:
-        args = script_arguments(
-            engine, paths, core_dirs, hash_files, containers, repos, packages, venvs
-        )
-        script = SCRIPT_PATH.read_text(encoding="utf-8")
-        library = GIT_CHANGES_PATH.read_text(encoding="utf-8")
-        return f"set -- {shlex.join(args)}\n{library}\n{script}"
+        args = script_arguments(engine, paths, containers)
+        return f"set -- {shlex.join(args)}\n{SCRIPT_PATH.read_text(encoding='utf-8')}"
 
     def process(self, output: list[str]) -> dict[str, Any]:
         """The typed probe, or `{"error": ...}` when the output is not the script's JSON."""

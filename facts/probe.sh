@@ -1,11 +1,11 @@
-# gpurig probe: everything `gpurig drift` reads from a host, in one round trip, as one JSON
-# document on stdout. POSIX sh; needs only sh, cat and sed. Every other tool is optional and
+# gpurig probe: what `gpurig drift` and onboarding check but the converge does not manage
+# (host, cgroup, headroom, login shells, engine API, GPUs, torch in containers), as one JSON
+# document on stdout; it runs inside the host's one round trip (facts/gpurig_host.py). POSIX sh; needs only sh, cat and sed. Every other tool is optional and
 # behind `command -v`: what is missing is reported as null/false, never as a failure.
 # Raw tool outputs are embedded as JSON strings; facts/probe.py parses them.
 #
-# Run by hand:  sh facts/probe.sh [--engine docker|podman] [--path DIR]... [--core-dir DIR]...
-#   [--hash-file FILE]... [--container NAME]... [--repo DIR [--lockfile NAME [--venv DIR]]]...
-#   [--package NAME]... [--gpu-fields index,name,...]
+# Run by hand:  sh facts/probe.sh [--engine docker|podman] [--path DIR]... [--container NAME]...
+#   [--gpu-fields index,name,...]
 set -u
 LC_ALL=C
 export LC_ALL
@@ -14,18 +14,13 @@ NL='
 TAB=$(printf '\t')
 set -f # lists below are split on newlines, never globbed
 
-ENGINE='' PATHS='/' CORE_DIRS='' HASH_FILES='' CONTAINERS='' REPOS='' PACKAGES='' GPU_FIELDS=''
+ENGINE='' PATHS='/' CONTAINERS='' GPU_FIELDS=''
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || { printf 'probe: %s needs a value\n' "$1" >&2; exit 2; }
   case $1 in
     --engine) ENGINE=$2 ;;
     --path) PATHS="$PATHS$NL$2" ;;
-    --core-dir) CORE_DIRS="$CORE_DIRS$NL$2" ;;
-    --hash-file) HASH_FILES="$HASH_FILES$NL$2" ;;
     --container) CONTAINERS="$CONTAINERS$NL$2" ;;
-    --repo) REPOS="$REPOS$NL$2$TAB" ;;
-    --lockfile | --venv) REPOS="$REPOS$2$TAB" ;;
-    --package) PACKAGES="$PACKAGES$NL$2" ;;
     --gpu-fields) GPU_FIELDS=$2 ;;
     *) printf 'probe: unknown argument %s\n' "$1" >&2; exit 2 ;;
   esac
@@ -33,8 +28,6 @@ while [ $# -gt 0 ]; do
 done
 
 have() { command -v "$1" >/dev/null 2>&1; }
-# git_changes: sent ahead of this script by facts/probe.py; read from beside it when run by hand.
-have git_changes || . "${0%/*}/git_changes.sh"
 # Bound every call that can hang (a wedged engine, a stuck GPU) when coreutils' timeout exists.
 bounded() { if have timeout; then timeout 20 "$@"; else "$@"; fi; }
 
@@ -152,45 +145,6 @@ section_core_dumps() {
   kv_str login_ulimit_c "$(first_line "$out")"
   LOGIN_DOCKER_HOST=$(printf '%s\n' "$out" | sed -n '2p')
   kv_str core_pattern "$(read_file /proc/sys/kernel/core_pattern)"
-  open_arr core_files
-  for dir in $CORE_DIRS; do
-    count=0
-    set +f
-    for file in "$dir"/core "$dir"/core.*; do [ -f "$file" ] && count=$((count + 1)); done
-    set -f
-    item; open_obj; kv_str dir "$dir"; member exists; json_bool [ -d "$dir" ]
-    kv_num count "$count"; close_obj
-  done
-  close_arr
-  close_obj
-}
-
-sha256() { have sha256sum && sha256sum <"$1" 2>/dev/null | sed 's/ .*//'; }
-
-section_files() {
-  open_arr files
-  for file in $HASH_FILES; do
-    item; open_obj; kv_str path "$file"
-    member present; json_bool [ -f "$file" ]
-    if [ -r "$file" ]; then kv_str sha256 "$(sha256 "$file")"; else kv_str sha256 ''; fi
-    close_obj
-  done
-  close_arr
-}
-
-section_cleanup() {
-  open_obj ray
-  member exists; json_bool [ -d /tmp/ray ]
-  count=0
-  set +f
-  for dir in /tmp/ray/session_*; do
-    [ -d "$dir" ] && [ ! -L "$dir" ] && count=$((count + 1))
-  done
-  set -f
-  kv_num sessions "$count"
-  size=''
-  [ -d /tmp/ray ] && have du && size=$(du -sk /tmp/ray 2>/dev/null | sed 's/[^0-9].*//')
-  kv_num size_bytes "${size:+$((size * 1024))}"
   close_obj
 }
 
@@ -220,14 +174,6 @@ section_engine() {
   socket_entry podman_socket /run/podman/podman.sock
   socket_entry docker_socket /var/run/docker.sock
   kv_str login_docker_host "$LOGIN_DOCKER_HOST"
-  kv_str daemon_json "$(read_file /etc/docker/daemon.json)"
-  open_arr cdi_specs
-  set +f
-  for spec in /etc/cdi/*.yaml /etc/cdi/*.json /var/run/cdi/*.yaml /var/run/cdi/*.json; do
-    [ -f "$spec" ] && { item; json_str "$spec"; }
-  done
-  set -f
-  close_arr
   close_obj
 }
 
@@ -249,15 +195,13 @@ section_containers() {
   open_arr containers
   for name in $CONTAINERS; do
     item; open_obj; kv_str name "$name"
-    inspect='' running='' torch=''
+    running='' torch=''
     if [ -n "$cli" ] && have "$cli"; then
-      inspect=$(bounded "$cli" inspect --type container -- "$name" 2>/dev/null) || inspect=''
       running=$(bounded "$cli" inspect --type container --format '{{.State.Running}}' -- "$name" 2>/dev/null)
       [ "$running" = true ] &&
         torch=$(bounded "$cli" exec "$name" python3 -c "$TORCH_PY" 2>/dev/null </dev/null)
     fi
     kv_str engine "$cli"
-    kv_str inspect "$inspect"
     kv_str torch "$torch"
     close_obj
   done
@@ -293,55 +237,6 @@ section_gpu() {
   close_obj
 }
 
-section_repos() {
-  open_arr repos
-  for entry in $REPOS; do
-    path=${entry%%"$TAB"*} rest=${entry#*"$TAB"}
-    lock=${rest%%"$TAB"*} rest=${rest#*"$TAB"}
-    venv=${rest%%"$TAB"*}
-    item; open_obj; kv_str path "$path"
-    member exists; json_bool [ -d "$path" ]
-    head='' status='' eol='' work_sha='' head_sha='' installed_sha=''
-    if have git && [ -d "$path" ]; then
-      head=$(git -C "$path" rev-parse HEAD 2>/dev/null)
-      # gpurig's own CRLF->LF rewrites are not the user's changes (see git_changes.sh).
-      status=$(git_changes "$path" | sed -n "s/^dirt$TAB//p")
-      eol=$(git -C "$path" ls-files --eol -- '*.sh' '*.py' 2>/dev/null | sed -n "/w\/crlf/{s/^[^$TAB]*$TAB//;p;}")
-      if [ -n "$lock" ] && [ -f "$path/$lock" ]; then
-        work_sha=$(sha256 "$path/$lock")
-        have sha256sum &&
-          head_sha=$(git -C "$path" show "HEAD:$lock" 2>/dev/null | sha256sum | sed 's/ .*//')
-      fi
-      [ -n "$venv" ] && [ -f "$venv/.gpurig-lock.sha256" ] &&
-        installed_sha=$(sed -n 1p "$venv/.gpurig-lock.sha256")
-    fi
-    kv_str head "$head"
-    member dirty; if [ -n "$head" ]; then json_bool [ -n "$status" ]; else printf null; fi
-    kv_str status "$status"
-    kv_str crlf_files "$eol"
-    kv_str lockfile "$lock"
-    kv_str lockfile_sha256 "$work_sha"
-    kv_str lockfile_head_sha256 "$head_sha"
-    kv_str venv "$venv"
-    kv_str lockfile_installed_sha256 "$installed_sha"
-    close_obj
-  done
-  close_arr
-}
-
-section_packages() {
-  open_obj packages
-  installed='' held=''
-  if have dpkg-query && [ -n "$PACKAGES" ]; then
-    # shellcheck disable=SC2086  # one argument per declared package
-    installed=$(IFS=$NL; dpkg-query -W -f '${Package}\t${Version}\t${db:Status-Abbrev}\n' $PACKAGES 2>/dev/null)
-  fi
-  have apt-mark && held=$(apt-mark showhold 2>/dev/null)
-  kv_str dpkg "$installed"
-  kv_str held "$held"
-  close_obj
-}
-
 IFS=$NL
 printf '{'
 kv_num probe_version 1
@@ -349,12 +244,8 @@ section_host
 section_cgroup
 section_disks
 section_core_dumps
-section_files
-section_cleanup
 section_engine
 section_containers
 section_gpu
-section_repos
-section_packages
 printf '}\n'
 exit 0

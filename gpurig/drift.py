@@ -1,15 +1,15 @@
-"""`gpurig drift`: probe every host in parallel through pyinfra's API, then evaluate.
+"""`gpurig drift`: read every host in parallel through pyinfra's API (one remote command per
+host), then judge it with the converge's own plans plus the checks.
 
-One fact per host (facts/probe.py), connections with strict host keys (pyinfra_inventory), and
-an unreachable host or a failed probe becomes a finding, never a crash: a CI job must see the
-whole fleet's report even when one box is down.
+An unreachable host, a failed probe or a host whose output cannot be parsed becomes a finding,
+never a crash: a CI job must see the whole fleet's report even when one box is down or odd.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -18,39 +18,81 @@ from pyinfra.api import Config, Inventory, State
 from pyinfra.api.exceptions import ConnectError
 from pyinfra.api.host import Host as PyinfraHost
 
-from deploys.core_dumps import MANAGED_FILES
-from facts.probe import Probe
+from facts.gpurig_container import ContainerInspect
+from facts.gpurig_host import HostState, Read, Snapshot, Unreadable, required_reads
+from facts.probe import Probe, probe_kwargs
+from gpurig.checks import check, finding, key_changed, unreachable
 from gpurig.compat import Finding
-from gpurig.evaluate import evaluate, key_changed, rules, unreachable
 from gpurig.hostkeys import is_mismatch
-from gpurig.inventory import Host, repo_venv
+from gpurig.inventory import Host
+from gpurig.plans import PLANS, plan_host
 from gpurig.pyinfra_inventory import host_data, write_known_hosts
 from gpurig.report import HostReport
 
-PROBE_TIMEOUT = 120  # seconds for the whole script; engines and GPUs can be slow to answer
+PROBE_TIMEOUT = 120  # seconds for the whole command; engines and GPUs can be slow to answer
 
 
-def probe_kwargs(spec: dict[str, Any], toolkit_packages: Sequence[str]) -> dict[str, Any]:
-    """What the probe must look at for this spec: declared containers, repos, paths, files."""
-    repos = spec.get("repos") or {}
-    return {
-        "engine": spec.get("engine"),
-        "paths": ["/tmp", *repos],
-        "core_dirs": ["/", "/tmp", *repos],
-        "hash_files": list(MANAGED_FILES),
-        "containers": list(spec.get("containers") or {}),
-        "repos": {path: (repo.get("python") or {}).get("lockfile") for path, repo in repos.items()},
-        "packages": list(toolkit_packages) if spec.get("nvidia_toolkit") else [],
-        "venvs": {path: venv for path, repo in repos.items() if (venv := repo_venv(path, repo))},
-    }
+def drift_reads(spec: Mapping[str, Any]) -> list[Read]:
+    """The plans' reads and the probe's, for this spec: one remote command."""
+
+    def everything(read: Any) -> None:
+        plan_host(spec, read)
+        read(Probe, **probe_kwargs(spec))
+
+    return required_reads(everything)
+
+
+def probe_reads(spec: Mapping[str, Any]) -> list[Read]:
+    """The probe's read alone: what onboarding judges before the host is converged."""
+    return required_reads(lambda read: read(Probe, **probe_kwargs(spec)))
+
+
+def _unreadable(what: str, exc: Exception) -> Finding:
+    return finding(
+        "state.unreadable",
+        "error",
+        f"{what}: the host's output could not be read",
+        "output gpurig can parse",
+        str(exc)[:300],
+        "run the converge with -v to see the host's output, or inspect the host by hand",
+    )
+
+
+def probe_of(spec: Mapping[str, Any], read: Snapshot) -> dict[str, Any] | None:
+    """The probe's document with each declared container's inspect (from its one reader)."""
+    probe = read(Probe, **probe_kwargs(spec))
+    if not probe or probe.get("error") or spec["engine"] == "none":
+        return probe
+    containers = [
+        {**c, "inspect": read(ContainerInspect, engine=spec["engine"], container=c["name"])}
+        for c in probe.get("containers") or []
+    ]
+    return {**probe, "containers": containers}
+
+
+def evaluate(spec: Mapping[str, Any], values: Mapping[str, Any]) -> list[Finding]:
+    """Every finding for one host's state: the converge's changes, then the checks. A concern
+    whose state could not be read is one `state.unreadable`; the others are still judged."""
+    read = Snapshot(dict(values))
+    findings: list[Finding] = []
+    for name, plan in PLANS:
+        try:
+            findings += [change.finding() for change in plan(spec, read)]
+        except (Unreadable, KeyError, TypeError, ValueError, AttributeError) as exc:
+            findings.append(_unreadable(name, exc))
+    try:
+        found = check(spec, probe_of(spec, read))
+    except (Unreadable, KeyError, TypeError, ValueError, AttributeError) as exc:
+        found = [_unreadable("checks", exc)]
+    return findings + [f for f in found if f not in findings]
 
 
 @dataclass(frozen=True)
 class Probed:
-    """One host's probe, or the connection error that kept it from being taken."""
+    """One host's state, or the connection error that kept it from being read."""
 
     host: Host
-    probe: dict[str, Any] | None
+    state: dict[str, Any] | None
     connect_error: str | None = None
 
 
@@ -59,8 +101,8 @@ def connect_failure(host: Host, error: str) -> Finding:
     return key_changed(host.name, host.source, error) if is_mismatch(error) else unreachable(error)
 
 
-def _probe_host(
-    host: PyinfraHost, spec: dict[str, Any], packages: Sequence[str], sudo: bool | None
+def _read_host(
+    host: PyinfraHost, reads: list[Read], sudo: bool | None
 ) -> tuple[dict[str, Any] | None, str | None]:
     try:
         host.connect(show_errors=False, raise_exceptions=True)
@@ -69,16 +111,18 @@ def _probe_host(
     # None: the host's data decides (sudo for a non-root login); onboard probes as the login.
     arguments = {} if sudo is None else {"_sudo": sudo}
     try:
-        probe = host.get_fact(
-            Probe,
-            **probe_kwargs(spec, packages),
+        state = host.get_fact(
+            HostState,
+            reads=reads,
             _timeout=PROBE_TIMEOUT,
             _ignore_errors=True,
             **arguments,
         )
+    except (OSError, EOFError) as exc:  # the host died mid-command: its failure only
+        return None, f"connection lost: {exc or type(exc).__name__}"
     finally:
         host.disconnect()
-    return probe, None
+    return state, None
 
 
 def probe_hosts(
@@ -86,8 +130,9 @@ def probe_hosts(
     cache: Path,
     progress: TextIO | None = None,
     sudo: bool | None = None,
+    reads: Callable[[Mapping[str, Any]], list[Read]] = drift_reads,
 ) -> list[Probed]:
-    """Connect (strict host keys) and probe `hosts` in parallel; results in inventory order."""
+    """Connect (strict host keys) and read `hosts` in parallel; results in inventory order."""
     known_hosts = write_known_hosts(hosts, cache)
     inventory = Inventory(([(h.name, host_data(h, known_hosts)) for h in hosts], {}))
     state = State(inventory, Config(PARALLEL=max(1, len(hosts))))
@@ -95,11 +140,10 @@ def probe_hosts(
     for name in ("pyinfra", "paramiko"):
         logging.getLogger(name).addHandler(logging.NullHandler())
         logging.getLogger(name).propagate = False
-    packages = rules()["toolkit_packages"]
 
     def probe(host: Host) -> Probed:
         pyinfra_host = inventory.get_host(host.name)
-        return Probed(host, *_probe_host(pyinfra_host, host.spec, packages, sudo))
+        return Probed(host, *_read_host(pyinfra_host, reads(host.spec), sudo))
 
     done: dict[str, Probed] = {}
     for result in state.pool.imap_unordered(probe, hosts):
@@ -112,20 +156,25 @@ def probe_hosts(
     return [done[h.name] for h in hosts]
 
 
+def report(result: Probed) -> HostReport:
+    """One host's report; nothing a host printed can stop the others' reports."""
+    name = result.host.name
+    if result.connect_error is not None:
+        return HostReport(name, False, [connect_failure(result.host, result.connect_error)])
+    if not result.state:
+        why = "the host printed nothing (timeout, or a shell error)"
+        return HostReport(name, True, [_unreadable("state", RuntimeError(why))])
+    try:
+        return HostReport(name, True, evaluate(result.host.spec, result.state))
+    except Exception as exc:  # a guard for the fleet: this host's report says what broke
+        return HostReport(name, True, [_unreadable("evaluation", exc)])
+
+
 def run_drift(
     hosts: Sequence[Host], cache: Path, progress: TextIO | None = None
 ) -> list[HostReport]:
-    """Probe and evaluate `hosts` in parallel; reports in inventory order."""
-    reports = []
-    for result in probe_hosts(hosts, cache, progress):
-        name = result.host.name
-        if result.connect_error is not None:
-            reports.append(
-                HostReport(name, False, [connect_failure(result.host, result.connect_error)])
-            )
-        else:
-            reports.append(HostReport(name, True, evaluate(result.host.spec, result.probe)))
-    return reports
+    """Read and judge `hosts` in parallel; reports in inventory order."""
+    return [report(result) for result in probe_hosts(hosts, cache, progress)]
 
 
 def progress_stream() -> TextIO | None:

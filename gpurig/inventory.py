@@ -21,6 +21,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from gpurig.spec import normalise
+
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "inventory.schema.json"
 
 _SIZE_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
@@ -424,7 +426,7 @@ def _merge_host(file: str, doc: Any, data: Mapping[str, Any], name: str) -> Host
         address=entry["address"],
         ssh=SshSettings(**ssh),
         groups=groups,
-        spec=spec,
+        spec=normalise(spec),
         source=file,
         line=_line(doc, ("hosts", name)),
     )

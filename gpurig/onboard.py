@@ -22,10 +22,11 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 from ruamel.yaml.util import load_yaml_guess_indent
 
+from facts.gpurig_host import Snapshot
+from gpurig.checks import check
 from gpurig.compat import Finding
 from gpurig.converge import converge
-from gpurig.drift import probe_hosts, run_drift
-from gpurig.evaluate import evaluate
+from gpurig.drift import probe_hosts, probe_of, probe_reads, run_drift
 from gpurig.fsutil import atomic_write
 from gpurig.hostkeys import changed_message, fetch_host_key, fingerprint, is_mismatch
 from gpurig.inventory import Host, InventoryError, load_inventory, load_inventory_text
@@ -182,11 +183,11 @@ def _cgroup(spec: Mapping[str, Any], probe: Mapping[str, Any]) -> Check:
 def probe_checks(host: Host, probe: Mapping[str, Any]) -> list[Check]:
     """Judge a new host's probe: OS, root, headroom, GPU and compat, engine, cgroup limits.
 
-    Headroom, GPU and compat verdicts are drift's own rules (evaluate), so onboarding and the
+    Headroom, GPU and compat verdicts are drift's own checks (gpurig.checks), so onboarding and the
     daily drift check cannot disagree; the rest is what only a new host needs.
     """
     spec = {**host.spec, "checks": {**DEFAULT_CHECKS, **(host.spec.get("checks") or {})}}
-    findings = evaluate(spec, probe)
+    findings = check(spec, probe)
     os_info = probe.get("host") or {}
     problem = os_problem(os_info.get("os_id"), os_info.get("os_version"))
     return [
@@ -308,7 +309,7 @@ def preflight(
     edited = edit_inventory(text, request.name, address, ssh, request.groups)
     host = _candidate(request, text, address, ssh)
     # As the login itself (no sudo), so the probe can say whether that login can become root.
-    [result] = probe_hosts([host], cache_dir(), sudo=False)
+    [result] = probe_hosts([host], cache_dir(), sudo=False, reads=probe_reads)
     if result.connect_error is not None:
         if is_mismatch(result.connect_error):
             raise OnboardError("preflight", changed_message(host.name, str(path)))
@@ -317,7 +318,9 @@ def preflight(
         raise OnboardError(
             "preflight", f"cannot log in as {login_as}{with_key}: {result.connect_error}"
         )
-    probe = result.probe or {"error": "the probe printed nothing"}
+    values = result.state or {}
+    probe = probe_of(host.spec, Snapshot(values)) if values else None
+    probe = probe or {"error": "the probe printed nothing"}
     if probe.get("error"):
         raise OnboardError("preflight", f"the probe failed: {probe['error']}")
     checks += [Check("login", "ok", f"{host.ssh.user or 'default user'}@{host.address}")]

@@ -1,0 +1,28 @@
+"""What an operation does with its plan's changes: refuse them all, or go on."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyinfra import host
+from pyinfra.api import OperationError
+
+from deploys.snapshot import changing
+from gpurig.change import Change
+
+
+def start(changes: Sequence[Change], idle: str) -> bool:
+    """False (and a no-op line) when there is nothing to do; raises with every refusal's
+    reason; otherwise marks the host as changing and returns True."""
+    refused = [c for c in changes if c.refused]
+    if refused:
+        raise OperationError(
+            "; ".join(
+                f"{c.subject}: expected {c.expected}, found {c.actual}: {c.action}" for c in refused
+            )
+        )
+    if not changes:
+        host.noop(idle)
+        return False
+    changing()
+    return True

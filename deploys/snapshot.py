@@ -1,0 +1,35 @@
+"""The converge's reader: facts come from the host's one-round-trip snapshot (gpurig_host)
+until an operation on the host changes something; from then on each read is fresh, so no
+operation acts on state an earlier one has just changed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pyinfra import host
+from pyinfra.api import FactBase
+
+from facts.gpurig_host import HostState, Read, Snapshot
+
+# By host name: pyinfra runs the deploy file once per host, operations later, in greenlets.
+_SNAPSHOTS: dict[str, Snapshot] = {}
+
+
+def load(reads: Sequence[Read]) -> None:
+    """Read every fact in `reads` with one remote command."""
+    _SNAPSHOTS[host.name] = Snapshot(host.get_fact(HostState, reads=list(reads)))
+
+
+def read(cls: type[FactBase], **kwargs: Any) -> Any:
+    """`host.get_fact`, answered from the snapshot while it is current."""
+    snapshot = _SNAPSHOTS.get(host.name)
+    if snapshot is not None and snapshot.holds(cls, kwargs):
+        return snapshot(cls, **kwargs)
+    return host.get_fact(cls, **kwargs)
+
+
+def changing() -> None:
+    """Called by an operation about to change the host: later reads go to the host."""
+    if host.state.is_executing:
+        _SNAPSHOTS.pop(host.name, None)

@@ -1,0 +1,110 @@
+"""Every fact a spec needs, read in one remote command (DESIGN: one round trip per host).
+
+The plans read state through a `read(FactClass, **kwargs)` callable. Running the plans once
+with a `Recorder` lists exactly which reads a spec needs; `HostState` runs all their commands
+as one shell script, each in a subshell after a marker line, and hands each section to its own
+fact's `process()`. The drift check judges that snapshot; the converge's operations read it
+through `Snapshot.get` until something on the host has changed.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from pyinfra.api import FactBase
+
+Read = tuple[type[FactBase], dict[str, Any]]
+
+
+def read_key(cls: type[FactBase], kwargs: dict[str, Any]) -> str:
+    """A stable key for one read: the fact's name and its arguments."""
+    return f"{cls.__module__}.{cls.__name__}:{json.dumps(kwargs, sort_keys=True, default=str)}"
+
+
+class Unreadable(Exception):
+    """A section's output could not be parsed: the host printed something unexpected."""
+
+
+class Recorder:
+    """A reader that answers each fact's default() and remembers what was asked, in order."""
+
+    def __init__(self) -> None:
+        self.reads: dict[str, Read] = {}
+
+    def __call__(self, cls: type[FactBase], **kwargs: Any) -> Any:
+        self.reads.setdefault(read_key(cls, kwargs), (cls, kwargs))
+        return cls().default()
+
+
+def required_reads(plan: Callable[[Callable[..., Any]], object]) -> list[Read]:
+    """The reads `plan(read)` makes; plans read by the spec alone, never by what they found."""
+    recorder = Recorder()
+    plan(recorder)
+    return list(recorder.reads.values())
+
+
+class HostState(FactBase[dict[str, Any]]):
+    """The outputs of many facts from one command: {read_key: value or Unreadable}."""
+
+    shell_executable = "sh"
+
+    @staticmethod
+    def default() -> dict[str, Any]:
+        return {}
+
+    def command(self, reads: Sequence[Read]) -> str:
+        # The marker carries a per-run nonce, so no file or tool output can end a section early
+        # by accident; pyinfra calls process() on this same instance.
+        self._marker = f"--gpurig-section-{secrets.token_hex(8)}"
+        # Each fact's own instance parses its section: some keep what command() was given.
+        self._facts = [(cls(), cls, kwargs) for cls, kwargs in reads]
+        parts = []
+        for index, (fact, _, kwargs) in enumerate(self._facts):
+            body = fact.command(**kwargs)
+            parts.append(f"printf '\\n%s\\n' '{self._marker} {index}'\n(\n{body}\n) </dev/null")
+        parts.append("exit 0")
+        return "\n".join(parts)
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        sections: dict[int, list[str]] = {}
+        current: list[str] | None = None
+        prefix = f"{self._marker} "
+        for line in output:
+            if line.startswith(prefix) and line[len(prefix) :].isdigit():
+                current = sections.setdefault(int(line[len(prefix) :]), [])
+            elif current is not None:
+                current.append(line)
+        state: dict[str, Any] = {}
+        for index, (fact, cls, kwargs) in enumerate(self._facts):
+            lines = sections.get(index, [])
+            while lines and not lines[-1]:
+                lines.pop()
+            try:
+                state[read_key(cls, kwargs)] = fact.process(lines) if lines else fact.default()
+            except Exception as exc:  # host output is untrusted: one bad section, one error
+                state[read_key(cls, kwargs)] = Unreadable(f"{cls.__name__}: {exc!r}"[:300])
+        return state
+
+
+class Snapshot:
+    """A reader over one HostState result; a read it does not hold is an error, not a guess."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+
+    def holds(self, cls: type[FactBase], kwargs: dict[str, Any]) -> bool:
+        return read_key(cls, kwargs) in self.values
+
+    def __call__(self, cls: type[FactBase], **kwargs: Any) -> Any:
+        value = self.values[read_key(cls, kwargs)]
+        if isinstance(value, Unreadable):
+            raise value
+        return value
+
+
+def unreadable(values: dict[str, Any]) -> Iterable[str]:
+    """Why each unreadable section failed."""
+    return [str(v) for v in values.values() if isinstance(v, Unreadable)]

@@ -1,0 +1,34 @@
+"""systemd units: whether systemd runs the host at all, and each unit's active/enabled state."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+from pyinfra.api import FactBase
+
+
+class Units(FactBase[dict[str, Any]]):
+    """{"systemd": bool, "units": {unit: {"active": str, "enabled": str}}}."""
+
+    @staticmethod
+    def default() -> dict[str, Any]:
+        return {"systemd": False, "units": {}}
+
+    def command(self, units: Sequence[str]) -> str:
+        lines = ["[ -d /run/systemd/system ] || { echo nosystemd; exit 0; }", "echo systemd"]
+        for unit in units:
+            u = shlex.quote(unit)
+            lines.append(
+                f"printf '%s\\t%s\\t%s\\n' {u} \"$(systemctl is-active {u} 2>/dev/null)\" "
+                f'"$(systemctl is-enabled {u} 2>/dev/null)"'
+            )
+        return "\n".join(lines)
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        found = {"systemd": bool(output) and output[0] == "systemd", "units": {}}
+        for line in output[1:]:
+            unit, active, enabled = [*line.split("\t"), "", ""][:3]
+            found["units"][unit] = {"active": active, "enabled": enabled}
+        return found

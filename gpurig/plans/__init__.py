@@ -1,0 +1,46 @@
+"""One pure plan per concern: `plan(spec, read) -> [Change]`, the only judge of that concern.
+
+`read(FactClass, **kwargs)` answers a fact: from the host's one-round-trip snapshot (drift, and
+the converge until it changes something), or a `Recorder` that lists what a spec needs. Plans
+read by the spec alone, never by what an earlier read returned, so the recorded reads are
+exactly the reads made. The converge's operations call the same plans and yield commands for
+their changes; `gpurig drift` reports them. The order is the converge's order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from facts.gpurig_host import Read, required_reads
+from gpurig.change import Change
+from gpurig.plans import cleanup, containers, core_dumps, engine, packages, repos, secrets, toolkit
+
+Reader = Callable[..., Any]
+
+
+# The converge's order: secrets first (sources checked before anything changes), code and its
+# environments, then the engine; cleanup last before containers start.
+PLANS: tuple[tuple[str, Callable[..., list[Change]]], ...] = (
+    ("secrets", secrets.plan),
+    ("packages", packages.plan),
+    ("core_dumps", core_dumps.plan),
+    ("repos", repos.plan),
+    ("engine", engine.plan),
+    ("toolkit", toolkit.plan),
+    ("cleanup", cleanup.plan),
+    ("containers", containers.plan),
+)
+
+
+def plan_host(spec: Mapping[str, Any], read: Reader, allow_recreate: bool = False) -> list[Change]:
+    """Every change the converge would make (or refuses to make) on this host, in its order."""
+    changes: list[Change] = []
+    for name, plan in PLANS:
+        changes += plan(spec, read, allow_recreate) if name == "containers" else plan(spec, read)
+    return changes
+
+
+def converge_reads(spec: Mapping[str, Any], allow_recreate: bool = False) -> list[Read]:
+    """Every fact the converge's plans read for this spec: its one round trip."""
+    return required_reads(lambda read: plan_host(spec, read, allow_recreate))

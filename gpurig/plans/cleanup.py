@@ -1,0 +1,86 @@
+"""Pre-launch cleanup (`cleanup`): stale Ray sessions, core files, dead editable-install finders
+and a stale FlashInfer JIT cache, the leftovers that fill a rented box's disk or break the next
+launch (field notes 003: U6, U7). Advice (`warn`): the next converge removes them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCache, RaySessions
+from gpurig.change import Change
+
+FLASHINFER_CACHE = "~/.cache/flashinfer"
+
+
+def venvs(spec: Mapping[str, Any]) -> list[str]:
+    return [r["python"]["venv"] for r in spec["repos"].values() if r.get("python")]
+
+
+def flashinfer_stale(found: Mapping[str, Any]) -> bool:
+    """A JIT cache is stale when flashinfer is gone or was installed after the cache's last
+    write: kernels built against another version load and crash or miscompute."""
+    cache = found["cache"]
+    if cache is None:
+        return False
+    installed = found["installed"].values()
+    return not installed or cache["mtime"] < max(installed)
+
+
+def _change(change_id: str, subject: str, actual: str, action: str, **data: Any) -> Change:
+    return Change(change_id, subject, "none", actual, action, severity="warn", data=data)
+
+
+def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
+    wanted, envs = spec["cleanup"], venvs(spec)
+    changes = []
+    if wanted.get("ray_sessions"):
+        ray = read(RaySessions)
+        stale = {p: k for p, k in ray["sessions"].items() if p != ray["latest"]}
+        if stale and not ray["running"]:
+            changes.append(
+                _change(
+                    "cleanup.ray_sessions",
+                    "/tmp/ray",
+                    f"{len(stale)} stale sessions, {sum(stale.values())} KiB",
+                    "remove the stale Ray sessions",
+                    stale=stale,
+                )
+            )
+    if wanted.get("core_files"):
+        cores = read(CoreFiles, dirs=[*spec["repos"], "/tmp"])
+        if cores:
+            changes.append(
+                _change(
+                    "cleanup.core_files",
+                    ", ".join(sorted(cores)),
+                    f"{len(cores)} core files, {sum(cores.values())} bytes",
+                    "remove the core files",
+                    files=cores,
+                )
+            )
+    if wanted.get("editable_finders") and envs:
+        finders = read(EditableFinders, venvs=envs)
+        if finders:
+            changes.append(
+                _change(
+                    "cleanup.editable_finders",
+                    ", ".join(sorted(finders)),
+                    f"{len(finders)} finders of deleted sources",
+                    "remove the stale editable finders",
+                    finders=finders,
+                )
+            )
+    if wanted.get("flashinfer_cache"):
+        found = read(FlashinferCache, pythons=[*(f"{v}/bin/python" for v in envs), "python3"])
+        if flashinfer_stale(found):
+            changes.append(
+                _change(
+                    "cleanup.flashinfer_cache",
+                    FLASHINFER_CACHE,
+                    f"stale, {found['cache']['kib']} KiB",
+                    f"remove {FLASHINFER_CACHE}",
+                    cache=found["cache"],
+                )
+            )
+    return changes

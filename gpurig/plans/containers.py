@@ -1,0 +1,110 @@
+"""Declared containers (`containers`), compared field by field with `inspect` (pyinfra's own
+`docker.container` detects no drift). A running container is never recreated unless its
+`recreate` policy or the converge's opt-in says so: the drift is reported instead."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from facts.gpurig_container import ContainerInspect, CpuQuota
+from facts.gpurig_nvidia import NvidiaGpus
+from gpurig.change import Change
+from gpurig.container import diff_container, run_argv
+
+OPT_IN = "pyinfra inventory.py deploys/gpu_host.py --data allow_recreate=true"
+
+
+def resolved(declared: Mapping[str, Any], cpus: int) -> dict[str, Any]:
+    """The normalised spec with `omp_num_threads` turned into OMP_NUM_THREADS."""
+    out = dict(declared)
+    omp = declared.get("omp_num_threads")
+    if omp is not None:
+        out["env"] = {**declared["env"], "OMP_NUM_THREADS": str(cpus if omp == "auto" else omp)}
+    return out
+
+
+def _one(
+    name: str, wanted: Mapping[str, Any], inspect: Mapping[str, Any] | None, engine: str,
+    gpu_check: bool, allow_recreate: bool,
+) -> list[Change]:  # fmt: skip
+    data = {"container": name, "engine": engine, "image": wanted["image"],
+            "argv": run_argv(engine, name, wanted),
+            "gpu_check": gpu_check and wanted["gpus"] != "none"}  # fmt: skip
+    if inspect is None:
+        return [
+            Change(
+                "container.missing",
+                f"container {name}",
+                "exists",
+                "missing",
+                f"pull {wanted['image']} and run {name}",
+                data=data,
+            )
+        ]
+    running = bool((inspect.get("State") or {}).get("Running"))
+    diffs = diff_container(wanted, inspect, engine)
+    if not diffs:
+        if running:
+            return []
+        state = (inspect.get("State") or {}).get("Status") or "stopped"
+        return [
+            Change(
+                "container.not_running",
+                f"container {name}",
+                "running",
+                state,
+                f"start {name}",
+                data={**data, "start": True},
+            )
+        ]
+    policy = wanted["recreate"]
+    refused = policy == "never" or (running and policy != "always" and not allow_recreate)
+    state = "running" if running else "stopped"
+    if policy == "never":
+        action = f"recreate {name} ({state}, recreate: never): recreate it by hand"
+    elif refused:
+        action = f"recreate the running {name}: stop its job first, or opt in with `{OPT_IN}`"
+    else:
+        action = f"recreate {name} ({state}) from the spec"
+    return [
+        Change(
+            f"container.{d.field}",
+            f"container {name} {d.field}",
+            d.expected,
+            d.actual,
+            action,
+            refused=refused,
+            data={**data, "recreate": True},
+        )
+        for d in diffs
+    ]
+
+
+def plan(
+    spec: Mapping[str, Any], read: Callable[..., Any], allow_recreate: bool = False
+) -> list[Change]:
+    declared, engine = spec["containers"], spec["engine"]
+    if not declared:
+        return []
+    if engine == "none":
+        return [
+            Change(
+                "container.engine",
+                f"container {name}",
+                "engine: docker or podman",
+                "engine: none",
+                "run no container on a host without an engine",
+                refused=True,
+            )
+            for name in declared
+        ]
+    cpus = read(CpuQuota) or 1
+    gpu = read(NvidiaGpus)
+    gpu_check = spec["gpu"] != "absent" and gpu["smi"]
+    changes = []
+    for name, cspec in declared.items():
+        inspect = read(ContainerInspect, engine=engine, container=name)
+        wanted = resolved(cspec, cpus)
+        changes += _one(name, wanted, inspect, engine, gpu_check, allow_recreate)
+    return changes

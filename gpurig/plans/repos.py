@@ -1,0 +1,163 @@
+"""Declared checkouts (`repos`) at pinned commits, LF scripts, and locked Python environments.
+A checkout is never deleted: the field notes' endless `git clone` restart loop was "fixed"
+with `rm -rf`; here a dirty, diverged or foreign directory is refused, naming what was found
+(DESIGN: safety rules)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from facts.gpurig_repo import LF_ATTRIBUTES, RepoState
+from gpurig.change import Change
+from gpurig.plans.packages import missing
+
+
+def env_marker(lockfile_sha256: str, keep: list[str]) -> str:
+    """What a venv records after an install: the lockfile's sha256 and the kept packages, so a
+    change to either is drift."""
+    return f"{lockfile_sha256} keep={','.join(sorted(keep))}"
+
+
+def _refusals(path: str, url: str, state: Mapping[str, Any]) -> list[Change]:
+    def refuse(change_id: str, expected: str, actual: str) -> Change:
+        return Change(
+            change_id,
+            path,
+            expected,
+            actual,
+            f"leave {path} alone (gpurig never deletes or overwrites a checkout): "
+            "commit, push or move the work, then converge",
+            refused=True,
+        )
+
+    if not state.get("checkout"):
+        return [refuse("repo.not_checkout", f"a checkout of {url}", "a directory that is not one")]
+    found = []
+    if state.get("origin") != url:
+        found.append(refuse("repo.origin", url, state.get("origin") or "(no origin)"))
+    if state["dirt"]:
+        found.append(
+            refuse(
+                "repo.dirty", "no uncommitted changes", "; ".join(d.strip() for d in state["dirt"])
+            )
+        )
+    if state["local"]:
+        found.append(
+            refuse(
+                "repo.local_commits",
+                "no commits missing from the remote",
+                "; ".join(state["local"]),
+            )
+        )
+    return found
+
+
+def _python(path: str, declared: Mapping[str, Any], state: Mapping[str, Any]) -> list[Change]:
+    python = declared.get("python")
+    if not python:
+        return []
+    ref, lockfile, venv = declared["ref"], python["lockfile"], python["venv"]
+    data = {"path": path, "lockfile": lockfile, "venv": venv, "manager": python["manager"],
+            "keep": python["keep"], "has_venv": bool(state.get("venv"))}  # fmt: skip
+    at_ref = state.get("head") == ref
+    sha = state.get("lockfile_sha256")
+    if at_ref and not sha:
+        return [
+            Change(
+                "repo.lockfile_missing",
+                f"{path}/{lockfile}",
+                f"present at {ref[:12]}",
+                "missing",
+                "install no environment without its lockfile",
+                refused=True,
+            )
+        ]
+    wanted = env_marker(sha, python["keep"]) if at_ref and sha else "the commit's lockfile"
+    installed = state.get("installed") if state.get("venv") else None
+    if at_ref and installed == wanted:
+        return []
+    return [
+        Change(
+            "repo.env",
+            venv,
+            f"installed from {lockfile}: {wanted}",
+            installed or "not installed by gpurig",
+            f"install {lockfile} into {venv} exactly",
+            data=data,
+        )
+    ]
+
+
+def _repo(path: str, declared: Mapping[str, Any], state: Mapping[str, Any] | None) -> list[Change]:
+    ref, url, lf = declared["ref"], declared["url"], declared["line_endings"] == "lf"
+    data = {"path": path, "url": url, "ref": ref, "lf": lf}
+    if not state or not state.get("exists"):
+        return [
+            Change(
+                "repo.missing",
+                path,
+                f"a checkout of {url} at {ref[:12]}",
+                "missing",
+                f"clone {url} at {ref[:12]}",
+                data=data,
+            ),
+            *_python(path, declared, {}),
+        ]
+    refused = _refusals(path, url, state)
+    if refused:
+        return refused
+    changes = []
+    attributes = [a for a in LF_ATTRIBUTES if a not in state["attributes"]] if lf else []
+    if attributes:
+        changes.append(
+            Change(
+                "repo.attributes",
+                path,
+                "eol=lf for *.sh and *.py",
+                "not set",
+                "set eol=lf in .git/info/attributes",
+                data={**data, "attributes": attributes},
+            )
+        )
+    if state.get("head") != ref:
+        changes.append(
+            Change(
+                "repo.ref",
+                path,
+                ref,
+                state.get("head") or "no commit",
+                f"check out {ref[:12]} (the tree is clean)",
+                data={**data, "fetch": not state.get("has_ref"), "force": bool(state["eol_only"])},
+            )
+        )
+    if lf and state["crlf"]:
+        changes.append(
+            Change(
+                "repo.crlf",
+                path,
+                "LF line endings",
+                ", ".join(state["crlf"]),
+                "rewrite the scripts with LF",
+                data=data,
+            )
+        )
+    return changes + _python(path, declared, state)
+
+
+def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
+    repos = spec["repos"]
+    if not repos:
+        return []
+    changes = missing(["git"], read, "for the declared repos")
+    for path, declared in repos.items():
+        python = declared.get("python") or {}
+        state = read(
+            RepoState,
+            path=path,
+            ref=declared["ref"],
+            lockfile=python.get("lockfile"),
+            venv=python.get("venv"),
+        )
+        changes += _repo(path, declared, state)
+    return changes
