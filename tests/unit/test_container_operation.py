@@ -1,5 +1,5 @@
-"""Every path of deploys/containers.container, in pyinfra-testing's fixture style: facts in,
-commands out. The inspect documents were recorded from real Docker and Podman engines on
+"""Every path of deploys/containers.declared_containers, in pyinfra-testing's fixture style:
+facts in, commands out. The inspect documents were recorded from real Docker and Podman engines on
 sandbox hosts (tests/fixtures/engine/README.md); drift cases change one field of them."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pyinfra.context import ctx_host, ctx_state
 from pyinfra_testing.operations import parse_commands
 from pyinfra_testing.util import FakeState, create_host
 
-from deploys.containers import container
+from deploys.containers import declared_containers
+from gpurig.spec import normalise
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "engine"
 
@@ -36,13 +37,26 @@ def spec_of(inspect: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run(engine: str, inspect: dict[str, Any] | None, spec: dict[str, Any], **kwargs: Any):
-    facts = {"gpurig_container.ContainerInspect": {f"container=train, engine={engine}": inspect}}
+def run(
+    engine: str,
+    inspect: dict[str, Any] | None,
+    spec: dict[str, Any],
+    cpus: int = 1,
+    gpu_check: bool = False,
+    allow_recreate: bool = False,
+):
+    facts = {
+        "gpurig_container.ContainerInspect": {f"container=train, engine={engine}": inspect},
+        "gpurig_container.CpuQuota": cpus,
+        "gpurig_nvidia.NvidiaGpus": {"smi": gpu_check, "present": gpu_check, "gpus": [],
+                                     "driver": None, "error": None},
+    }  # fmt: skip
+    host_spec = normalise({"engine": engine, "containers": {"train": spec}})
     state = FakeState()
     host = create_host(state, facts=facts)
     with ctx_state.use(state), ctx_host.use(host):
         commands = parse_commands(
-            list(container._inner(container="train", spec=spec, engine=engine, **kwargs))
+            list(declared_containers._inner(spec=host_spec, allow_recreate=allow_recreate))
         )
     return commands, host.noop_description
 
@@ -60,19 +74,19 @@ def inspect(engine: str) -> dict[str, Any]:
 def test_converged_running_container_is_a_noop(engine: str, inspect: dict[str, Any]):
     commands, noop = run(engine, inspect, spec_of(inspect), cpus=2)
     assert commands == []
-    assert noop == "container train matches its spec and is running"
+    assert noop == "every container matches its spec and is running"
 
 
 def test_absent_container_is_pulled_by_digest_and_run_with_defaults(engine, inspect):
     spec = spec_of(inspect)
     commands, _ = run(engine, None, spec, cpus=2)
-    assert commands[0] == f"{engine} pull {spec['image']}"
+    assert commands[0] == f"{engine} pull {spec['image']} >/dev/null"
     run_cmd = commands[1]
     assert run_cmd.startswith(f"{engine} run --detach --name train --shm-size 549755813888 ")
     defaults = ["--env PYTHONUNBUFFERED=1", "--ulimit core=0:0", "--restart on-failure:5"]
     for part in ["--user root", "--network host", "--ulimit nofile=1024:20000", *defaults]:
         assert part in run_cmd
-    assert run_cmd.endswith(f"{spec['image']} sleep infinity")
+    assert run_cmd.endswith(f"{spec['image']} sleep infinity >/dev/null")
     assert len(commands) == 2  # no GPU check without gpu_check
 
 
@@ -80,7 +94,7 @@ def test_stopped_container_without_drift_is_started(engine, inspect):
     stopped = copy.deepcopy(inspect)
     stopped["State"]["Running"] = False
     commands, _ = run(engine, stopped, spec_of(inspect))
-    assert commands == [f"{engine} start train"]
+    assert commands == [f"{engine} start train >/dev/null"]
 
 
 def test_running_container_with_drift_is_refused_naming_each_field(engine, inspect):
@@ -88,9 +102,9 @@ def test_running_container_with_drift_is_refused_naming_each_field(engine, inspe
     with pytest.raises(OperationError) as info:
         run(engine, inspect, spec)
     message = str(info.value)
-    assert "container train (running) differs from its spec" in message
-    assert "shm_size: expected 68719476736, found 549755813888" in message
-    assert "user: expected 1000, found root" in message
+    assert "container train shm_size: expected 68719476736, found 549755813888" in message
+    assert "container train user: expected 1000, found root" in message
+    assert "recreate the running train: stop its job first" in message
     assert "--data allow_recreate=true" in message
 
 
@@ -121,7 +135,7 @@ def test_recreate_never_refuses_even_a_stopped_container(engine, inspect):
     stopped = copy.deepcopy(inspect)
     stopped["State"]["Running"] = False
     spec = {**spec_of(inspect), "shm_size": "1g", "recreate": "never"}
-    with pytest.raises(OperationError, match=r"\(stopped\) differs .* \(recreate: never\)"):
+    with pytest.raises(OperationError, match=r"recreate train \(stopped, recreate: never\)"):
         run(engine, stopped, spec)
 
 
@@ -156,4 +170,4 @@ def test_docker_gpu_container_recorded_with_device_requests_is_not_drift():
     spec = {**spec_of(inspect), "gpus": "all"}
     stopped = copy.deepcopy(inspect)  # recorded as created: no GPU here to start it
     commands, _ = run("docker", stopped, spec)
-    assert commands == ["docker start train"]
+    assert commands == ["docker start train >/dev/null"]

@@ -1,4 +1,4 @@
-"""Spec-vs-inspect comparison for both engines' inspect shapes."""
+"""The container field table: spec-vs-inspect comparison for both engines' inspect shapes."""
 
 from __future__ import annotations
 
@@ -6,19 +6,20 @@ from typing import Any
 
 import pytest
 
-from gpurig.container_spec import (
-    FIELDS,
+from gpurig.container import (
+    FIELD_NAMES,
     FieldDiff,
-    _fields,
     actual_gpus,
     actual_mounts,
     actual_ulimits,
     diff_container,
 )
+from gpurig.inventory import schema
 
 
-def test_fields_constant_names_every_comparison() -> None:
-    assert set(_fields({}, "docker")) == set(FIELDS)
+def test_every_container_key_is_a_field_or_converge_policy() -> None:
+    declared = set(schema()["$defs"]["container"]["properties"])
+    assert declared - set(FIELD_NAMES) == {"recreate", "omp_num_threads"}
 
 
 @pytest.mark.parametrize(

@@ -5,24 +5,24 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from gpu_fixtures import read_fixture
-from pyinfra.context import ctx_host, ctx_state
-from pyinfra_testing.util import FakeState, create_host
 
-from deploys import nvidia_toolkit as nt
 from facts.gpurig_nvidia import (
     CDI_MARKER,
     CdiSpec,
     NvidiaGpus,
     ToolkitKeyring,
-    ToolkitPackages,
     driver_version,
 )
+from facts.gpurig_packages import HELD, DebStatus
+from gpurig.change import Change
+from gpurig.plans import toolkit as toolkit_plan
+from gpurig.plans.engine import NVIDIA_RUNTIME, daemon_keys
 from gpurig.sandbox import aptrepo
+from gpurig.spec import TOOLKIT_KEY, TOOLKIT_REPO, normalise
 
 H100_LIST = "nvidia-smi-L_h100-80gb-mig_590.48.01.txt"
 H100_VERSION = "nvidia-smi_version_590.48.01.txt"  # the same H100 machine as H100_LIST
@@ -53,6 +53,7 @@ NO_SMI = NvidiaGpus().process(sh(NvidiaGpus().command(), path="/nonexistent"))
 
 def test_h100_with_mig_is_a_gpu_with_its_driver():
     assert H100 == {
+        "smi": True,
         "present": True,
         "gpus": ["NVIDIA H100 80GB HBM3"],
         "driver": "590.48.01",
@@ -67,6 +68,7 @@ def test_failing_nvidia_smi_is_no_gpu_and_says_why():
 
 def test_no_nvidia_smi_here():
     assert NO_SMI == {
+        "smi": False,
         "present": False,
         "gpus": [],
         "driver": None,
@@ -105,7 +107,7 @@ def test_keyring_fact_reads_sha_and_record(tmp_path: Path):
 
 
 def test_packages_fact_reads_dpkg_here():
-    fact = ToolkitPackages()
+    fact = DebStatus()
     found = fact.process(sh(fact.command(["dpkg", "gpurig-no-such-package"])))
     assert found["dpkg"]["version"] and found["dpkg"]["held"] is False
     assert "gpurig-no-such-package" not in found
@@ -115,11 +117,11 @@ def test_packages_fact_reads_holds_and_removed_packages():
     output = [
         "nvidia-container-toolkit\t1.17.8-1\thi ",
         "libnvidia-container1\t1.17.8-1\trc ",
-        "== held",
+        HELD,
         "nvidia-container-toolkit",
         "nvidia-container-toolkit-base",
     ]
-    assert ToolkitPackages().process(output) == {
+    assert DebStatus().process(output) == {
         "nvidia-container-toolkit": {"version": "1.17.8-1", "held": True},
         "libnvidia-container1": {"version": None, "held": False},
         "nvidia-container-toolkit-base": {"version": None, "held": True},
@@ -135,82 +137,64 @@ def test_cdi_fact_reads_gpurig_marker(tmp_path: Path):
     assert fact.process(sh(fact.command(str(spec)))) == "590.48.01"
 
 
-def run_deploy(
-    monkeypatch: pytest.MonkeyPatch, spec: dict[str, Any], gpu: dict
-) -> tuple[list[tuple[str, dict]], str | None]:
-    """The deploy's body with its operations recorded instead of run: (calls, noop note)."""
-    calls: list[tuple[str, dict]] = []
+def fresh(gpu: dict) -> Any:
+    """A reader for a host where nothing is installed yet, with this GPU state."""
 
-    def recorder(name: str):
-        return lambda *args, **kwargs: calls.append((name, {"args": list(args), **kwargs}))
+    def read(cls: type, **kwargs: Any) -> Any:
+        return gpu if cls is NvidiaGpus else cls().default()
 
-    for name in ("refuse", "ensure_packages", "keyring", "pinned_packages", "cdi_spec",
-                 "docker_daemon_keys"):  # fmt: skip
-        monkeypatch.setattr(nt, name, recorder(name))
-    monkeypatch.setattr(nt, "files", SimpleNamespace(put=recorder("put"), file=recorder("file")))
-    state = FakeState()
-    host = create_host(state, facts={"gpurig_nvidia.NvidiaGpus": gpu})
-    with ctx_state.use(state), ctx_host.use(host):
-        nt.nvidia_toolkit.__wrapped__(spec)
-    return calls, host.noop_description
+    return read
 
 
 TOOLKIT = {"version": "1.17.8-1", "repo": aptrepo.ADDRESS, "key": f"{aptrepo.ADDRESS}/gpgkey"}
-INSTALL = ["ensure_packages", "keyring", "put", "put", "pinned_packages"]
+INSTALL = ["packages.missing", "toolkit.keyring", "toolkit.apt", "toolkit.apt",
+           "toolkit.version", "toolkit.hold"]  # fmt: skip
 
 
-def names(calls: list[tuple[str, dict]]) -> list[str]:
-    return [name for name, _ in calls]
+def changes(spec: dict[str, Any], gpu: dict) -> list[Change]:
+    return toolkit_plan.plan(normalise(spec), fresh(gpu))
 
 
 @pytest.mark.parametrize(
     "spec",
-    [{"engine": "docker"}, {"engine": "none", "nvidia_toolkit": TOOLKIT}],
+    [
+        {"engine": "docker"},
+        {"engine": "none", "nvidia_toolkit": TOOLKIT},
+        {"engine": "docker", "gpu": "absent", "nvidia_toolkit": TOOLKIT},
+    ],
 )
-def test_nothing_without_toolkit_or_engine(monkeypatch: pytest.MonkeyPatch, spec: dict):
-    assert run_deploy(monkeypatch, spec, H100) == ([], None)
-
-
-def test_gpu_absent_skips_with_a_note(monkeypatch: pytest.MonkeyPatch):
-    spec = {"engine": "docker", "gpu": "absent", "nvidia_toolkit": TOOLKIT}
-    calls, note = run_deploy(monkeypatch, spec, H100)
-    assert calls == [] and note and "gpu: absent" in note
+def test_nothing_without_toolkit_engine_or_gpus(spec: dict):
+    assert changes(spec, H100) == []
+    assert "runtimes" not in daemon_keys(normalise(spec))
 
 
 @pytest.mark.parametrize("gpu", [NO_GPU_MISMATCH, NO_SMI])
-def test_gpu_required_without_a_gpu_refuses(monkeypatch: pytest.MonkeyPatch, gpu: dict):
-    spec = {"engine": "docker", "gpu": "required", "nvidia_toolkit": TOOLKIT}
-    calls, _ = run_deploy(monkeypatch, spec, gpu)
-    assert names(calls) == ["refuse"]
-    assert "gpu: required" in calls[0][1]["reason"] and gpu["error"] in calls[0][1]["reason"]
+def test_gpu_required_without_a_gpu_refuses(gpu: dict):
+    [change] = changes({"engine": "docker", "gpu": "required", "nvidia_toolkit": TOOLKIT}, gpu)
+    assert change.refused and change.id == "toolkit.gpu" and gpu["error"] in change.actual
 
 
 @pytest.mark.parametrize(("policy", "gpu"), [("auto", NO_SMI), ("required", H100)])
-def test_docker_gets_the_toolkit_and_the_runtime(
-    monkeypatch: pytest.MonkeyPatch, policy: str, gpu: dict
-):
+def test_docker_gets_the_toolkit_and_the_runtime(policy: str, gpu: dict):
     spec = {"engine": "docker", "gpu": policy, "nvidia_toolkit": TOOLKIT}
-    calls, _ = run_deploy(monkeypatch, spec, gpu)
-    assert names(calls) == [*INSTALL, "docker_daemon_keys"]
-    assert calls[1][1]["url"] == TOOLKIT["key"]
-    assert "deb [signed-by=" in calls[2][1]["src"].getvalue()
-    assert f"{TOOLKIT['repo']} /" in calls[2][1]["src"].getvalue()
-    assert calls[4][1]["version"] == "1.17.8-1"
-    assert calls[5][1]["args"][0] == nt.DOCKER_RUNTIME
+    found = changes(spec, gpu)
+    assert [c.id for c in found] == INSTALL
+    assert found[1].data["url"] == TOOLKIT["key"]
+    sources = next(c for c in found if c.subject.endswith(".list")).data["content"]
+    assert "deb [signed-by=" in sources and f"{TOOLKIT['repo']} /" in sources
+    assert found[4].data["version"] == "1.17.8-1"
+    assert daemon_keys(normalise(spec))["runtimes"] == ("toolkit.runtime", NVIDIA_RUNTIME)
 
 
-def test_podman_without_gpu_generates_no_cdi_spec(monkeypatch: pytest.MonkeyPatch):
+def test_podman_without_gpu_generates_no_cdi_spec():
     spec = {"engine": "podman", "nvidia_toolkit": {"version": "1.17.8-1"}}
-    calls, _ = run_deploy(monkeypatch, spec, NO_GPU_MISMATCH)
-    assert names(calls) == [*INSTALL, "file"]
-    assert calls[1][1]["url"] == nt.DEFAULT_KEY
-    assert nt.DEFAULT_REPO in calls[2][1]["src"].getvalue()
-    assert calls[5][1] == {"args": [], "name": f"Remove {nt.OCI_HOOK}", "path": nt.OCI_HOOK,
-                           "present": False}  # fmt: skip
+    found = changes(spec, NO_GPU_MISMATCH)
+    assert [c.id for c in found] == INSTALL  # the OCI hook is absent already
+    assert found[1].data["url"] == TOOLKIT_KEY
+    assert any(TOOLKIT_REPO in c.data.get("content", "") for c in found)
 
 
-def test_podman_with_gpu_generates_cdi_for_its_driver(monkeypatch: pytest.MonkeyPatch):
-    spec = {"engine": "podman", "gpu": "auto", "nvidia_toolkit": TOOLKIT}
-    calls, _ = run_deploy(monkeypatch, spec, H100)
-    assert names(calls) == [*INSTALL, "file", "cdi_spec"]
-    assert calls[-1][1]["driver"] == "590.48.01"
+def test_podman_with_gpu_generates_cdi_for_its_driver():
+    found = changes({"engine": "podman", "gpu": "auto", "nvidia_toolkit": TOOLKIT}, H100)
+    assert [c.id for c in found] == [*INSTALL, "toolkit.cdi"]
+    assert found[-1].data["driver"] == "590.48.01"

@@ -1,6 +1,6 @@
-"""Fixture tests (pyinfra-testing style) for the NVIDIA container toolkit's operations: one
-JSON file per path in tests/unit/operations/nvidia_toolkit.<operation>/. Driver versions in
-the CDI fixtures are the ones recorded GPU machines printed (checked below)."""
+"""Fixture tests (pyinfra-testing style) for the NVIDIA container toolkit's operation: one JSON
+file per path in tests/unit/operations/nvidia_toolkit.toolkit/, each a converged host with one
+concern changed. Driver versions in the CDI cases are the ones recorded GPU machines printed."""
 
 from __future__ import annotations
 
@@ -12,17 +12,9 @@ from pyinfra_testing.operations import make_operation_tests
 
 from facts.gpurig_nvidia import driver_version
 
-OPERATIONS = Path(__file__).resolve().parent / "operations"
+OPERATIONS = Path(__file__).resolve().parent / "operations" / "nvidia_toolkit.toolkit"
 
-TestKeyring = make_operation_tests(
-    "deploys", "nvidia_toolkit.keyring", OPERATIONS / "nvidia_toolkit.keyring"
-)
-TestPinnedPackages = make_operation_tests(
-    "deploys", "nvidia_toolkit.pinned_packages", OPERATIONS / "nvidia_toolkit.pinned_packages"
-)
-TestCdiSpec = make_operation_tests(
-    "deploys", "nvidia_toolkit.cdi_spec", OPERATIONS / "nvidia_toolkit.cdi_spec"
-)
+TestToolkit = make_operation_tests("deploys", "nvidia_toolkit.toolkit", OPERATIONS)
 
 
 def recorded_drivers() -> set[str]:
@@ -33,8 +25,15 @@ def recorded_drivers() -> set[str]:
 def test_cdi_fixtures_use_driver_versions_recorded_on_gpu_machines():
     drivers = recorded_drivers()
     assert drivers == {"590.48.01", "610.57.04"}
-    for path in (OPERATIONS / "nvidia_toolkit.cdi_spec").glob("*.json"):
-        data = json.loads(path.read_text())
-        used = {data["kwargs"]["driver"], *data["facts"]["gpurig_nvidia.CdiSpec"].values()}
+    cases = sorted(OPERATIONS.glob("cdi_spec-*.json"))
+    assert len(cases) == 5
+    for path in cases:
+        facts = json.loads(path.read_text())["facts"]
+        used = {facts["gpurig_nvidia.NvidiaGpus"]["driver"], *facts["gpurig_nvidia.CdiSpec"].values()}
         # None: not generated yet or no version readable; "": generated without gpurig's marker
         assert used - {None, ""} <= drivers, path.name
+
+
+def test_every_toolkit_path_has_a_case():
+    cases = [name for name in dir(TestToolkit) if name.startswith("test_")]
+    assert len(cases) >= 16
