@@ -28,6 +28,7 @@ from gpurig.inventory import Host
 from gpurig.plans import PLANS, plan_host
 from gpurig.pyinfra_inventory import host_data, write_known_hosts
 from gpurig.report import HostReport
+from gpurig.spec import normalise
 
 PROBE_TIMEOUT = 120  # seconds for the whole command; engines and GPUs can be slow to answer
 
@@ -143,7 +144,7 @@ def probe_hosts(
 
     def probe(host: Host) -> Probed:
         pyinfra_host = inventory.get_host(host.name)
-        return Probed(host, *_read_host(pyinfra_host, reads(host.spec), sudo))
+        return Probed(host, *_read_host(pyinfra_host, reads(normalise(host.spec)), sudo))
 
     done: dict[str, Probed] = {}
     for result in state.pool.imap_unordered(probe, hosts):
@@ -165,7 +166,7 @@ def report(result: Probed) -> HostReport:
         why = "the host printed nothing (timeout, or a shell error)"
         return HostReport(name, True, [_unreadable("state", RuntimeError(why))])
     try:
-        return HostReport(name, True, evaluate(result.host.spec, result.state))
+        return HostReport(name, True, evaluate(normalise(result.host.spec), result.state))
     except Exception as exc:  # a guard for the fleet: this host's report says what broke
         return HostReport(name, True, [_unreadable("evaluation", exc)])
 

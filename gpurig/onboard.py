@@ -24,6 +24,7 @@ from ruamel.yaml.util import load_yaml_guess_indent
 
 from facts.gpurig_host import Snapshot
 from gpurig.checks import check
+from gpurig.spec import normalise
 from gpurig.compat import Finding
 from gpurig.converge import converge
 from gpurig.drift import probe_hosts, probe_of, probe_reads, run_drift
@@ -186,7 +187,7 @@ def probe_checks(host: Host, probe: Mapping[str, Any]) -> list[Check]:
     Headroom, GPU and compat verdicts are drift's own checks (gpurig.checks), so onboarding and the
     daily drift check cannot disagree; the rest is what only a new host needs.
     """
-    spec = {**host.spec, "checks": {**DEFAULT_CHECKS, **(host.spec.get("checks") or {})}}
+    spec = normalise({**host.spec, "checks": {**DEFAULT_CHECKS, **(host.spec.get("checks") or {})}})
     findings = check(spec, probe)
     os_info = probe.get("host") or {}
     problem = os_problem(os_info.get("os_id"), os_info.get("os_version"))
@@ -319,7 +320,7 @@ def preflight(
             "preflight", f"cannot log in as {login_as}{with_key}: {result.connect_error}"
         )
     values = result.state or {}
-    probe = probe_of(host.spec, Snapshot(values)) if values else None
+    probe = probe_of(normalise(host.spec), Snapshot(values)) if values else None
     probe = probe or {"error": "the probe printed nothing"}
     if probe.get("error"):
         raise OnboardError("preflight", f"the probe failed: {probe['error']}")

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from gpu_fixtures import read_fixture
 
-from deploys.nvidia_toolkit import preferences
-from gpurig.evaluate import rules
+from gpurig.plans.toolkit import packages, preferences
 from gpurig.sandbox import aptrepo
 from gpurig.sandbox.proc import wait_port
 
@@ -23,7 +22,7 @@ pytestmark = pytest.mark.skipif(
     not all(shutil.which(t) for t in (*aptrepo.TOOLS, "gpgv", "apt-get")),
     reason="needs dpkg-deb, gnupg, gpgv and apt-get (Debian)",
 )
-PACKAGES = rules()["toolkit_packages"]
+PACKAGES = packages()
 OLD, NEW = aptrepo.VERSIONS
 
 

@@ -17,10 +17,14 @@ from pyinfra.api import OperationError
 from pyinfra.context import ctx_host
 
 from deploys import cleanup, repos
-from deploys.secrets import missing_sources
 from facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCache, RaySessions
+from facts.gpurig_files import FileDigests
 from facts.gpurig_repo import LOCK_MARKER, RepoState
-from facts.gpurig_secret import SecretFile
+from gpurig.plans import cleanup as cleanup_plan
+from gpurig.plans import repos as repos_plan
+from gpurig.plans.repos import env_marker
+from gpurig.plans.secrets import local_digest
+from gpurig.spec import normalise
 from tests.lockproject import make_project
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "code"
@@ -46,6 +50,8 @@ def fact(cls: type, env: dict[str, str] | None = None, **kwargs: Any) -> Any:
 class LocalHost:
     """Just enough of pyinfra's host for an operation: real facts, recorded no-ops."""
 
+    name = "local"
+    state = type("State", (), {"is_executing": False})()
     noop_description: str | None = None
 
     def get_fact(self, cls: type, **kwargs: Any) -> Any:
@@ -84,8 +90,19 @@ def origin(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     yield str(bare), work
 
 
+CONVERGED = "every checkout at its commit, with its environment"
+
+
 def converge_repo(path: Path, url: str, ref: str) -> tuple[list[str], str | None]:
-    return apply(repos.repo, path=str(path), url=url, ref=ref)
+    spec = normalise({"repos": {str(path): {"url": url, "ref": ref}}})
+    return apply(repos.checkouts, spec=spec)
+
+
+def clean(spec: dict[str, Any], **fixed: Any) -> list[str]:
+    """The cleanup plan on real facts (their arguments overridden by `fixed`), its commands
+    run here: what the converge does, without touching this machine's own /tmp."""
+    read = lambda cls, **kwargs: fact(cls, **{**kwargs, **fixed})  # noqa: E731
+    return [sh(cleanup.commands(c)) for c in cleanup_plan.plan(normalise(spec), read)]
 
 
 def test_clone_checks_out_the_pin_with_lf_and_a_clean_tree(tmp_path: Path, origin):
@@ -100,7 +117,7 @@ def test_clone_checks_out_the_pin_with_lf_and_a_clean_tree(tmp_path: Path, origi
     assert state["dirt"] == [] and state["crlf"] == [] and state["eol_only"] == ["run.sh"]
     assert state["attributes"] == ["*.sh text eol=lf", "*.py text eol=lf"]
     assert git(checkout, "status", "--porcelain", "--untracked-files=all") == "M run.sh"
-    assert converge_repo(checkout, url, ref) == ([], f"{checkout} is at {ref[:12]}")
+    assert converge_repo(checkout, url, ref) == ([], CONVERGED)
 
 
 def test_moving_the_pin_moves_the_checkout(tmp_path: Path, origin):
@@ -126,7 +143,7 @@ def test_dirty_tree_is_refused_and_left_alone(tmp_path: Path, origin):
     converge_repo(checkout, url, ref)
     (checkout / "train.py").write_text("print('my fix')\n")
     assert fact(RepoState, path=str(checkout), ref=ref)["dirt"] == [" M train.py"]
-    with pytest.raises(OperationError, match=r"uncommitted changes: M train\.py"):
+    with pytest.raises(OperationError, match=r"no uncommitted changes, found M train\.py"):
         converge_repo(checkout, url, ref)
     assert (checkout / "train.py").read_text() == "print('my fix')\n"
 
@@ -142,7 +159,7 @@ def test_local_commit_is_refused(tmp_path: Path, origin):
     git(checkout, "commit", "-qm", "local only")
     state = fact(RepoState, path=str(checkout), ref=ref)
     assert [line.split(" ", 1)[1] for line in state["local"]] == ["local only"]
-    with pytest.raises(OperationError, match=r"commits on no remote: .* local only"):
+    with pytest.raises(OperationError, match=r"no commits missing from the remote, found .* local"):
         converge_repo(checkout, url, ref)
     assert git(checkout, "log", "-1", "--format=%s") == "local only"
 
@@ -152,7 +169,7 @@ def test_directory_that_is_not_a_checkout_is_refused(tmp_path: Path, origin):
     (tmp_path / "code" / "sub").mkdir(parents=True)
     state = fact(RepoState, path=str(tmp_path / "code" / "sub"), ref="0" * 40)
     assert state["exists"] and not state["checkout"]
-    with pytest.raises(OperationError, match="is not a git checkout"):
+    with pytest.raises(OperationError, match="a directory that is not one"):
         converge_repo(tmp_path / "code" / "sub", url, git(work, "rev-parse", "HEAD"))
 
 
@@ -168,25 +185,47 @@ def test_locked_environment_installs_keeps_and_follows_the_lockfile(
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     git(project, "add", ".")
     git(project, "commit", "-qm", "lock")
+    origin = str(tmp_path / "origin.git")
+    subprocess.run(["git", "init", "-q", "--bare", origin], check=True)
+    git(project, "remote", "add", "origin", origin)
+    git(project, "push", "-q", "origin", "HEAD:main")
     ref, venv = git(project, "rev-parse", "HEAD"), str(project / ".venv")
-    args = {"path": str(project), "ref": ref, "lockfile": lockfile, "venv": venv}
-    apply(repos.python_env, **args, manager=manager, keep=["keepme"])
+    python = {"lockfile": lockfile, "venv": venv, "manager": manager, "keep": ["keepme"]}
+
+    def install() -> list[str]:
+        spec = normalise({"repos": {str(project): {"url": origin, "ref": ref, "python": python}}})
+        env = [c for c in repos_plan.plan(spec, fact) if c.id == "repo.env"]
+        return [sh(command) for change in env for command in repos.commands(change)]
+
+    install()
     site = next(Path(venv).glob("lib/python*/site-packages"))
     assert (site / "alpha" / "__init__.py").read_text() == '__version__ = "1.0"\n'
     assert not (site / "keepme").exists()  # left to the system's site-packages
     assert "include-system-site-packages = true" in (Path(venv) / "pyvenv.cfg").read_text()
     state = fact(RepoState, path=str(project), ref=ref, lockfile=lockfile, venv=venv)
-    assert state["installed_sha256"] == state["lockfile_sha256"]
-    assert apply(repos.python_env, **args, manager=manager, keep=["keepme"])[0] == []
+    assert state["installed"] == env_marker(state["lockfile_sha256"], ["keepme"])
+    assert install() == []
+
+    python["keep"] = []  # a change to `keep` alone is drift
+    assert (
+        repos_plan.plan(
+            normalise({"repos": {str(project): {"url": origin, "ref": ref, "python": python}}}),
+            fact,
+        )[-1].id
+        == "repo.env"
+    )
+    python["keep"] = ["keepme"]
 
     make_project(project, {"alpha": "1.1", "keepme": "2.0"}, wheels)
     git(project, "commit", "-qam", "bump alpha")
-    args["ref"] = git(project, "rev-parse", "HEAD")
-    state = fact(RepoState, path=str(project), ref=args["ref"], lockfile=lockfile, venv=venv)
-    assert state["installed_sha256"] != state["lockfile_sha256"]  # drift
-    apply(repos.python_env, **args, manager=manager, keep=["keepme"])
+    git(project, "push", "-q", "origin", "HEAD:main")
+    ref = git(project, "rev-parse", "HEAD")
+    state = fact(RepoState, path=str(project), ref=ref, lockfile=lockfile, venv=venv)
+    assert state["installed"] != env_marker(state["lockfile_sha256"], ["keepme"])  # drift
+    install()
     assert (site / "alpha" / "__init__.py").read_text() == '__version__ = "1.1"\n'
-    assert (Path(venv) / LOCK_MARKER).read_text().strip() == state["lockfile_sha256"]
+    marker = (Path(venv) / LOCK_MARKER).read_text().strip()
+    assert marker == env_marker(state["lockfile_sha256"], ["keepme"])
 
 
 def test_lockfile_that_does_not_match_the_project_fails_with_uvs_message(tmp_path: Path):
@@ -201,17 +240,17 @@ def test_lockfile_that_does_not_match_the_project_fails_with_uvs_message(tmp_pat
     assert proc.returncode != 0 and "needs to be updated" in proc.stderr
 
 
-def test_secret_fact_prints_only_the_hash(tmp_path: Path):
+def test_secret_digest_is_salted_and_names_no_content(tmp_path: Path):
     secret = tmp_path / "token"
     secret.write_text("s3cret\n")
     secret.chmod(0o600)
-    found = fact(SecretFile, path=str(secret))
-    assert found["sha256"] == sh(f"sha256sum {secret}").split()[0] and found["mode"] == "600"
-    assert "s3cret" not in sh(SecretFile().command(path=str(secret)))
-    assert fact(SecretFile, path=str(tmp_path / "none")) is None
-    assert missing_sources([{"src": str(secret)}, {"src": str(tmp_path / "none")}]) == [
-        str(tmp_path / "none")
-    ]
+    paths = [str(secret), str(tmp_path / "none")]
+    found = fact(FileDigests, paths=paths, salt="pepper")
+    assert found[str(secret)]["sha256"] == local_digest(str(secret), "pepper")
+    assert found[str(secret)]["sha256"] != sh(f"sha256sum {secret}").split()[0]
+    assert found[str(secret)]["mode"] == "600" and found[str(tmp_path / "none")] is None
+    assert "s3cret" not in "".join(sh(FileDigests().command(paths=paths, salt="pepper")))
+    assert local_digest(str(tmp_path / "none")) is None
 
 
 def test_core_files_are_found_by_their_elf_header(tmp_path: Path):
@@ -227,10 +266,11 @@ def test_core_files_are_found_by_their_elf_header(tmp_path: Path):
     (tmp_path / "core.456").symlink_to(tmp_path / "core")
     found = fact(CoreFiles, dirs=[str(tmp_path)])
     assert found == {str(tmp_path / "core"): (tmp_path / "core").stat().st_size}
-    outputs, _ = apply(cleanup.core_files, dirs=[str(tmp_path)])
+    spec = {"cleanup": {"core_files": True}}
+    outputs = clean(spec, dirs=[str(tmp_path)])
     assert "gpurig: freed 1 core files" in outputs[0]
     assert not (tmp_path / "core").exists() and (tmp_path / "core.123").exists()
-    assert apply(cleanup.core_files, dirs=[str(tmp_path)]) == ([], f"no core files in {tmp_path}")
+    assert clean(spec, dirs=[str(tmp_path)]) == []
 
 
 def test_stale_editable_finder_goes_and_a_live_one_stays(tmp_path: Path):
@@ -246,7 +286,12 @@ def test_stale_editable_finder_goes_and_a_live_one_stays(tmp_path: Path):
     found = fact(EditableFinders, venvs=[str(tmp_path / "venv")])
     stale = str(site / "__editable___proj_0_finder.py")
     assert found == {stale: [str(site / "__editable__.proj_0.pth")]}
-    apply(cleanup.editable_finders, venvs=[str(tmp_path / "venv")])
+    repo = {
+        "url": "unused",
+        "ref": "0" * 40,
+        "python": {"lockfile": "uv.lock", "venv": str(tmp_path / "venv")},
+    }
+    clean({"cleanup": {"editable_finders": True}, "repos": {str(tmp_path / "proj"): repo}})
     assert sorted(p.name for p in site.iterdir()) == [
         "__editable__.live_0.pth",
         "__editable___live_0_finder.py",
@@ -267,9 +312,9 @@ def test_flashinfer_cache_older_than_the_package_is_stale(tmp_path: Path):
     found = fact(FlashinferCache, env=env, pythons=["python3"])
     assert found["cache"]["path"] == str(cache.parent) and found["cache"]["mtime"] == 1000
     assert found["installed"]["python3"] > 1000
-    assert cleanup.flashinfer_stale(found)
+    assert cleanup_plan.flashinfer_stale(found)
     os.utime(package / "__init__.py", (500, 500))
-    assert not cleanup.flashinfer_stale(fact(FlashinferCache, env=env, pythons=["python3"]))
+    assert not cleanup_plan.flashinfer_stale(fact(FlashinferCache, env=env, pythons=["python3"]))
     assert fact(FlashinferCache, env={"HOME": str(tmp_path)}, pythons=["python3"])["cache"] is None
 
 
@@ -288,11 +333,11 @@ def test_ray_sessions_fact_sees_live_ray_and_the_latest_session():
         raylet = subprocess.Popen(["bash", "-c", "exec -a raylet sleep 60"])
         try:
             assert any(str(raylet.pid) in line for line in fact(RaySessions)["running"])
-            assert apply(cleanup.ray_sessions)[0] == []
+            assert clean({"cleanup": {"ray_sessions": True}}) == []
         finally:
             raylet.send_signal(signal.SIGKILL)
             raylet.wait()
-        outputs, _ = apply(cleanup.ray_sessions)
+        outputs = clean({"cleanup": {"ray_sessions": True}})
         assert "freed 1 stale Ray sessions" in outputs[0]
         assert sorted(p.name for p in Path("/tmp/ray").iterdir()) == [
             "session_2",

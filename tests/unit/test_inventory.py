@@ -15,6 +15,7 @@ from gpurig.inventory import (
     mount_problem,
     parse_size,
 )
+from gpurig.spec import normalise
 
 DIGEST = "sha256:" + "0" * 64
 
@@ -111,17 +112,21 @@ def test_merge_precedence_defaults_then_groups_in_listed_order_then_host(tmp_pat
     assert h.spec["gpu"] == "required"  # the later group wins over the earlier one
     assert h.spec["packages"] == ["git"]  # lists replace, never append
     assert h.spec["checks"] == {"disk_free_min": "20g", "inodes_free_min_pct": 5}
-    assert h.spec["containers"]["c"] == {
+    container = h.spec["containers"]["c"]
+    assert {k: container[k] for k in ("image", "shm_size", "mounts")} == {
         "image": f"img@{DIGEST}",
         "shm_size": "1g",
-        "env": {"A": "1", "B": "2"},
         "mounts": ["/b:/b"],
     }
-    assert plain.spec == {
-        "gpu": "auto",
-        "packages": ["tmux", "htop"],
-        "checks": {"disk_free_min": "10g", "inodes_free_min_pct": 5},
-    }
+    assert container["env"] == {"PYTHONUNBUFFERED": "1", "A": "1", "B": "2"}  # maps merge
+    assert plain.spec == normalise(
+        {
+            "gpu": "auto",
+            "packages": ["tmux", "htop"],
+            "checks": {"disk_free_min": "10g", "inodes_free_min_pct": 5},
+        }
+    )
+    assert plain.spec["engine"] == "none" and plain.spec["core_dumps"] == "disabled"
     assert (plain.ssh.user, plain.groups) == ("root", ())
 
 

@@ -29,7 +29,8 @@ def test_cdi_fixtures_use_driver_versions_recorded_on_gpu_machines():
     assert len(cases) == 5
     for path in cases:
         facts = json.loads(path.read_text())["facts"]
-        used = {facts["gpurig_nvidia.NvidiaGpus"]["driver"], *facts["gpurig_nvidia.CdiSpec"].values()}
+        gpu, cdi = facts["gpurig_nvidia.NvidiaGpus"], facts["gpurig_nvidia.CdiSpec"]
+        used = {gpu["driver"], *cdi.values()}
         # None: not generated yet or no version readable; "": generated without gpurig's marker
         assert used - {None, ""} <= drivers, path.name
 

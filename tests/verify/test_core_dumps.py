@@ -7,7 +7,7 @@ Host key checking follows the ssh config (use StrictHostKeyChecking yes).
 
 import pytest
 
-from deploys.core_dumps import MANAGED_FILES
+from gpurig.plans.core_dumps import MANAGED_FILES
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from deploys.engine import DAEMON_JSON, PODMAN_SOCKET
+from gpurig.plans.engine import DAEMON_JSON, PODMAN_SOCKET
 from gpurig.inventory import parse_size
 
 
