@@ -24,7 +24,6 @@ from ruamel.yaml.util import load_yaml_guess_indent
 
 from facts.gpurig_host import Snapshot
 from gpurig.checks import check
-from gpurig.spec import normalise
 from gpurig.compat import Finding
 from gpurig.converge import converge
 from gpurig.drift import probe_hosts, probe_of, probe_reads, run_drift
@@ -33,6 +32,7 @@ from gpurig.hostkeys import changed_message, fetch_host_key, fingerprint, is_mis
 from gpurig.inventory import Host, InventoryError, load_inventory, load_inventory_text
 from gpurig.pyinfra_inventory import cache_dir
 from gpurig.report import HostReport, to_table
+from gpurig.spec import normalise
 
 Status = Literal["ok", "warn", "FAIL"]
 

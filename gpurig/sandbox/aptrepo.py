@@ -13,8 +13,8 @@ import tempfile
 from email.utils import formatdate
 from pathlib import Path
 
-from gpurig.plans.toolkit import packages as toolkit_packages
 from gpurig.fsutil import atomic_write
+from gpurig.plans.toolkit import packages as toolkit_packages
 from gpurig.sandbox.net import GATEWAY
 from gpurig.sandbox.proc import SandboxError, run, spawn_daemon
 
