@@ -1,4 +1,5 @@
-"""Debian packages: installed version and hold of each named package, one dpkg-query."""
+"""Debian packages: installed version and hold of each named package, from one dpkg-query
+(dpkg's own selection state says `hold`; apt-mark would load apt's whole cache to say it)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,10 @@ from typing import Any
 
 from pyinfra.api import FactBase
 
-HELD = "--gpurig-held"
-
 
 class DebStatus(FactBase[dict[str, Any]]):
-    """{name: {"version": installed version or None, "held": bool}} for `packages`. A package
-    in dpkg state `rc` (removed, config left) is not installed."""
+    """{name: {"version": installed version or None, "held": bool}} for those of `packages`
+    dpkg knows. A package in state `rc` (removed, config left) is not installed."""
 
     @staticmethod
     def default() -> dict[str, Any]:
@@ -23,17 +22,13 @@ class DebStatus(FactBase[dict[str, Any]]):
         names = " ".join(shlex.quote(p) for p in packages)
         return (
             "dpkg-query -W -f='${Package}\\t${Version}\\t${db:Status-Abbrev}\\n' -- "
-            f"{names} 2>/dev/null; echo {HELD}; apt-mark showhold 2>/dev/null; true"
+            f"{names} 2>/dev/null; true"
         )
 
     def process(self, output: list[str]) -> dict[str, Any]:
-        held_at = output.index(HELD) if HELD in output else len(output)
-        held = {line.strip() for line in output[held_at + 1 :]}
         packages: dict[str, Any] = {}
-        for line in output[:held_at]:
+        for line in output:
             name, version, status = [*line.split("\t"), "", ""][:3]
             installed = len(status) > 1 and status[1] == "i"
-            packages[name] = {"version": version if installed else None, "held": name in held}
-        for name in held - packages.keys():
-            packages[name] = {"version": None, "held": True}
+            packages[name] = {"version": version if installed else None, "held": status[:1] == "h"}
         return packages

@@ -15,15 +15,14 @@ import pytest
 import testinfra
 from support import Sandbox, write_inventory
 
-from deploys.nvidia_toolkit import CDI_SPEC, KEYRING, SOURCES_LIST, sources_list
 from gpurig.converge import converge
-from gpurig.evaluate import rules
+from gpurig.plans.toolkit import CDI_SPEC, KEYRING, SOURCES_LIST, packages, sources_list
 from gpurig.sandbox import aptrepo, registry
 
 DOCKER, PODMAN = "full-2", "full-3"
 OLD, NEW = aptrepo.VERSIONS
 TOOLKIT = {"version": OLD, "repo": aptrepo.ADDRESS, "key": f"{aptrepo.ADDRESS}/gpgkey"}
-PACKAGES = rules()["toolkit_packages"]
+PACKAGES = packages()
 FOREIGN = {"log-level": "warn"}
 
 

@@ -17,7 +17,7 @@ from facts.gpurig_nvidia import (
     ToolkitKeyring,
     driver_version,
 )
-from facts.gpurig_packages import HELD, DebStatus
+from facts.gpurig_packages import DebStatus
 from gpurig.change import Change
 from gpurig.plans import toolkit as toolkit_plan
 from gpurig.plans.engine import NVIDIA_RUNTIME, daemon_keys
@@ -117,9 +117,7 @@ def test_packages_fact_reads_holds_and_removed_packages():
     output = [
         "nvidia-container-toolkit\t1.17.8-1\thi ",
         "libnvidia-container1\t1.17.8-1\trc ",
-        HELD,
-        "nvidia-container-toolkit",
-        "nvidia-container-toolkit-base",
+        "nvidia-container-toolkit-base\t\thn ",
     ]
     assert DebStatus().process(output) == {
         "nvidia-container-toolkit": {"version": "1.17.8-1", "held": True},

@@ -1,0 +1,102 @@
+"""The one-round-trip fact: every read a spec needs, run as one command here for real, each
+section handed to its own fact; odd output in one section spoils only that section."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+import pytest
+
+from facts.gpurig_files import FileDigests
+from facts.gpurig_host import HostState, Recorder, Snapshot, Unreadable, read_key, required_reads
+from facts.gpurig_packages import DebStatus
+from facts.probe import Probe
+from gpurig.drift import drift_reads, evaluate
+from gpurig.plans import converge_reads, plan_host
+from gpurig.spec import normalise
+
+SPEC = normalise(
+    {
+        "engine": "podman",
+        "podman_socket": True,
+        "nvidia_toolkit": {"version": "1.17.8-1"},
+        "packages": ["sed", "gpurig-no-such-package"],
+        "containers": {"train": {"image": "r/x@sha256:" + "a" * 64, "gpus": "all"}},
+        "repos": {"/srv/code": {"url": "https://example.org/c.git", "ref": "b" * 40,
+                                "python": {"lockfile": "uv.lock"}}},
+        "secrets": [{"src": "/etc/hostname", "dest": "/etc/hostname"}],
+        "cleanup": {"ray_sessions": True, "core_files": True, "editable_finders": True,
+                    "flashinfer_cache": True},
+    }
+)  # fmt: skip
+
+
+def run_here(reads: list) -> tuple[HostState, dict[str, Any]]:
+    fact = HostState()
+    command = fact.command(reads=reads)
+    proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
+    return fact, fact.process(proc.stdout.splitlines())
+
+
+def test_every_read_of_a_full_spec_is_answered_by_one_command():
+    reads = drift_reads(SPEC)
+    assert {cls for cls, _ in reads} >= {Probe, DebStatus, FileDigests}
+    _, values = run_here(reads)
+    assert set(values) == {read_key(cls, kwargs) for cls, kwargs in reads}
+    assert not [v for v in values.values() if isinstance(v, Unreadable)]
+    snapshot = Snapshot(values)
+    # The plans find every read they make in the snapshot: no second round trip.
+    changes = plan_host(SPEC, snapshot)
+    assert "packages.missing" in [c.id for c in changes]
+    packages = snapshot(DebStatus, packages=sorted(SPEC["packages"]))
+    assert packages["sed"]["version"] and "gpurig-no-such-package" not in packages
+    assert snapshot(Probe, engine="podman", paths=["/tmp", "/srv/code"], containers=["train"])
+
+
+def test_converge_reads_are_the_drift_reads_without_the_probe():
+    converge = {read_key(c, k) for c, k in converge_reads(SPEC)}
+    drift = {read_key(c, k) for c, k in drift_reads(SPEC)}
+    assert drift - converge == {read_key(Probe, {"engine": "podman", "paths": ["/tmp", "/srv/code"],
+                                                 "containers": ["train"]})}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "spec", [normalise({}), normalise({"engine": "docker", "packages": ["tmux"]}), SPEC]
+)
+def test_plans_read_by_the_spec_alone(spec: dict[str, Any]):
+    """Whatever the host answers, the plans make exactly the recorded reads (else a read would
+    miss the snapshot): here every fact answers its default, and then what this machine says."""
+    recorded = {read_key(c, k) for c, k in required_reads(lambda r: plan_host(spec, r))}
+    _, values = run_here(converge_reads(spec))
+    seen = Recorder()
+
+    def answering(cls: type, **kwargs: Any) -> Any:
+        seen(cls, **kwargs)
+        return Snapshot(values)(cls, **kwargs)
+
+    plan_host(spec, answering)
+    assert set(seen.reads) == recorded
+
+
+def test_a_section_that_cannot_be_parsed_spoils_only_its_concern():
+    reads = drift_reads(SPEC)
+    _, values = run_here(reads)
+    key = read_key(FileDigests, {"paths": ["/etc/hostname"], "salt": reads[0][1]["salt"]})
+    assert key in values
+    values[key] = Unreadable("FileDigests: unexpected line: 'rm -rf /'")
+    ids = [f.id for f in evaluate(SPEC, values)]
+    assert ids.count("state.unreadable") == 1
+    assert "packages.missing" in ids  # the other concerns are still judged
+
+
+def test_host_output_cannot_forge_a_section_marker():
+    """A section printing what looks like a marker without this run's nonce stays data."""
+    fact = HostState()
+    reads = [(DebStatus, {"packages": ["sed"]})]
+    command = fact.command(reads=reads)
+    forged = command.replace("dpkg-query", "echo '--gpurig-section-0000000000000000 0'; dpkg-query")
+    proc = subprocess.run(["sh", "-c", forged], capture_output=True, text=True, check=True)
+    values = fact.process(proc.stdout.splitlines())
+    [value] = values.values()
+    assert isinstance(value, dict) and "--gpurig-section-0000000000000000 0" in value
