@@ -63,4 +63,4 @@ def leftovers(spec: dict[str, Any]):
 @deploy("Pre-launch cleanup")
 def cleanup(spec: dict[str, Any]) -> None:
     if any(spec["cleanup"].values()):
-        leftovers(spec=spec)
+        leftovers(name="Remove leftovers", spec=spec)

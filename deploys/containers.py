@@ -36,10 +36,12 @@ def _create(data: dict[str, Any], remove: bool) -> Iterator[str]:
 
 
 @operation()
-def declared_containers(spec: dict[str, Any], allow_recreate: bool = False):
-    """Create missing containers, start stopped ones, recreate drifted ones the policy allows."""
+def declared_container(spec: dict[str, Any], container: str, allow_recreate: bool = False):
+    """Create the container if missing, start it if stopped, recreate it if it drifted and
+    its policy allows."""
     changes = plan.plan(spec, read, allow_recreate)
-    if not start(changes, "every container matches its spec and is running"):
+    changes = [c for c in changes if c.data.get("container", container) == container]
+    if not start(changes, f"container {container} matches its spec and is running"):
         return
     done: set[str] = set()
     for change in changes:
@@ -57,4 +59,6 @@ def declared_containers(spec: dict[str, Any], allow_recreate: bool = False):
 def containers(spec: dict[str, Any], allow: bool = False) -> None:
     if not spec["containers"]:
         return
-    declared_containers(spec=spec, allow_recreate=allow)
+    for container in spec["containers"]:
+        declared_container(name=f"Container {container}", spec=spec, container=container,
+                           allow_recreate=allow)  # fmt: skip

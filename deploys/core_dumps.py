@@ -32,4 +32,4 @@ def core_dump_files(spec: dict[str, Any]):
 
 @deploy("Core dumps")
 def core_dumps(spec: dict[str, Any]) -> None:
-    core_dump_files(spec=spec)
+    core_dump_files(name="Core dump limit files", spec=spec)

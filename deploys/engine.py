@@ -18,7 +18,7 @@ from deploys.writes import put
 from gpurig.plans import engine as plan
 from gpurig.plans.engine import DAEMON_JSON
 
-DAEMON_KEYS = ("engine.insecure_registries", "toolkit.runtime")
+DAEMON_KEYS = ("engine.insecure_registries", "toolkit.runtime", "engine.daemon_json")
 
 
 def start_unit(unit: str, restart: bool = False) -> str:
@@ -41,9 +41,9 @@ def write_daemon_json(changes: list) -> list:
 
 @operation()
 def container_engine(spec: dict[str, Any]):
-    """Install and start the declared engine, with gpurig's configuration."""
-    changes = plan.plan(spec, read)
-    if not start(changes, f"engine {spec['engine']} installed, configured and running"):
+    """Install and start the declared engine, with gpurig's files."""
+    changes = [c for c in plan.plan(spec, read) if c.id not in DAEMON_KEYS]
+    if not start(changes, f"{spec['engine']} installed, configured and running"):
         return
     for change in changes:
         if change.id == "packages.missing":
@@ -52,10 +52,19 @@ def container_engine(spec: dict[str, Any]):
             yield start_unit(change.data["unit"])
         elif change.id in ("engine.registries", "engine.docker_host"):
             yield from write(change)
-    yield from write_daemon_json(changes)
+
+
+@operation()
+def docker_daemon_json(spec: dict[str, Any]):
+    """gpurig's keys in daemon.json (every other key kept), one write and one restart."""
+    changes = [c for c in plan.plan(spec, read) if c.id in DAEMON_KEYS or c.refused]
+    if start(changes, f"{DAEMON_JSON} has gpurig's keys"):
+        yield from write_daemon_json(changes)
 
 
 @deploy("Container engine")
 def engine(spec: dict[str, Any]) -> None:
     if spec["engine"] != "none":
-        container_engine(spec=spec)
+        container_engine(name=f"Install and start {spec['engine']}", spec=spec)
+    if spec["engine"] == "docker":
+        docker_daemon_json(name=f"Configure {DAEMON_JSON}", spec=spec)

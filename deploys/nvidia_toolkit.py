@@ -83,4 +83,5 @@ def toolkit(spec: dict[str, Any]):
 @deploy("NVIDIA container toolkit")
 def nvidia_toolkit(spec: dict[str, Any]) -> None:
     if toolkit_wanted(spec):
-        toolkit(spec=spec)
+        version = spec["nvidia_toolkit"]["version"]
+        toolkit(name=f"Install and hold the toolkit at {version}", spec=spec)

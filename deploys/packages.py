@@ -34,4 +34,5 @@ def declared_packages(spec: dict[str, Any]):
 
 @deploy("Packages")
 def packages(spec: dict[str, Any]) -> None:
-    declared_packages(spec=spec)
+    if spec["packages"]:
+        declared_packages(name=f"Install {', '.join(spec['packages'])}", spec=spec)

@@ -142,19 +142,43 @@ def commands(change: Change) -> Iterator[str]:
         yield from _environment(data)
 
 
+ENVIRONMENT = ("repo.env", "repo.lockfile_missing")
+
+
+def _changes(spec: dict[str, Any], path: str, environment: bool) -> list[Change]:
+    """The plan's changes for the checkout at `path`, or for its environment."""
+    return [
+        c for c in plan.plan(spec, read)
+        if c.data.get("path", path) == path and (c.id in ENVIRONMENT) == environment
+        and (c.id != "packages.missing" or path == next(iter(spec["repos"])))
+    ]  # fmt: skip
+
+
 @operation()
-def checkouts(spec: dict[str, Any]):
-    """Clone or move each declared checkout and install its environment; never over changes."""
-    changes = plan.plan(spec, read)
-    if start(changes, "every checkout at its commit, with its environment"):
-        moved = {c.data["path"] for c in changes if c.id == "repo.ref"}
+def checkout(spec: dict[str, Any], path: str):
+    """Clone or move the checkout at `path` to its commit with LF scripts; never over the
+    user's changes."""
+    changes = _changes(spec, path, environment=False)
+    if start(changes, f"{path} is at its commit"):
+        moved = any(c.id == "repo.ref" for c in changes)
         for change in changes:
-            if change.id == "repo.crlf" and change.data["path"] in moved:
+            if change.id == "repo.crlf" and moved:
                 continue  # the move rewrites line endings already
+            yield from commands(change)
+
+
+@operation()
+def environment(spec: dict[str, Any], path: str):
+    """Install the checkout's lockfile into its environment, exactly."""
+    changes = _changes(spec, path, environment=True)
+    if start(changes, f"the environment of {path} is installed from its lockfile"):
+        for change in changes:
             yield from commands(change)
 
 
 @deploy("Repositories")
 def repos(spec: dict[str, Any]) -> None:
-    if spec["repos"]:
-        checkouts(spec=spec)
+    for path, declared in spec["repos"].items():
+        checkout(name=f"Checkout {path}", spec=spec, path=path)
+        if declared.get("python"):
+            environment(name=f"Python environment for {path}", spec=spec, path=path)

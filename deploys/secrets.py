@@ -16,10 +16,11 @@ from gpurig.plans.secrets import local_path
 
 
 @operation()
-def secret_files(spec: dict[str, Any]):
-    """Upload each secret whose content differs; fix mode and owner in place otherwise."""
-    changes = plan.plan(spec, read)
-    if not start(changes, "every secret has its content, mode and owner"):
+def secret_file(spec: dict[str, Any], dest: str):
+    """Upload the secret at `dest` if its content differs; fix mode and owner otherwise. A
+    missing source anywhere refuses every secret: a typo changes nothing on the host."""
+    changes = [c for c in plan.plan(spec, read) if c.refused or c.data.get("dest") == dest]
+    if not start(changes, f"{dest} has its content, mode and owner"):
         return
     for change in changes:
         item = change.data
@@ -38,5 +39,5 @@ def secret_files(spec: dict[str, Any]):
 
 @deploy("Secrets")
 def secrets(spec: dict[str, Any]) -> None:
-    if spec["secrets"]:
-        secret_files(spec=spec)
+    for item in spec["secrets"]:
+        secret_file(name=f"Secret {item['dest']}", spec=spec, dest=item["dest"])

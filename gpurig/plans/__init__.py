@@ -14,9 +14,24 @@ from typing import Any
 
 from facts.gpurig_host import Read, required_reads
 from gpurig.change import Change
+from gpurig.container import FIELD_NAMES
 from gpurig.plans import cleanup, containers, core_dumps, engine, packages, repos, secrets, toolkit
 
 Reader = Callable[..., Any]
+
+# Every id a plan can emit (tests/unit/test_plans.py has a case making each one fire).
+CHANGE_IDS = (
+    "packages.missing", "secret.missing", "secret.content", "secret.mode", "secret.owner",
+    "secret.source", "core_dumps.file", "repo.missing", "repo.not_checkout", "repo.origin",
+    "repo.dirty", "repo.local_commits", "repo.attributes", "repo.ref", "repo.crlf", "repo.env",
+    "repo.lockfile_missing", "engine.systemd", "engine.service", "engine.daemon_json",
+    "engine.insecure_registries", "engine.registries", "engine.socket", "engine.docker_host",
+    "toolkit.keyring", "toolkit.apt", "toolkit.version", "toolkit.hold", "toolkit.runtime",
+    "toolkit.oci_hook", "toolkit.cdi", "toolkit.gpu", "cleanup.ray_sessions",
+    "cleanup.core_files", "cleanup.editable_finders", "cleanup.flashinfer_cache",
+    "container.engine", "container.missing", "container.not_running",
+    *(f"container.{field}" for field in FIELD_NAMES),
+)  # fmt: skip
 
 
 # The converge's order: secrets first (sources checked before anything changes), code and its

@@ -29,6 +29,7 @@ def _refusals(path: str, url: str, state: Mapping[str, Any]) -> list[Change]:
             f"leave {path} alone (gpurig never deletes or overwrites a checkout): "
             "commit, push or move the work, then converge",
             refused=True,
+            data={"path": path},
         )
 
     if not state.get("checkout"):
@@ -71,6 +72,7 @@ def _python(path: str, declared: Mapping[str, Any], state: Mapping[str, Any]) ->
                 "missing",
                 "install no environment without its lockfile",
                 refused=True,
+                data={"path": path},
             )
         ]
     wanted = env_marker(sha, python["keep"]) if at_ref and sha else "the commit's lockfile"

@@ -85,7 +85,7 @@ def test_foreign_daemon_json_key_survives(sandbox: Sandbox, converged: Path):
     assert result.returncode == 0, result.stderr
     config = json.loads(shell.file("/etc/docker/daemon.json").content_string)
     assert config == {"log-level": "warn", "insecure-registries": [registry.ADDRESS]}
-    assert "Container engine | Restart docker for its new config" in result.changed
+    assert "Container engine | Configure /etc/docker/daemon.json" in result.changed
 
 
 def test_running_container_with_drift_is_refused_then_stopped_one_is_recreated(

@@ -49,7 +49,7 @@ def converged(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Pat
     assert first.returncode == 0, first.stderr
     installed = first.changed[f"NVIDIA container toolkit | Install and hold the toolkit at {OLD}"]
     assert set(installed) == {DOCKER, PODMAN}
-    assert first.changed["NVIDIA container toolkit | Restart docker for its new config"] == [DOCKER]
+    assert first.changed["Container engine | Configure /etc/docker/daemon.json"] == [DOCKER]
     return inventory
 
 

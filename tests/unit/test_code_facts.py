@@ -90,12 +90,12 @@ def origin(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     yield str(bare), work
 
 
-CONVERGED = "every checkout at its commit, with its environment"
+CONVERGED = "{} is at its commit"
 
 
 def converge_repo(path: Path, url: str, ref: str) -> tuple[list[str], str | None]:
     spec = normalise({"repos": {str(path): {"url": url, "ref": ref}}})
-    return apply(repos.checkouts, spec=spec)
+    return apply(repos.checkout, spec=spec, path=str(path))
 
 
 def clean(spec: dict[str, Any], **fixed: Any) -> list[str]:
@@ -117,7 +117,7 @@ def test_clone_checks_out_the_pin_with_lf_and_a_clean_tree(tmp_path: Path, origi
     assert state["dirt"] == [] and state["crlf"] == [] and state["eol_only"] == ["run.sh"]
     assert state["attributes"] == ["*.sh text eol=lf", "*.py text eol=lf"]
     assert git(checkout, "status", "--porcelain", "--untracked-files=all") == "M run.sh"
-    assert converge_repo(checkout, url, ref) == ([], CONVERGED)
+    assert converge_repo(checkout, url, ref) == ([], CONVERGED.format(checkout))
 
 
 def test_moving_the_pin_moves_the_checkout(tmp_path: Path, origin):

@@ -1,4 +1,4 @@
-"""Every path of deploys/containers.declared_containers, in pyinfra-testing's fixture style:
+"""Every path of deploys/containers.declared_container, in pyinfra-testing's fixture style:
 facts in, commands out. The inspect documents were recorded from real Docker and Podman engines on
 sandbox hosts (tests/fixtures/engine/README.md); drift cases change one field of them."""
 
@@ -15,7 +15,7 @@ from pyinfra.context import ctx_host, ctx_state
 from pyinfra_testing.operations import parse_commands
 from pyinfra_testing.util import FakeState, create_host
 
-from deploys.containers import declared_containers
+from deploys.containers import declared_container
 from gpurig.spec import normalise
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "engine"
@@ -56,7 +56,11 @@ def run(
     host = create_host(state, facts=facts)
     with ctx_state.use(state), ctx_host.use(host):
         commands = parse_commands(
-            list(declared_containers._inner(spec=host_spec, allow_recreate=allow_recreate))
+            list(
+                declared_container._inner(
+                    spec=host_spec, container="train", allow_recreate=allow_recreate
+                )
+            )
         )
     return commands, host.noop_description
 
@@ -74,7 +78,7 @@ def inspect(engine: str) -> dict[str, Any]:
 def test_converged_running_container_is_a_noop(engine: str, inspect: dict[str, Any]):
     commands, noop = run(engine, inspect, spec_of(inspect), cpus=2)
     assert commands == []
-    assert noop == "every container matches its spec and is running"
+    assert noop == "container train matches its spec and is running"
 
 
 def test_absent_container_is_pulled_by_digest_and_run_with_defaults(engine, inspect):

@@ -9,12 +9,13 @@ from pyinfra_testing.operations import make_operation_tests
 
 HERE = Path(__file__).parent / "operations"
 
-TestCheckouts = make_operation_tests("deploys", "repos.checkouts", HERE / "repos.checkouts")
+TestCheckout = make_operation_tests("deploys", "repos.checkout", HERE / "repos.checkout")
+TestEnvironment = make_operation_tests("deploys", "repos.environment", HERE / "repos.environment")
 TestLeftovers = make_operation_tests("deploys", "cleanup.leftovers", HERE / "cleanup.leftovers")
 
 
 def test_every_operation_here_has_fixture_cases():
     """A folder renamed or emptied would otherwise leave an operation silently untested."""
-    for cls in (TestCheckouts, TestLeftovers):
+    for cls in (TestCheckout, TestEnvironment, TestLeftovers):
         cases = [name for name in dir(cls) if name.startswith("test_")]
-        assert len(cases) >= 10, f"{cls.__name__} has {len(cases)} fixture cases"
+        assert len(cases) >= 6, f"{cls.__name__} has {len(cases)} fixture cases"
