@@ -160,13 +160,13 @@ def test_dirty_checkout_is_refused_and_the_edit_survives(sandbox: Sandbox, conve
     try:
         result = converge([converged], limit=[FLEET_HOST])
         assert result.returncode != 0
-        assert "uncommitted changes: M train.py" in result.stderr
+        assert "no uncommitted changes, found M train.py" in result.stderr
         assert shell.check_output(f"tail -n 1 {CODE}/train.py") == "# my hotfix"
     finally:
         shell.check_output(f"git -C {CODE} checkout -- train.py")
 
 
-def test_crlf_script_committed_on_the_host_is_drift_and_refused(sandbox: Sandbox, converged: Path):
+def test_local_commit_with_a_crlf_script_is_drift_and_refused(sandbox: Sandbox, converged: Path):
     shell = remote(sandbox, FLEET_HOST)
     pin = shell.check_output(f"git -C {CODE} rev-parse HEAD")
     shell.check_output(
@@ -175,7 +175,8 @@ def test_crlf_script_committed_on_the_host_is_drift_and_refused(sandbox: Sandbox
     )
     try:
         ids = {f["id"] for f in drift_findings(converged)}
-        assert {"repo.crlf", "repo.ref"} <= ids, ids
+        # The converge leaves a local commit alone, so that refusal is the drift reported.
+        assert "repo.local_commits" in ids, ids
         result = converge([converged], limit=[FLEET_HOST])
         assert result.returncode != 0  # a local commit is the user's work: reported, kept
         assert shell.file(f"{CODE}/hotfix.sh").exists
@@ -223,13 +224,13 @@ def test_changed_lockfile_is_drift_then_converged(
     shell.check_output(
         f"git -C {PROJ} fetch -q origin && git -C {PROJ} checkout -q --detach {bumped}"
     )
-    assert "repo.lockfile" in {f["id"] for f in drift_findings(inventory)}
+    assert "repo.env" in {f["id"] for f in drift_findings(inventory)}
     result = converge([inventory], limit=[FLEET_HOST])
     assert result.returncode == 0, result.stderr
     assert result.changed[ENV_OP] == [FLEET_HOST]
     python = f"{PROJ}/.venv/bin/python"
     assert shell.check_output(f"{python} -c 'import alpha; print(alpha.__version__)'") == "1.1"
-    assert "repo.lockfile" not in {f["id"] for f in drift_findings(inventory)}
+    assert "repo.env" not in {f["id"] for f in drift_findings(inventory)}
 
 
 def test_pip_with_hashes_on_a_full_host(sandbox: Sandbox, tmp_path: Path):

@@ -74,7 +74,7 @@ def test_container_recreated_with_another_shm_size(sandbox: Sandbox, inventory: 
 
 def test_limits_file_removed(sandbox: Sandbox, inventory: Path):
     remote(sandbox, HOST).check_output("rm /etc/security/limits.d/90-gpurig-core.conf")
-    assert_drift(inventory, "core_dumps.limits")
+    assert_drift(inventory, "core_dumps.file")
     reconverged(inventory)
 
 

@@ -106,4 +106,4 @@ def test_gpu_required_without_a_gpu_is_refused(sandbox: Sandbox, tmp_path: Path)
     )
     result = converge([inventory], limit=[DOCKER])
     assert result.returncode != 0
-    assert "gpu: required, but no NVIDIA GPU answers `nvidia-smi -L`" in result.stderr
+    assert "gpu: required" in result.stderr and "until a GPU answers" in result.stderr
