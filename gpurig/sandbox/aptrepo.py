@@ -15,11 +15,8 @@ from pathlib import Path
 
 from gpurig.evaluate import rules
 from gpurig.fsutil import atomic_write
-from gpurig.sandbox.net import GATEWAY
 from gpurig.sandbox.proc import SandboxError, run, spawn_daemon
 
-PORT = 8080
-ADDRESS = f"http://{GATEWAY}:{PORT}"
 VERSIONS = ("1.17.8-1", "1.17.9-1")
 KEY_NAME = "gpurig sandbox apt repository <apt@sandbox.invalid>"
 TOOLS = ("dpkg-deb", "gpg", "gpgconf")
@@ -144,8 +141,13 @@ def build(top: Path) -> Path:
     return repo
 
 
-def start(top: Path) -> tuple[int, int | None]:
+def url(host: str, port: int) -> str:
+    """The repository's URL, as `nvidia_toolkit.repo` declares it (`/gpgkey` below it)."""
+    return f"http://{host}:{port}"
+
+
+def start(top: Path, host: str, port: int) -> tuple[int, int | None]:
     """Build (once) and serve the repository on the bridge; returns pid and start time."""
     repo = build(top)
-    argv = [sys.executable, "-m", "http.server", "--bind", GATEWAY, "--directory", str(repo)]
-    return spawn_daemon([*argv, str(PORT)], top / "http.log", GATEWAY, PORT)
+    argv = [sys.executable, "-m", "http.server", "--bind", host, "--directory", str(repo)]
+    return spawn_daemon([*argv, str(port)], top / "http.log", host, port)

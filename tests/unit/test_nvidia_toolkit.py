@@ -155,7 +155,8 @@ def run_deploy(
     return calls, host.noop_description
 
 
-TOOLKIT = {"version": "1.17.8-1", "repo": aptrepo.ADDRESS, "key": f"{aptrepo.ADDRESS}/gpgkey"}
+REPO = aptrepo.url("192.0.2.1", 8080)  # a documentation address: nothing connects
+TOOLKIT = {"version": "1.17.8-1", "repo": REPO, "key": f"{REPO}/gpgkey"}
 INSTALL = ["ensure_packages", "keyring", "put", "put", "pinned_packages"]
 
 
