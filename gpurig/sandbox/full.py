@@ -51,15 +51,14 @@ def inner_containers_conf(path: Path) -> Path:
 
 def ensure_network(state: State, env: dict[str, str]) -> None:
     """The sandbox's Podman network, on the bridge interface its allocation names."""
-    if network_exists(state.podman_network, env):
-        return
-    run(["podman", "network", "create", "--subnet", state.podman_subnet, state.podman_network],
-        env=env)  # fmt: skip
+    if not network_exists(state.podman_network, env):
+        run(["podman", "network", "create", "--subnet", state.podman_subnet,
+             state.podman_network], env=env)  # fmt: skip
     # Podman picks the next free cni-podmanN / podmanN, which two sandboxes creating networks
     # at once would both pick; Podman 4.3 (Debian 12) takes no interface name: set it in the
     # config it wrote (CNI's .conflist, or netavark's .json).
-    config = networks_dir(Path(env["CONTAINERS_CONF"])) / state.podman_network
-    cni = config.with_suffix(".conflist")
+    configs = networks_dir(Path(env["CONTAINERS_CONF"]))
+    cni = configs / f"{state.podman_network}.conflist"
     if cni.exists():
         data = json.loads(cni.read_text())
         for plugin in data["plugins"]:
@@ -67,7 +66,7 @@ def ensure_network(state: State, env: dict[str, str]) -> None:
                 plugin["bridge"] = state.podman_interface
         atomic_write(cni, json.dumps(data, indent=2))
     else:
-        netavark = config.with_suffix(".json")
+        netavark = configs / f"{state.podman_network}.json"
         data = json.loads(netavark.read_text())
         data["network_interface"] = state.podman_interface
         atomic_write(netavark, json.dumps(data, indent=2))
