@@ -116,10 +116,11 @@ def build(top: Path) -> Path:
     if missing:
         raise SandboxError(f"missing tools for the apt repository: {', '.join(missing)}")
     staging = Path(tempfile.mkdtemp(prefix="repo.", dir=top))
-    home, out = staging / "gnupg", staging / "repo"
+    # The agent's socket lives in the home, and a socket path has at most 107 bytes: a
+    # sandbox kept deep in the tree (pytest's tmp) would exceed it, so the home is short.
+    home, out = Path(tempfile.mkdtemp(prefix="gpurig-gpg.")), staging / "repo"
     try:
         (out / "pool").mkdir(parents=True)
-        home.mkdir(mode=0o700)
         index = "".join(
             _build_deb(package, version, staging, out / "pool")
             for version in VERSIONS
@@ -137,6 +138,7 @@ def build(top: Path) -> Path:
     finally:
         # gpg started an agent for this throwaway home; it must not outlive the build.
         run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False)
+        shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(staging, ignore_errors=True)
     return repo
 

@@ -33,13 +33,14 @@ class Sandbox:
     """A running sandbox: its name, directory, records, access files and service addresses
     (each sandbox has its own: read them here, never as constants)."""
 
-    def __init__(self, name: str, top: Path) -> None:
-        self.name, self.top = name, top
+    def __init__(self, name: str, top: Path, env: dict[str, str] | None = None) -> None:
+        self.name, self.top, self.env = name, top, env
         self.paths = manager.Paths(top)
 
     def cli(self, command: str, *args: str) -> subprocess.CompletedProcess[str]:
-        """`gpurig sandbox COMMAND` for this sandbox."""
-        return gpurig("sandbox", command, "--name", self.name, "--dir", str(self.top), *args)
+        """`gpurig sandbox COMMAND` for this sandbox (with `env`: e.g. a private index)."""
+        argv = ["sandbox", command, "--name", self.name, "--dir", str(self.top), *args]
+        return gpurig(*argv, env=self.env)
 
     def up(self, fleet: int = FLEET, full: int = FULL) -> subprocess.CompletedProcess[str]:
         return self.cli("up", "--fleet", str(fleet), "--full", str(full))
