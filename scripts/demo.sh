@@ -78,7 +78,7 @@ if converge refused; then
     echo "demo: the converge recreated a running container without the opt-in" >&2
     exit 1
 fi
-grep -m 3 'allow_recreate' "$DEMO_DIR/converge-refused.log" || true
+grep -m 1 'allow_recreate' "$DEMO_DIR/converge-refused.log" || true
 
 section "Converge with the opt-in: pyinfra ... --data allow_recreate=true"
 converge fixed --data allow_recreate=true

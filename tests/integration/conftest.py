@@ -36,5 +36,11 @@ def sandbox() -> Iterator[Sandbox]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that take the sandbox down or kill its processes run after all the others."""
-    items.sort(key=lambda item: item.get_closest_marker("disruptive") is not None)
+    """Tests that take the sandbox down or kill its processes run after all the others; the
+    demo, minutes long, runs last."""
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("last") is not None,
+            item.get_closest_marker("disruptive") is not None,
+        )
+    )
