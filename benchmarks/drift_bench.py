@@ -5,8 +5,8 @@ playbook (forks = hosts), and a bare parallel `ssh host true`, on 10, 50 and 100
     sudo .venv/bin/python benchmarks/drift_bench.py [--sizes 10,50,100] [--repeat 3]
 
 Prints a table (median seconds) and ratios from the same run. Needs root (it brings up its own
-sandbox in $GPURIG_BENCH_SANDBOX_DIR, default ~/.local/state/gpurig/bench-sandbox, and takes
-it down at the end).
+sandbox, named $GPURIG_BENCH_SANDBOX or `bench`, beside any other, and takes it down at the
+end).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pathlib import Path
 import yaml
 
 from benchmarks.checks import CHECKS
-from gpurig.fsutil import xdg_dir
 from gpurig.sandbox import manager
+from gpurig.sandbox.state import locate
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -124,10 +124,9 @@ def main() -> None:
     parser.add_argument("--ansible-repeat", type=int, default=1)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    env_dir = os.environ.get("GPURIG_BENCH_SANDBOX_DIR")
-    top = Path(env_dir) if env_dir else xdg_dir("XDG_STATE_HOME", ".local/state", "bench-sandbox")
+    name, top = locate(os.environ.get("GPURIG_BENCH_SANDBOX", "bench"), None)
     paths = manager.Paths(top)
-    manager.up(top, max(sizes), 0, log=lambda _: None)
+    manager.up(top, name, max(sizes), 0, log=lambda _: None)
     rows = []
     try:
         with tempfile.TemporaryDirectory() as tmp:

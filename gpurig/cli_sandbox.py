@@ -1,73 +1,120 @@
-"""`gpurig sandbox up|down|status`."""
+"""`gpurig sandbox up|down|status|list`."""
 
 from __future__ import annotations
 
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from gpurig.sandbox import manager
 from gpurig.sandbox.proc import SandboxError
-from gpurig.sandbox.state import default_dir
+from gpurig.sandbox.state import locate
 
-dir_option = click.option(
-    "--dir",
-    "top",
-    type=click.Path(path_type=Path, file_okay=False),
-    default=default_dir,
-    show_default="$GPURIG_SANDBOX_DIR or ~/.local/state/gpurig/sandbox",
-    help="Where the sandbox keeps its records, keys and inventory.",
-)
+
+def _fail(command: str, error: SandboxError) -> None:
+    click.echo(f"gpurig sandbox {command}: {error}", err=True)
+    sys.exit(1)
+
+
+def which_sandbox(command: Callable[..., Any]) -> Callable[..., Any]:
+    """--name and --dir, resolved into `name` and `top` for the command."""
+
+    @click.option(
+        "--name",
+        help="The sandbox's name (1-12 of a-z, 0-9, -); each name has its own directory, "
+        "bridge, subnets and ports.  [default: $GPURIG_SANDBOX or 'default']",
+    )
+    @click.option(
+        "--dir",
+        "top",
+        type=click.Path(path_type=Path, file_okay=False),
+        help="Keep the sandbox here instead of ~/.local/state/gpurig/sandboxes/NAME.  "
+        "[default: $GPURIG_SANDBOX_DIR]",
+    )
+    def wrapper(name: str | None, top: Path | None, **kwargs: Any) -> Any:
+        try:
+            name, top = locate(name, top)
+        except SandboxError as e:
+            _fail(command.__name__, e)
+        return command(name=name, top=top, **kwargs)
+
+    wrapper.__name__ = command.__name__
+    wrapper.__doc__ = command.__doc__
+    return wrapper
 
 
 @click.group()
 def sandbox() -> None:
-    """Disposable real SSH hosts on this machine (root; for tests, the demo, benchmarks)."""
+    """Disposable real SSH hosts on this machine (root; for tests, the demo, benchmarks).
+    Sandboxes have names and run side by side."""
 
 
 @sandbox.command()
 @click.option("--fleet", "fleet_hosts", type=click.IntRange(0, 1000), default=1, show_default=True)
 @click.option("--full", "full_hosts", type=click.IntRange(0, 20), default=0, show_default=True)
-@dir_option
-def up(fleet_hosts: int, full_hosts: int, top: Path) -> None:
+@which_sandbox
+def up(fleet_hosts: int, full_hosts: int, name: str, top: Path) -> None:
     """Start at least this many fleet and full hosts, and write their inventory."""
     began = time.monotonic()
     try:
-        manager.up(top, fleet_hosts, full_hosts, log=click.echo)
+        manager.up(top, name, fleet_hosts, full_hosts, log=click.echo)
     except SandboxError as e:
-        click.echo(f"gpurig sandbox up: {e}", err=True)
-        sys.exit(1)
+        _fail("up", e)
     click.echo(f"ready in {time.monotonic() - began:.1f}s")
 
 
 @sandbox.command()
 @click.option("--purge-cache", is_flag=True, help="Also drop the cached rootfs and host image.")
-@dir_option
-def down(purge_cache: bool, top: Path) -> None:
+@click.option("--all", "every", is_flag=True, help="Every sandbox `gpurig sandbox list` shows.")
+@which_sandbox
+def down(purge_cache: bool, every: bool, name: str, top: Path) -> None:
     """Remove everything the sandbox made, by its own records."""
     try:
         env = manager.Paths(top).podman_env() if purge_cache else {}
-        manager.down(top, log=click.echo)
+        if every:
+            manager.down_all(log=click.echo)
+        else:
+            manager.down(top, log=click.echo)
         if purge_cache:
             manager.purge_cache(env)
     except SandboxError as e:
-        click.echo(f"gpurig sandbox down: {e}", err=True)
-        sys.exit(1)
+        _fail("down", e)
 
 
 @sandbox.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON rows.")
-@dir_option
-def status(as_json: bool, top: Path) -> None:
-    """List the sandbox's hosts; exit 1 if any recorded host is down."""
+@which_sandbox
+def status(as_json: bool, name: str, top: Path) -> None:
+    """List the sandbox's services and hosts; exit 1 if any is down."""
+    if not manager.Paths(top).state.exists():
+        click.echo(f"gpurig sandbox status: no sandbox {name!r} (in {top})", err=True)
+        sys.exit(1)
     rows = manager.status(top)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     else:
         for row in rows:
             state = "up" if row["up"] else "DOWN"
-            click.echo(f"{row['name']:<12} {row['kind']:<9} {row['address']:<18} {state}")
+            click.echo(f"{row['name']:<12} {row['kind']:<9} {row['address']:<24} {state}")
     sys.exit(0 if all(row["up"] for row in rows) else 1)
+
+
+@sandbox.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON rows.")
+def list_(as_json: bool) -> None:
+    """Every sandbox on record: name, directory, bridge, subnet, hosts, status."""
+    rows = manager.listing()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(f"{'NAME':<13} {'BRIDGE':<16} {'SUBNET':<16} {'HOSTS':>5}  {'STATUS':<9} DIR")
+    for r in rows:
+        click.echo(
+            f"{r['name']:<13} {r['bridge']:<16} {r['subnet']:<16} {r['hosts']:>5}  "
+            f"{r['status']:<9} {r['dir']}"
+        )

@@ -15,11 +15,8 @@ from pathlib import Path
 
 from gpurig.fsutil import atomic_write
 from gpurig.plans.toolkit import packages as toolkit_packages
-from gpurig.sandbox.net import GATEWAY
 from gpurig.sandbox.proc import SandboxError, run, spawn_daemon
 
-PORT = 8080
-ADDRESS = f"http://{GATEWAY}:{PORT}"
 VERSIONS = ("1.17.8-1", "1.17.9-1")
 KEY_NAME = "gpurig sandbox apt repository <apt@sandbox.invalid>"
 TOOLS = ("dpkg-deb", "gpg", "gpgconf")
@@ -119,10 +116,11 @@ def build(top: Path) -> Path:
     if missing:
         raise SandboxError(f"missing tools for the apt repository: {', '.join(missing)}")
     staging = Path(tempfile.mkdtemp(prefix="repo.", dir=top))
-    home, out = staging / "gnupg", staging / "repo"
+    # The agent's socket lives in the home, and a socket path has at most 107 bytes: a
+    # sandbox kept deep in the tree (pytest's tmp) would exceed it, so the home is short.
+    home, out = Path(tempfile.mkdtemp(prefix="gpurig-gpg.")), staging / "repo"
     try:
         (out / "pool").mkdir(parents=True)
-        home.mkdir(mode=0o700)
         index = "".join(
             _build_deb(package, version, staging, out / "pool")
             for version in VERSIONS
@@ -140,12 +138,18 @@ def build(top: Path) -> Path:
     finally:
         # gpg started an agent for this throwaway home; it must not outlive the build.
         run(["gpgconf", "--homedir", str(home), "--kill", "all"], check=False)
+        shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(staging, ignore_errors=True)
     return repo
 
 
-def start(top: Path) -> tuple[int, int | None]:
+def url(host: str, port: int) -> str:
+    """The repository's URL, as `nvidia_toolkit.repo` declares it (`/gpgkey` below it)."""
+    return f"http://{host}:{port}"
+
+
+def start(top: Path, host: str, port: int) -> tuple[int, int | None]:
     """Build (once) and serve the repository on the bridge; returns pid and start time."""
     repo = build(top)
-    argv = [sys.executable, "-m", "http.server", "--bind", GATEWAY, "--directory", str(repo)]
-    return spawn_daemon([*argv, str(PORT)], top / "http.log", GATEWAY, PORT)
+    argv = [sys.executable, "-m", "http.server", "--bind", host, "--directory", str(repo)]
+    return spawn_daemon([*argv, str(port)], top / "http.log", host, port)

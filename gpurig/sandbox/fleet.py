@@ -9,7 +9,7 @@ from pathlib import Path
 from gpurig.sandbox import net
 from gpurig.sandbox.keys import ensure_keypair, public_key
 from gpurig.sandbox.proc import SandboxError, children, kill, start_time
-from gpurig.sandbox.state import HostRecord
+from gpurig.sandbox.state import HostRecord, State
 
 # Runs inside the new namespaces; the mounts vanish with them, so nothing leaks to the machine.
 LAUNCH = r"""
@@ -39,26 +39,28 @@ def prepare_lower(lower: Path, client_key: Path) -> None:
     (ssh_dir / "authorized_keys").write_text(Path(f"{client_key}.pub").read_text())
 
 
-def record(index: int) -> HostRecord:
+def record(state: State, index: int) -> HostRecord:
+    """Fleet host `index` of the sandbox: its address on the sandbox's bridge, and a netns
+    and veth named after the sandbox (veth names have 15 characters: the slot stands in)."""
     name = f"fleet-{index:03d}"
     return HostRecord(
         name=name,
         kind="fleet",
         index=index,
-        address=net.host_address(index),
-        netns=f"gpurig-{name}",
-        veth=f"gpr-f{index}",
+        address=net.host_address(state.network, index),
+        netns=f"gpurig.{state.name}.{name}",
+        veth=f"gv{state.slot}-{index}",
     )
 
 
-def start(rec: HostRecord, lower: Path, hosts_dir: Path) -> None:
+def start(rec: HostRecord, state: State, lower: Path, hosts_dir: Path) -> None:
     """Create the host's namespaces and start its sshd; fills in pid, start time, host key."""
     top = hosts_dir / rec.name
     for sub in ("upper/etc/ssh", "work", "merged"):
         (top / sub).mkdir(parents=True, exist_ok=True)
     key = ensure_keypair(top / "upper/etc/ssh/ssh_host_ed25519_key", rec.name)
     rec.host_key = public_key(key)
-    net.create_netns(rec.netns, rec.veth, rec.address)
+    net.create_netns(rec.netns, rec.veth, rec.address, state.bridge, state.network)
     with open(top / "sshd.log", "ab") as log:
         launcher = subprocess.Popen(
             [

@@ -10,13 +10,13 @@ from pathlib import Path
 from gpurig.fsutil import atomic_write
 from gpurig.sandbox.keys import ensure_keypair, public_key
 from gpurig.sandbox.proc import SandboxError, run
-from gpurig.sandbox.state import HostRecord
+from gpurig.sandbox.state import HostRecord, State
 
-LABEL = "io.gpurig.sandbox"
-# Full hosts get a network of their own, away from Podman's default 10.88.0.0/16: a Podman
-# inside a full host makes that default network too, and the clash cuts the host off.
-NETWORK = "gpurig-sandbox"
-SUBNET = "10.79.0.0/24"
+LABEL = "io.gpurig.sandbox"  # value: the host's name
+SANDBOX_LABEL = "io.gpurig.sandbox.name"  # value: the sandbox's name
+# Full hosts get a network of the sandbox's own (its allocation's subnet), away from Podman's
+# default 10.88.0.0/16: a Podman inside a full host makes that default network too, and the
+# clash cuts the host off.
 
 
 def _ulimits() -> str:
@@ -37,7 +37,7 @@ def containers_conf(path: Path) -> dict[str, str]:
         "# Written by gpurig sandbox; used only through CONTAINERS_CONF.\n"
         f"[containers]\n{_ulimits()}"
         '[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n'
-        f'[network]\nnetwork_config_dir = "{path.parent / "networks"}"\n',
+        f'[network]\nnetwork_config_dir = "{networks_dir(path)}"\n',
     )
     return {"CONTAINERS_CONF": str(path)}
 
@@ -49,23 +49,46 @@ def inner_containers_conf(path: Path) -> Path:
     return path
 
 
-def ensure_network(env: dict[str, str]) -> None:
-    if not network_exists(env):
-        run(["podman", "network", "create", "--subnet", SUBNET, NETWORK], env=env)
+def ensure_network(state: State, env: dict[str, str]) -> None:
+    """The sandbox's Podman network, on the bridge interface its allocation names."""
+    if not network_exists(state.podman_network, env):
+        run(["podman", "network", "create", "--subnet", state.podman_subnet,
+             state.podman_network], env=env)  # fmt: skip
+    # Podman picks the next free cni-podmanN / podmanN, which two sandboxes creating networks
+    # at once would both pick; Podman 4.3 (Debian 12) takes no interface name: set it in the
+    # config it wrote (CNI's .conflist, or netavark's .json).
+    configs = networks_dir(Path(env["CONTAINERS_CONF"]))
+    cni = configs / f"{state.podman_network}.conflist"
+    if cni.exists():
+        data = json.loads(cni.read_text())
+        for plugin in data["plugins"]:
+            if plugin.get("type") == "bridge":
+                plugin["bridge"] = state.podman_interface
+        atomic_write(cni, json.dumps(data, indent=2))
+    else:
+        netavark = configs / f"{state.podman_network}.json"
+        data = json.loads(netavark.read_text())
+        data["network_interface"] = state.podman_interface
+        atomic_write(netavark, json.dumps(data, indent=2))
 
 
-def network_exists(env: dict[str, str]) -> bool:
-    return run(["podman", "network", "exists", NETWORK], check=False, env=env).returncode == 0
+def networks_dir(conf: Path) -> Path:
+    """Where Podman keeps the network configs of the sandbox whose containers.conf is `conf`."""
+    return conf.parent / "networks"
 
 
-def remove_network(env: dict[str, str]) -> None:
-    if network_exists(env):
-        run(["podman", "network", "rm", "--force", NETWORK], env=env)
+def network_exists(name: str, env: dict[str, str]) -> bool:
+    return run(["podman", "network", "exists", name], check=False, env=env).returncode == 0
 
 
-def record(index: int) -> HostRecord:
+def remove_network(name: str, env: dict[str, str]) -> None:
+    if network_exists(name, env):
+        run(["podman", "network", "rm", "--force", name], env=env)
+
+
+def record(state: State, index: int) -> HostRecord:
     name = f"full-{index}"
-    return HostRecord(name=name, kind="full", index=index, container=f"gpurig-sandbox-{name}")
+    return HostRecord(name=name, kind="full", index=index, container=f"gpurig.{state.name}.{name}")
 
 
 def running(rec: HostRecord, env: dict[str, str]) -> bool:
@@ -78,7 +101,12 @@ def running(rec: HostRecord, env: dict[str, str]) -> bool:
 
 
 def start(
-    rec: HostRecord, image: str, client_key: Path, hosts_dir: Path, env: dict[str, str]
+    rec: HostRecord,
+    state: State,
+    image: str,
+    client_key: Path,
+    hosts_dir: Path,
+    env: dict[str, str],
 ) -> None:
     """Boot the container; fills in its address and host key."""
     top = hosts_dir / rec.name
@@ -89,8 +117,8 @@ def start(
     run(
         [
             "podman", "run", "--detach", "--name", rec.container, "--hostname", rec.name,
-            "--label", f"{LABEL}={rec.name}",
-            "--privileged", "--systemd=always", "--network", NETWORK,
+            "--label", f"{LABEL}={rec.name}", "--label", f"{SANDBOX_LABEL}={state.name}",
+            "--privileged", "--systemd=always", "--network", state.podman_network,
             # Engines inside make their own cgroups; on hybrid cgroups they must see the
             # machine's tree at the paths /proc/self/cgroup names, or runc cannot start.
             "--cgroupns=host", "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
@@ -104,7 +132,7 @@ def start(
         env=env,
     )  # fmt: skip
     info = json.loads(run(["podman", "inspect", rec.container], env=env).stdout)[0]
-    rec.address = info["NetworkSettings"]["Networks"][NETWORK]["IPAddress"]
+    rec.address = info["NetworkSettings"]["Networks"][state.podman_network]["IPAddress"]
     if not rec.address:
         raise SandboxError(f"{rec.name}: container has no address on Podman's network")
 

@@ -1,20 +1,21 @@
 """A git daemon on the sandbox bridge, so hosts clone and fetch over the network for real.
 Tests push bare repositories into `<sandbox dir>/git/repos/NAME.git` and declare
-`git://10.77.0.1:9418/NAME.git`."""
+`<url>/NAME.git` (the sandbox's own address and port)."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-from gpurig.sandbox.net import GATEWAY
 from gpurig.sandbox.proc import SandboxError, run, spawn_daemon
 
-PORT = 9418
-ADDRESS = f"git://{GATEWAY}:{PORT}"
+
+def url(host: str, port: int) -> str:
+    """The daemon's URL; repositories are `<url>/NAME.git`."""
+    return f"git://{host}:{port}"
 
 
-def start(top: Path) -> tuple[int, int | None]:
+def start(top: Path, host: str, port: int) -> tuple[int, int | None]:
     """Serve every repository under `top/repos` read-only; returns pid and start time."""
     if not shutil.which("git"):
         raise SandboxError("git is not installed (apt-get install git)")
@@ -23,6 +24,6 @@ def start(top: Path) -> tuple[int, int | None]:
     # git-daemon itself, not `git daemon`: the wrapper forks it, and the sandbox must record
     # (and later stop) the process that listens.
     daemon = Path(run(["git", "--exec-path"]).stdout.strip(), "git-daemon")
-    argv = [str(daemon), "--export-all", f"--base-path={repos}", f"--listen={GATEWAY}",
-            f"--port={PORT}", "--reuseaddr", str(repos)]  # fmt: skip
-    return spawn_daemon(argv, top / "git-daemon.log", GATEWAY, PORT)
+    argv = [str(daemon), "--export-all", f"--base-path={repos}", f"--listen={host}",
+            f"--port={port}", "--reuseaddr", str(repos)]  # fmt: skip
+    return spawn_daemon(argv, top / "git-daemon.log", host, port)

@@ -1,4 +1,5 @@
-"""`gpurig sandbox up|down|status`: bring the sandbox to a size, report it, remove it."""
+"""`gpurig sandbox up|down|status|list`: bring a named sandbox to a size, report it, remove
+it; list and remove every sandbox by its records."""
 
 from __future__ import annotations
 
@@ -13,10 +14,19 @@ import yaml
 
 from gpurig.fsutil import atomic_write
 from gpurig.sandbox import fleet, full, net, registry, rootfs
+from gpurig.sandbox.alloc import choose, machine_in_use, machine_lock
 from gpurig.sandbox.keys import ensure_keypair
 from gpurig.sandbox.proc import SandboxError, alive, kill, run, wait_port
-from gpurig.sandbox.services import SERVICES
-from gpurig.sandbox.state import HostRecord, State, load, save
+from gpurig.sandbox.services import SERVICES, url
+from gpurig.sandbox.state import (
+    HostRecord,
+    State,
+    load,
+    register,
+    registered,
+    save,
+    unregister,
+)
 
 Log = Callable[[str], None]
 
@@ -73,38 +83,56 @@ def _healthy(rec: HostRecord, env: dict[str, str]) -> bool:
     return bool(rec.address) and full.running(rec, env)
 
 
-def up(top: Path, fleet_hosts: int, full_hosts: int, log: Log = print) -> State:
-    """Make sure at least `fleet_hosts` + `full_hosts` hosts run; repair what a killed run left.
+def _claim(paths: Paths, state: State, name: str) -> None:
+    """Give the sandbox its slot (bridge, subnets, ports) if it has none, and bring up the
+    bridge that claims it, under the machine-wide lock."""
+    if state.bridge and state.slot is None:
+        raise SandboxError(
+            f"{paths.top} was made by an older gpurig (bridge {state.bridge}): "
+            f"`gpurig sandbox down --dir {paths.top}`, then up again"
+        )
+    with machine_lock():
+        if state.slot is None:
+            mine = paths.top.resolve()
+            slots = [load(t / "state.json").slot for t in registered().values() if t != mine]
+            state.allocate(choose(name, machine_in_use(s for s in slots if s is not None)))
+            save(paths.state, state)
+        net.ensure_bridge(state.bridge, state.gateway, state.network)
+
+
+def up(top: Path, name: str, fleet_hosts: int, full_hosts: int, log: Log = print) -> State:
+    """Make sure the sandbox `name` (kept in `top`) runs at least `fleet_hosts` +
+    `full_hosts` hosts; repair what a killed run left.
 
     Idempotent: healthy hosts are left alone, missing ones made, broken ones restarted.
     """
     _require_root_and_tools("ip", "unshare", "ssh-keygen", "docker-registry", "podman")
     paths = Paths(top)
+    register(name, top)
     top.mkdir(parents=True, exist_ok=True)
     state = load(paths.state)
+    state.name = name
+    _claim(paths, state, name)
     ensure_keypair(paths.client_key, "gpurig-sandbox")
 
-    if not state.bridge and net.link_exists(net.BRIDGE):
-        raise SandboxError(
-            f"{net.BRIDGE} exists but is not in {paths.state}: another sandbox runs on this "
-            "machine (one at a time); `gpurig sandbox down --dir` that one first"
-        )
-    state.bridge, state.gateway = net.BRIDGE, net.GATEWAY
-    save(paths.state, state)
-    net.ensure_bridge()
-    for name, service in SERVICES.items():
-        if not alive(*state.services.get(name, [None, None])):
-            (paths.top / name).mkdir(exist_ok=True)
-            state.services[name] = list(service.start(paths.top / name))
+    for service_name, service in SERVICES.items():
+        if not alive(*state.services.get(service_name, [None, None])):
+            (paths.top / service_name).mkdir(exist_ok=True)
+            where = state.endpoint(service_name)
+            state.services[service_name] = list(service.start(paths.top / service_name, *where))
             save(paths.state, state)
-            log(f"{name:<10} {service.ADDRESS}")
+            log(f"{service_name:<10} {url(state, service_name)}")
     if "train" not in state.images:
-        state.images["train"] = registry.seed(paths.podman_env())
+        state.local_image = f"localhost/gpurig.{name}/train:1"
+        save(paths.state, state)
+        state.images["train"] = registry.seed(
+            url(state, "registry"), state.local_image, paths.podman_env()
+        )
         save(paths.state, state)
         log(f"image      {state.images['train']}")
 
-    wanted = [fleet.record(i) for i in range(1, fleet_hosts + 1)]
-    wanted += [full.record(i) for i in range(1, full_hosts + 1)]
+    wanted = [fleet.record(state, i) for i in range(1, fleet_hosts + 1)]
+    wanted += [full.record(state, i) for i in range(1, full_hosts + 1)]
     for rec in wanted:
         state.hosts.setdefault(rec.name, rec)
     env = paths.podman_env()
@@ -115,9 +143,7 @@ def up(top: Path, fleet_hosts: int, full_hosts: int, log: Log = print) -> State:
     image = ""
     if state.full():
         image = rootfs.image(env)
-        state.podman_network = full.NETWORK
-        save(paths.state, state)
-        full.ensure_network(env)
+        full.ensure_network(state, env)
 
     started = []
     for rec in state.hosts.values():
@@ -127,9 +153,9 @@ def up(top: Path, fleet_hosts: int, full_hosts: int, log: Log = print) -> State:
         if rec.kind == "fleet":
             fleet.stop(rec)
             assert lower is not None
-            fleet.start(rec, lower, paths.hosts)
+            fleet.start(rec, state, lower, paths.hosts)
         else:
-            full.start(rec, image, paths.client_key, paths.hosts, env)
+            full.start(rec, state, image, paths.client_key, paths.hosts, env)
         save(paths.state, state)
         started.append(rec)
 
@@ -138,7 +164,10 @@ def up(top: Path, fleet_hosts: int, full_hosts: int, log: Log = print) -> State:
         if not wait_port(rec.address, 22, timeout=max(1.0, deadline - time.monotonic())):
             raise SandboxError(f"{rec.name}: sshd is not answering at {rec.address}:22")
     write_access_files(paths, state)
-    log(f"up: {len(state.fleet())} fleet, {len(state.full())} full ({len(started)} started)")
+    log(
+        f"up: {name}: {len(state.fleet())} fleet, {len(state.full())} full "
+        f"({len(started)} started) on {state.bridge} {state.network}"
+    )
     log(f"inventory  {paths.inventory}")
     return state
 
@@ -182,10 +211,10 @@ def _mounts_under(path: Path) -> list[str]:
 
 def down(top: Path, log: Log = print) -> None:
     """Remove exactly what the records say was made: processes, namespaces, links,
-    containers, the registry, then the sandbox's own directory."""
+    containers, the registry, then the sandbox's own directory and its index entry."""
     paths = Paths(top)
     if not paths.state.exists():
-        log("down: no sandbox here")
+        log(f"down: no sandbox in {top}")
         return
     _require_root_and_tools("ip")
     state = load(paths.state)
@@ -198,18 +227,34 @@ def down(top: Path, log: Log = print) -> None:
         del state.hosts[rec.name]
         save(paths.state, state)
     if state.podman_network:
-        full.remove_network(env)
+        full.remove_network(state.podman_network, env)
     for pid, started in state.services.values():
         kill(pid, started)
-    if state.images:
-        run(["podman", "rmi", "--force", registry.LOCAL_TRAIN_IMAGE], check=False, env=env)
-    if state.bridge:
-        net.remove_bridge()
+    if state.local_image:
+        run(["podman", "rmi", "--force", state.local_image], check=False, env=env)
+    for link in (state.podman_interface, state.bridge):
+        if link:
+            net.remove_link(link)
     leftover = _mounts_under(top)
     if leftover:
         raise SandboxError(f"refusing to delete {top}: still mounted: {', '.join(leftover)}")
-    shutil.rmtree(top)
-    log("down: sandbox removed")
+    real = top.resolve()
+    shutil.rmtree(real)
+    if state.name:
+        unregister(state.name, real)
+    log(f"down: sandbox {state.name or top} removed")
+
+
+def down_all(log: Log = print) -> None:
+    """`down` every sandbox the index knows; one that fails does not stop the others."""
+    failed = []
+    for name, top in registered().items():
+        try:
+            down(top, log)
+        except SandboxError as e:
+            failed.append(f"{name}: {e}")
+    if failed:
+        raise SandboxError("; ".join(failed))
 
 
 def status(top: Path) -> list[dict[str, object]]:
@@ -221,10 +266,10 @@ def status(top: Path) -> list[dict[str, object]]:
         {
             "name": name,
             "kind": "service",
-            "address": service.ADDRESS,
+            "address": url(state, name) if state.ports else "",
             "up": alive(*state.services.get(name, [None, None])),
         }
-        for name, service in SERVICES.items()
+        for name in SERVICES
     ]
     for rec in sorted(state.hosts.values(), key=lambda h: (h.kind, h.index)):
         rows.append(
@@ -233,8 +278,28 @@ def status(top: Path) -> list[dict[str, object]]:
     return rows
 
 
+def listing() -> list[dict[str, object]]:
+    """One row per sandbox in the index: where it lives, what it owns, whether it runs."""
+    rows: list[dict[str, object]] = []
+    for name, top in registered().items():
+        state = load(Paths(top).state)
+        up = [row["up"] for row in status(top)]
+        rows.append(
+            {
+                "name": name,
+                "dir": str(top),
+                "bridge": state.bridge,
+                "subnet": state.network,
+                "hosts": len(state.hosts),
+                "status": "up" if all(up) else "down" if not any(up) else "degraded",
+            }
+        )
+    return rows
+
+
 def purge_cache(env: dict[str, str]) -> None:
-    """Drop the cached rootfs tarball and host image (the next `up` rebuilds them)."""
+    """Drop the cached rootfs tarball and host image (the next `up` rebuilds them). The
+    image stays while another sandbox's full hosts run on it (no --force)."""
     shutil.rmtree(rootfs.cache_dir(), ignore_errors=True)
     if shutil.which("podman"):
-        run(["podman", "rmi", "--force", rootfs.image_ref()], check=False, env=env)
+        run(["podman", "rmi", rootfs.image_ref()], check=False, env=env)

@@ -10,22 +10,23 @@ import tempfile
 from pathlib import Path
 
 from gpurig.fsutil import atomic_write
-from gpurig.sandbox.net import GATEWAY
 from gpurig.sandbox.proc import SandboxError, run, spawn_daemon
 
-PORT = 5000
-ADDRESS = f"{GATEWAY}:{PORT}"
 # A tiny image (static busybox) for containers the tests and the demo run; pulled by digest.
-TRAIN_IMAGE = f"{ADDRESS}/sandbox/train"
+TRAIN_REPOSITORY = "sandbox/train"
 BUSYBOX = Path("/bin/busybox")
-LOCAL_TRAIN_IMAGE = "localhost/gpurig-sandbox-train:1"
 ETC_FILES = {
     "etc/passwd": "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n",
     "etc/group": "root:x:0:\nnogroup:x:65534:\n",
 }
 
 
-def start(top: Path) -> tuple[int, int | None]:
+def url(host: str, port: int) -> str:
+    """The registry as image references and `insecure_registries` name it: host:port."""
+    return f"{host}:{port}"
+
+
+def start(top: Path, host: str, port: int) -> tuple[int, int | None]:
     """Start the registry; returns its pid and start time for the records."""
     binary = shutil.which("docker-registry")
     if not binary:
@@ -36,9 +37,9 @@ def start(top: Path) -> tuple[int, int | None]:
         "version: 0.1\n"
         "log: {level: warn}\n"
         f"storage: {{filesystem: {{rootdirectory: {top / 'data'}}}, delete: {{enabled: true}}}}\n"
-        f"http: {{addr: '{ADDRESS}'}}\n",
+        f"http: {{addr: '{url(host, port)}'}}\n",
     )
-    return spawn_daemon([binary, "serve", str(config)], top / "registry.log", GATEWAY, PORT)
+    return spawn_daemon([binary, "serve", str(config)], top / "registry.log", host, port)
 
 
 def _busybox_rootfs(dest: Path) -> None:
@@ -62,14 +63,14 @@ def _busybox_rootfs(dest: Path) -> None:
             tar.addfile(info, io.BytesIO(data))
 
 
-def seed(env: dict[str, str]) -> str:
-    """Push the train image into the registry; returns its digest reference."""
+def seed(registry: str, local: str, env: dict[str, str]) -> str:
+    """Push the train image (built here as `local`) into `registry` (host:port); returns its
+    reference by digest."""
     if not BUSYBOX.exists():
         raise SandboxError("busybox-static is not installed (apt-get install busybox-static)")
     with tempfile.TemporaryDirectory() as tmp:
         tarball = Path(tmp, "rootfs.tar")
         _busybox_rootfs(tarball)
-        local = LOCAL_TRAIN_IMAGE
         run(
             ["podman", "import", "--change", 'CMD ["sleep", "infinity"]', str(tarball), local],
             env=env,
@@ -77,7 +78,7 @@ def seed(env: dict[str, str]) -> str:
         digest_file = Path(tmp, "digest")
         run(
             ["podman", "push", "--quiet", "--tls-verify=false", "--digestfile", str(digest_file),
-             local, f"docker://{TRAIN_IMAGE}:1"],
+             local, f"docker://{registry}/{TRAIN_REPOSITORY}:1"],
             env=env,
         )  # fmt: skip
-        return f"{TRAIN_IMAGE}@{digest_file.read_text().strip()}"
+        return f"{registry}/{TRAIN_REPOSITORY}@{digest_file.read_text().strip()}"

@@ -11,6 +11,7 @@ import testinfra
 import yaml
 
 from gpurig.sandbox import manager, registry
+from gpurig.sandbox.services import url
 from gpurig.sandbox.state import State, load
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -29,20 +30,45 @@ def gpurig(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
 
 
 class Sandbox:
-    """A running sandbox: its directory, records and access files."""
+    """A running sandbox: its name, directory, records, access files and service addresses
+    (each sandbox has its own: read them here, never as constants)."""
 
-    def __init__(self, top: Path) -> None:
-        self.top = top
+    def __init__(self, name: str, top: Path, env: dict[str, str] | None = None) -> None:
+        self.name, self.top, self.env = name, top, env
         self.paths = manager.Paths(top)
 
+    def cli(self, command: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """`gpurig sandbox COMMAND` for this sandbox (with `env`: e.g. a private index)."""
+        argv = ["sandbox", command, "--name", self.name, "--dir", str(self.top), *args]
+        return gpurig(*argv, env=self.env)
+
     def up(self, fleet: int = FLEET, full: int = FULL) -> subprocess.CompletedProcess[str]:
-        return gpurig(
-            "sandbox", "up", "--fleet", str(fleet), "--full", str(full), "--dir", str(self.top)
-        )
+        return self.cli("up", "--fleet", str(fleet), "--full", str(full))
+
+    def down(self) -> subprocess.CompletedProcess[str]:
+        return self.cli("down")
 
     @property
     def state(self) -> State:
         return load(self.paths.state)
+
+    @property
+    def registry(self) -> str:
+        """host:port, as image references and insecure_registries name it."""
+        return url(self.state, "registry")
+
+    @property
+    def apt_url(self) -> str:
+        return url(self.state, "aptrepo")
+
+    @property
+    def git_url(self) -> str:
+        return url(self.state, "git")
+
+    @property
+    def train_image_tag(self) -> str:
+        """The train image by tag (the digest form is state.images["train"])."""
+        return f"{self.registry}/{registry.TRAIN_REPOSITORY}:1"
 
 
 def run_verify(
@@ -83,9 +109,10 @@ def train_spec(image: str) -> dict:
 
 
 def host_spec(engine: str, image: str) -> dict:
+    """A host running `image` (from a sandbox registry, which the host must trust)."""
     spec = {
         "engine": engine,
-        "insecure_registries": [registry.ADDRESS],
+        "insecure_registries": [image.split("/", 1)[0]],
         "containers": {"train": train_spec(image)},
         "packages": ["curl"],
     }

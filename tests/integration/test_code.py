@@ -25,7 +25,6 @@ import yaml
 from support import REPO_ROOT, Sandbox, gpurig, remote, write_inventory
 
 from gpurig.converge import converge
-from gpurig.sandbox import gitserver, registry
 from tests.lockproject import make_project, make_wheel
 
 FLEET_HOST, FULL_HOST = "fleet-001", "full-1"
@@ -50,7 +49,7 @@ class Upstream:
         subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
         git(work, "config", "core.autocrlf", "false")
         git(work, "remote", "add", "origin", str(bare))
-        self.work, self.url = work, f"{gitserver.ADDRESS}/{name}.git"
+        self.work, self.url = work, f"{sandbox.git_url}/{name}.git"
 
     def commit(self, message: str) -> str:
         git(self.work, "add", "-A")
@@ -363,17 +362,17 @@ def test_pin_resolves_the_sandbox_registry_tag(sandbox: Sandbox, tmp_path: Path)
         "# pinned by gpurig pin\n"
         "version: 1\n"
         "defaults:\n"
-        f"  spec:\n    insecure_registries: ['{registry.ADDRESS}']  # sandbox registry\n"
+        f"  spec:\n    insecure_registries: ['{sandbox.registry}']  # sandbox registry\n"
         "hosts:\n"
         "  a:\n"
         "    address: 203.0.113.1\n"
         "    spec:\n"
         "      containers:\n"
         "        train:\n"
-        f"          image: '{registry.TRAIN_IMAGE}:1' # weekly build\n"
+        f"          image: '{sandbox.train_image_tag}' # weekly build\n"
     )
     check = gpurig("pin", "--check", str(path))
-    assert check.returncode == 1 and f"{registry.TRAIN_IMAGE}:1" in check.stdout
+    assert check.returncode == 1 and f"{sandbox.train_image_tag}" in check.stdout
     pinned = gpurig("pin", str(path))
     assert pinned.returncode == 0, pinned.stderr
     text = path.read_text()

@@ -10,7 +10,6 @@ import pytest
 from support import Sandbox, gpurig, host_spec, remote, run_verify, write_inventory
 
 from gpurig.converge import converge
-from gpurig.sandbox import registry
 
 DOCKER, PODMAN = "full-2", "full-3"
 
@@ -84,7 +83,7 @@ def test_foreign_daemon_json_key_survives(sandbox: Sandbox, converged: Path):
     result = converge([converged], limit=[DOCKER])
     assert result.returncode == 0, result.stderr
     config = json.loads(shell.file("/etc/docker/daemon.json").content_string)
-    assert config == {"log-level": "warn", "insecure-registries": [registry.ADDRESS]}
+    assert config == {"log-level": "warn", "insecure-registries": [sandbox.registry]}
     assert "Container engine | Configure /etc/docker/daemon.json" in result.changed
 
 

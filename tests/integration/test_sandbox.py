@@ -11,16 +11,15 @@ from pathlib import Path
 import pytest
 import testinfra
 import yaml
-from support import FLEET, FULL, Sandbox, gpurig, run_verify, write_inventory
+from support import FLEET, FULL, Sandbox, run_verify, write_inventory
 
 from gpurig.converge import converge
-from gpurig.sandbox import registry
 from gpurig.sandbox.leftovers import leftovers
 from gpurig.sandbox.services import SERVICES
 
 
 def status_rows(box: Sandbox) -> tuple[int, list[dict]]:
-    proc = gpurig("sandbox", "status", "--json", "--dir", str(box.top))
+    proc = box.cli("status", "--json")
     return proc.returncode, json.loads(proc.stdout)
 
 
@@ -61,7 +60,7 @@ def test_up_again_changes_nothing_and_can_grow(sandbox: Sandbox):
 
 
 def test_registry_serves_the_v2_api(sandbox: Sandbox):
-    with urllib.request.urlopen(f"http://{registry.ADDRESS}/v2/", timeout=5) as resp:
+    with urllib.request.urlopen(f"http://{sandbox.registry}/v2/", timeout=5) as resp:
         assert resp.status == 200
 
 
@@ -114,7 +113,7 @@ def test_killed_processes_are_recovered_by_up(sandbox: Sandbox):
 @pytest.mark.disruptive
 def test_down_leaves_nothing_and_up_rebuilds(sandbox: Sandbox):
     state = sandbox.state
-    proc = gpurig("sandbox", "down", "--dir", str(sandbox.top))
+    proc = sandbox.down()
     assert proc.returncode == 0, proc.stderr
     assert leftovers(sandbox.top, state) == []
     proc = sandbox.up()

@@ -17,19 +17,20 @@ from support import Sandbox, write_inventory
 
 from gpurig.converge import converge
 from gpurig.plans.toolkit import CDI_SPEC, KEYRING, SOURCES_LIST, packages, sources_list
-from gpurig.sandbox import aptrepo, registry
+from gpurig.sandbox import aptrepo
 
 DOCKER, PODMAN = "full-2", "full-3"
 OLD, NEW = aptrepo.VERSIONS
-TOOLKIT = {"version": OLD, "repo": aptrepo.ADDRESS, "key": f"{aptrepo.ADDRESS}/gpgkey"}
 PACKAGES = packages()
 FOREIGN = {"log-level": "warn"}
 
 
-def spec(engine: str, gpu: str = "auto") -> dict:
+def spec(box: Sandbox, engine: str, gpu: str = "auto") -> dict:
+    """The toolkit at OLD from `box`'s apt repository."""
     extra = {"podman_socket": True} if engine == "podman" else {}
-    return {"engine": engine, "gpu": gpu, "insecure_registries": [registry.ADDRESS],
-            "nvidia_toolkit": TOOLKIT, **extra}  # fmt: skip
+    toolkit = {"version": OLD, "repo": box.apt_url, "key": f"{box.apt_url}/gpgkey"}
+    return {"engine": engine, "gpu": gpu, "insecure_registries": [box.registry],
+            "nvidia_toolkit": toolkit, **extra}  # fmt: skip
 
 
 def remote(sandbox: Sandbox, name: str) -> testinfra.host.Host:
@@ -38,12 +39,12 @@ def remote(sandbox: Sandbox, name: str) -> testinfra.host.Host:
 
 @pytest.fixture(scope="module")
 def converged(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    daemon = json.dumps({**FOREIGN, "insecure-registries": [registry.ADDRESS]})
+    daemon = json.dumps({**FOREIGN, "insecure-registries": [sandbox.registry]})
     remote(sandbox, DOCKER).check_output(f"printf '%s' '{daemon}' > /etc/docker/daemon.json")
     inventory = write_inventory(
         sandbox,
         tmp_path_factory.mktemp("toolkit") / "inventory.yaml",
-        {DOCKER: spec("docker"), PODMAN: spec("podman")},
+        {DOCKER: spec(sandbox, "docker"), PODMAN: spec(sandbox, "podman")},
     )
     first = converge([inventory], limit=[DOCKER, PODMAN])
     assert first.returncode == 0, first.stderr
@@ -60,7 +61,7 @@ def test_keyring_is_the_served_key_dearmored(sandbox: Sandbox, converged: Path):
     for name in (DOCKER, PODMAN):
         shell = remote(sandbox, name)
         assert shell.file(KEYRING).sha256sum == hashlib.sha256(dearmored).hexdigest()
-        assert shell.file(SOURCES_LIST).content_string == sources_list(aptrepo.ADDRESS)
+        assert shell.file(SOURCES_LIST).content_string == sources_list(sandbox.apt_url)
 
 
 def test_packages_at_the_pinned_version_although_a_newer_one_exists(
@@ -83,7 +84,7 @@ def test_docker_has_the_nvidia_runtime_and_keeps_foreign_keys(sandbox: Sandbox, 
     config = json.loads(shell.file("/etc/docker/daemon.json").content_string)
     assert config == {
         **FOREIGN,
-        "insecure-registries": [registry.ADDRESS],
+        "insecure-registries": [sandbox.registry],
         "runtimes": {"nvidia": {"path": "nvidia-container-runtime", "args": []}},
     }
     # docker was restarted: the running daemon knows the runtime.
@@ -102,7 +103,7 @@ def test_second_converge_changes_nothing(converged: Path):
 
 def test_gpu_required_without_a_gpu_is_refused(sandbox: Sandbox, tmp_path: Path):
     inventory = write_inventory(
-        sandbox, tmp_path / "inv.yaml", {DOCKER: spec("docker", "required")}
+        sandbox, tmp_path / "inv.yaml", {DOCKER: spec(sandbox, "docker", "required")}
     )
     result = converge([inventory], limit=[DOCKER])
     assert result.returncode != 0

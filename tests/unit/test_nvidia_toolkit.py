@@ -144,7 +144,8 @@ def fresh(gpu: dict) -> Any:
     return read
 
 
-TOOLKIT = {"version": "1.17.8-1", "repo": aptrepo.ADDRESS, "key": f"{aptrepo.ADDRESS}/gpgkey"}
+REPO = aptrepo.url("192.0.2.1", 8080)  # a documentation address: nothing connects
+TOOLKIT = {"version": "1.17.8-1", "repo": REPO, "key": f"{REPO}/gpgkey"}
 INSTALL = ["packages.missing", "toolkit.keyring", "toolkit.apt", "toolkit.apt",
            "toolkit.version", "toolkit.hold"]  # fmt: skip
 
