@@ -1,4 +1,5 @@
-"""`gpurig sandbox up|down|status`."""
+"""`gpurig sandbox up|down|status`. The manager is imported by each command, not here: every
+`gpurig` command loads this group, and the manager pulls in the sandbox's services."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ from pathlib import Path
 
 import click
 
-from gpurig.sandbox import manager
-from gpurig.sandbox.proc import SandboxError
 from gpurig.sandbox.state import default_dir
 
 dir_option = click.option(
@@ -34,6 +33,9 @@ def sandbox() -> None:
 @dir_option
 def up(fleet_hosts: int, full_hosts: int, top: Path) -> None:
     """Start at least this many fleet and full hosts, and write their inventory."""
+    from gpurig.sandbox import manager
+    from gpurig.sandbox.proc import SandboxError
+
     began = time.monotonic()
     try:
         manager.up(top, fleet_hosts, full_hosts, log=click.echo)
@@ -48,6 +50,9 @@ def up(fleet_hosts: int, full_hosts: int, top: Path) -> None:
 @dir_option
 def down(purge_cache: bool, top: Path) -> None:
     """Remove everything the sandbox made, by its own records."""
+    from gpurig.sandbox import manager
+    from gpurig.sandbox.proc import SandboxError
+
     try:
         env = manager.Paths(top).podman_env() if purge_cache else {}
         manager.down(top, log=click.echo)
@@ -63,6 +68,8 @@ def down(purge_cache: bool, top: Path) -> None:
 @dir_option
 def status(as_json: bool, top: Path) -> None:
     """List the sandbox's hosts; exit 1 if any recorded host is down."""
+    from gpurig.sandbox import manager
+
     rows = manager.status(top)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
