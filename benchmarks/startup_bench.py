@@ -7,14 +7,16 @@ bytecode under a throwaway PYTHONPYCACHEPREFIX):
 - compiled: bytecode for everything, written by one warm-up run (an installed, used tool);
 - source: the interpreter's standard library compiled, gpurig and its dependencies compiled
   from source on every run (a plain `uv sync`, whose first run or read-only install pays this).
-Prints the median wall time of each, the interpreter's own start-up for scale, and the
-`python -X importtime` entries with the largest cumulative time for each command.
+Prints the median wall time and CPU time (user + system, steadier than wall time on a busy
+machine) of each, the interpreter's own start-up for scale, and the `python -X importtime`
+entries with the largest cumulative time for each command.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import site
 import statistics
@@ -44,17 +46,24 @@ def fleet_inventory(out: Path, size: int = 50) -> Path:
     return out
 
 
-def run(argv: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
-    began = time.monotonic()
+def cpu_seconds() -> float:
+    """User + system time of this process's finished children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(argv: list[str], env: dict[str, str]) -> tuple[float, float, subprocess.CompletedProcess]:
+    """Wall and CPU seconds of one run, and the run."""
+    began, cpu = time.monotonic(), cpu_seconds()
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
-    return time.monotonic() - began, proc
+    return time.monotonic() - began, cpu_seconds() - cpu, proc
 
 
-def checked(argv: list[str], env: dict[str, str]) -> float:
-    elapsed, proc = run(argv, env)
+def checked(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    wall, cpu, proc = run(argv, env)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stderr[-2000:]}")
-    return elapsed
+    return wall, cpu
 
 
 def bytecode_envs(tmp: Path, warm: list[str]) -> dict[str, dict[str, str]]:
@@ -72,7 +81,7 @@ def bytecode_envs(tmp: Path, warm: list[str]) -> dict[str, dict[str, str]]:
 
 def import_offenders(argv: list[str], env: dict[str, str], top: int) -> list[str]:
     """The `top` imports with the largest cumulative time, indented as importtime nests them."""
-    _, proc = run([sys.executable, "-X", "importtime", *argv], env)
+    *_, proc = run([sys.executable, "-X", "importtime", *argv], env)
     rows = []
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "cumulative" in line:
@@ -101,13 +110,14 @@ def main() -> None:
         for argv in commands.values():
             checked(argv, envs["compiled"])  # the other commands' imports get bytecode too
         print(f"median seconds of {args.repeat} runs; goal: gpurig commands under {GOAL_S} s")
-        print(f"{'command':<28} {'compiled':>9} {'source':>9}")
+        print(f"{'':<28} {'compiled':>19} {'source':>19}")
+        print(f"{'command':<28} " + f"{'wall':>9} {'cpu':>9} " * 2)
         for label, argv in commands.items():
-            medians = [
-                statistics.median(checked(argv, env) for _ in range(args.repeat))
-                for env in envs.values()
-            ]
-            print(f"{label:<28} " + " ".join(f"{m:>9.3f}" for m in medians))
+            cells = []
+            for env in envs.values():
+                walls, cpus = zip(*(checked(argv, env) for _ in range(args.repeat)), strict=True)
+                cells += [statistics.median(walls), statistics.median(cpus)]
+            print(f"{label:<28} " + " ".join(f"{c:>9.3f}" for c in cells))
         for label, argv in list(commands.items())[1:]:
             print(f"\n{label}: python -X importtime, largest cumulative (compiled)")
             # The console script is a Python file: run it under -X importtime directly.

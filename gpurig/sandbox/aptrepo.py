@@ -13,7 +13,7 @@ import tempfile
 from email.utils import formatdate
 from pathlib import Path
 
-from gpurig.evaluate import rules
+from gpurig.datafiles import table
 from gpurig.fsutil import atomic_write
 from gpurig.sandbox.net import GATEWAY
 from gpurig.sandbox.proc import SandboxError, run, spawn_daemon
@@ -126,7 +126,7 @@ def build(top: Path) -> Path:
         index = "".join(
             _build_deb(package, version, staging, out / "pool")
             for version in VERSIONS
-            for package in rules()["toolkit_packages"]
+            for package in table("drift.yaml")["toolkit_packages"]
         )
         atomic_write(out / "Packages", index)
         atomic_write(out / "Release", _release(out, ["Packages"]))
