@@ -1,4 +1,9 @@
-"""The `gpurig` command line. Exit codes follow DESIGN: 0 ok, 1 drift/failure, 2 bad input."""
+"""The `gpurig` command line. Exit codes follow DESIGN: 0 ok, 1 drift/failure, 2 bad input.
+
+Each command imports what it uses inside its function: `--version`, `validate` and `compat`
+must start fast, so none of them may load pyinfra's API, paramiko, gevent or the sandbox
+(tests/unit/test_cli_imports.py checks which modules each one leaves loaded).
+"""
 
 from __future__ import annotations
 
@@ -11,10 +16,7 @@ import click
 
 from gpurig import __version__
 from gpurig.cli_sandbox import sandbox
-from gpurig.compat import judge
-from gpurig.inventory import InventoryError, format_path, load_inventory
-from gpurig.pyinfra_inventory import cache_dir
-from gpurig.report import FORMATS, exit_code, render
+from gpurig.report import FORMATS
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -44,6 +46,8 @@ def compat(
     as_json: bool,
 ) -> None:
     """Judge one driver/CUDA/torch/GPU combination offline (exit 0 ok or warn, 1 fail)."""
+    from gpurig.compat import judge
+
     arches = None if arch_list is None else [a for a in arch_list.split(",") if a.strip()]
     try:
         verdict, findings = judge(driver, kernel_module, cuda, arches, capability)
@@ -63,6 +67,8 @@ def compat(
 @click.argument("inventories", nargs=-1, required=True, metavar="INVENTORY...")
 def validate(inventories: tuple[str, ...]) -> None:
     """Check inventory files offline: exit 0 when valid, 2 with every problem when not."""
+    from gpurig.inventory import InventoryError, load_inventory
+
     try:
         inventory = load_inventory(inventories)
     except InventoryError as exc:
@@ -78,6 +84,8 @@ def validate(inventories: tuple[str, ...]) -> None:
 @click.option("--output", type=click.File("w", encoding="utf-8"), help="Write here, not stdout.")
 def drift(inventory: str, limits: tuple[str, ...], fmt: str, output: TextIO | None) -> None:
     """Check hosts read-only against their spec: exit 0 clean, 1 drift, 2 invalid input."""
+    from gpurig.inventory import InventoryError, load_inventory
+
     try:
         hosts = load_inventory([inventory]).hosts
     except InventoryError as exc:
@@ -90,6 +98,8 @@ def drift(inventory: str, limits: tuple[str, ...], fmt: str, output: TextIO | No
     selected = [h for h in hosts if not limits or h.name in limits]
     # Imported here: the console script (gpurig.entry) has patched gevent in by now.
     from gpurig.drift import progress_stream, run_drift
+    from gpurig.pyinfra_inventory import cache_dir
+    from gpurig.report import exit_code, render
 
     reports = run_drift(selected, cache_dir(), progress_stream())
     stream = output or sys.stdout
@@ -158,6 +168,7 @@ def onboard(
 @click.option("--check", is_flag=True, help="Change nothing; exit 1 listing unpinned images.")
 def pin(inventory: str, check: bool) -> None:
     """Resolve image tags to registry digests in INVENTORY, keeping its comments and layout."""
+    from gpurig.inventory import format_path
     from gpurig.pin import PinError, pin_file, unpinned
 
     path = Path(inventory)

@@ -1,4 +1,5 @@
-"""`gpurig sandbox up|down|status|list`."""
+"""`gpurig sandbox up|down|status|list`. The manager is imported by each command, not here:
+every `gpurig` command loads this group, and the manager pulls in the sandbox's services."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from typing import Any
 
 import click
 
-from gpurig.sandbox import manager
 from gpurig.sandbox.proc import SandboxError
 from gpurig.sandbox.state import locate
 
@@ -60,6 +60,8 @@ def sandbox() -> None:
 @which_sandbox
 def up(fleet_hosts: int, full_hosts: int, name: str, top: Path) -> None:
     """Start at least this many fleet and full hosts, and write their inventory."""
+    from gpurig.sandbox import manager
+
     began = time.monotonic()
     try:
         manager.up(top, name, fleet_hosts, full_hosts, log=click.echo)
@@ -74,6 +76,8 @@ def up(fleet_hosts: int, full_hosts: int, name: str, top: Path) -> None:
 @which_sandbox
 def down(purge_cache: bool, every: bool, name: str, top: Path) -> None:
     """Remove everything the sandbox made, by its own records."""
+    from gpurig.sandbox import manager
+
     try:
         env = manager.Paths(top).podman_env() if purge_cache else {}
         if every:
@@ -91,6 +95,8 @@ def down(purge_cache: bool, every: bool, name: str, top: Path) -> None:
 @which_sandbox
 def status(as_json: bool, name: str, top: Path) -> None:
     """List the sandbox's services and hosts; exit 1 if any is down."""
+    from gpurig.sandbox import manager
+
     if not manager.Paths(top).state.exists():
         click.echo(f"gpurig sandbox status: no sandbox {name!r} (in {top})", err=True)
         sys.exit(1)
@@ -108,6 +114,8 @@ def status(as_json: bool, name: str, top: Path) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON rows.")
 def list_(as_json: bool) -> None:
     """Every sandbox on record: name, directory, bridge, subnet, hosts, status."""
+    from gpurig.sandbox import manager
+
     rows = manager.listing()
     if as_json:
         click.echo(json.dumps(rows, indent=2))

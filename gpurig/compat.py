@@ -10,11 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
+from gpurig.datafiles import table
 
 Severity = Literal["error", "warn"]
 Verdict = Literal["ok", "warn", "fail"]
@@ -81,18 +79,13 @@ def parse_target(name: str) -> Target:
     return Target(name.strip(), kind == "compute", (int(major), int(minor)), suffix)
 
 
-@cache
-def _data(name: str) -> Any:
-    return yaml.safe_load((resources.files("gpurig") / "data" / name).read_text(encoding="utf-8"))
-
-
 def _cc_text(capability: tuple[int, int]) -> str:
     return f"{capability[0]}.{capability[1]}"
 
 
 def architecture_name(capability: tuple[int, int]) -> str:
     """Name the GPU family for messages ('Hopper'); unknown capabilities say so."""
-    return _data("gpu_arch.yaml")["capabilities"].get(_cc_text(capability), "unknown architecture")
+    return table("gpu_arch.yaml")["capabilities"].get(_cc_text(capability), "unknown architecture")
 
 
 def release_minimum(cuda: str) -> tuple[str, str] | None:
@@ -104,7 +97,7 @@ def release_minimum(cuda: str) -> tuple[str, str] | None:
     wanted = parse_version(cuda, "CUDA version")
     rows = [
         row
-        for row in _data("cuda_drivers.yaml")["toolkit_releases"]
+        for row in table("cuda_drivers.yaml")["toolkit_releases"]
         if parse_version(row["cuda"])[: len(wanted)] == wanted
     ]
     if not rows:
@@ -116,7 +109,7 @@ def release_minimum(cuda: str) -> tuple[str, str] | None:
 def minor_version_floor(cuda: str) -> str:
     """Lowest driver that runs any release of this CUDA major (minor-version compatibility)."""
     major = parse_version(cuda, "CUDA version")[0]
-    for row in _data("cuda_drivers.yaml")["minor_version_compatibility"]:
+    for row in table("cuda_drivers.yaml")["minor_version_compatibility"]:
         if row["cuda_major"] == major:
             return str(row["min_driver"])
     raise ValueError(f"CUDA {cuda}: no driver table for CUDA {major}.x (gpurig covers 11.x-13.x)")
@@ -204,7 +197,7 @@ def _runs_on(target: Target, capability: tuple[int, int]) -> bool:
     if target.suffix == "a":
         return target.capability == capability
     if target.suffix == "f":
-        family = _data("gpu_arch.yaml")["families"].get(_cc_text(target.capability), [])
+        family = table("gpu_arch.yaml")["families"].get(_cc_text(target.capability), [])
         return _cc_text(capability) in family or target.capability == capability
     if target.ptx:
         return target.capability <= capability

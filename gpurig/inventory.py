@@ -237,11 +237,13 @@ def _load_file(file: str) -> tuple[list[Problem], list[Host]]:
 def _load_text(file: str, text: str) -> tuple[list[Problem], list[Host]]:
     yaml = YAML(typ="rt")
     try:
-        # Compose first: ruamel stops at the first duplicate key, we want them all.
-        duplicates = list(_duplicate_keys(file, yaml.compose(text), ()))
+        # Compose first: ruamel stops at the first duplicate key, we want them all. Then
+        # build the document from that node tree rather than parse the text a second time.
+        node = yaml.compose(text)
+        duplicates = list(_duplicate_keys(file, node, ()))
         if duplicates:
             return duplicates, []
-        doc = yaml.load(text)
+        doc = yaml.constructor.construct_document(node) if node is not None else None
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         message = f"YAML syntax error: {exc.problem or exc.context}"

@@ -9,8 +9,10 @@ import json
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from gpurig.compat import Finding
+if TYPE_CHECKING:  # only annotations: the CLI imports FORMATS without the compat tables
+    from gpurig.compat import Finding
 
 FORMATS = ("table", "json", "junit", "markdown")
 _COLOURS = {"error": "\033[31m", "warn": "\033[33m", "ok": "\033[32m"}

@@ -6,15 +6,12 @@ the driver. Docker's `nvidia` runtime key is judged with daemon.json (gpurig.pla
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from functools import cache
-from importlib import resources
 from typing import Any
-
-import yaml
 
 from facts.gpurig_nvidia import CdiSpec, NvidiaGpus, ToolkitKeyring
 from facts.gpurig_packages import DebStatus
 from gpurig.change import Change
+from gpurig.datafiles import table
 from gpurig.plans.engine import toolkit_wanted
 from gpurig.plans.files import managed
 from gpurig.plans.packages import missing
@@ -32,11 +29,9 @@ OCI_HOOK = "/usr/share/containers/oci/hooks.d/oci-nvidia-hook.json"
 KEY_TOOLS = ["ca-certificates", "curl", "gnupg"]
 
 
-@cache
 def packages() -> list[str]:
     """The toolkit's packages, all released at one version (gpurig/data/toolkit.yaml)."""
-    text = (resources.files("gpurig") / "data" / "toolkit.yaml").read_text(encoding="utf-8")
-    return list(yaml.safe_load(text)["packages"])
+    return list(table("toolkit.yaml")["packages"])
 
 
 def sources_list(repo: str) -> str:

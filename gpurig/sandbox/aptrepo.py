@@ -13,8 +13,8 @@ import tempfile
 from email.utils import formatdate
 from pathlib import Path
 
+from gpurig.datafiles import table
 from gpurig.fsutil import atomic_write
-from gpurig.plans.toolkit import packages as toolkit_packages
 from gpurig.sandbox.proc import SandboxError, run, spawn_daemon
 
 VERSIONS = ("1.17.8-1", "1.17.9-1")
@@ -124,7 +124,7 @@ def build(top: Path) -> Path:
         index = "".join(
             _build_deb(package, version, staging, out / "pool")
             for version in VERSIONS
-            for package in toolkit_packages()
+            for package in table("toolkit.yaml")["packages"]
         )
         atomic_write(out / "Packages", index)
         atomic_write(out / "Release", _release(out, ["Packages"]))

@@ -7,10 +7,11 @@ from gpu_fixtures import read_fixture
 
 from gpurig import compat, gpu_parse
 from gpurig.compat import check_driver_cuda, check_kernel_module, check_torch_arch, judge
+from gpurig.datafiles import table
 
 
 def _rows() -> list[dict[str, str]]:
-    return compat._data("cuda_drivers.yaml")["toolkit_releases"]
+    return table("cuda_drivers.yaml")["toolkit_releases"]
 
 
 def _one_patch_below(version: str) -> str:
@@ -54,10 +55,10 @@ def test_table_values_against_release_notes() -> None:
 
 
 def test_every_row_cites_a_source() -> None:
-    data = compat._data("cuda_drivers.yaml")
+    data = table("cuda_drivers.yaml")
     for row in data["toolkit_releases"] + data["minor_version_compatibility"]:
         assert row["source"].startswith("https://docs.nvidia.com/")
-    arch = compat._data("gpu_arch.yaml")
+    arch = table("gpu_arch.yaml")
     assert all(rule["source"] for rule in arch["rules"])
 
 

@@ -1,0 +1,113 @@
+"""Start-up budget, by import set rather than timing: the offline commands (`--version`,
+`validate`, `compat`) must not load what only the connecting commands need (pyinfra's API,
+paramiko, gevent, the sandbox, the deploys). Each case runs the console script's `main` in a
+fresh interpreter and lists the modules it left loaded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpurig.entry import CONNECTING, command_name
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "inventories" / "examples" / "example.yaml"
+HEAVY = ["pyinfra", "paramiko", "gevent", "gpurig.sandbox.manager", "gpurig.evaluate", "deploys"]
+PROBE = """
+import json, sys
+from gevent_state import patched
+sys.argv = ["gpurig", *json.loads(sys.argv[1])]
+from gpurig.entry import main
+try:
+    main()
+except SystemExit:
+    pass
+print(json.dumps({"modules": sorted(sys.modules), "patched": patched()}))
+"""
+# Imported by PROBE from a temporary directory: whether gevent patched sockets, without
+# importing gevent when nothing else did.
+GEVENT_STATE = """
+import sys
+def patched():
+    monkey = sys.modules.get("gevent.monkey")
+    return bool(monkey and monkey.is_module_patched("socket"))
+"""
+
+
+def loaded_by(args: list[str], tmp_path: Path) -> tuple[set[str], bool]:
+    """Modules loaded after `gpurig ARGS` ran to its exit, and whether gevent was patched in."""
+    (tmp_path / "gevent_state.py").write_text(GEVENT_STATE)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(args)],
+        cwd=ROOT,
+        env={"PYTHONPATH": f"{ROOT}:{tmp_path}", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result = json.loads(proc.stdout.splitlines()[-1])
+    return set(result["modules"]), result["patched"]
+
+
+def heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == h or m.startswith(f"{h}.") for h in HEAVY))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--version"],
+        ["--help"],
+        ["sandbox", "--help"],
+        ["validate", str(EXAMPLE)],
+        ["compat", "--driver", "570.124.04", "--cuda", "12.8", "--capability", "9.0"],
+        ["compat", "--driver", "535.54.03", "--cuda", "12.8", "--json"],
+    ],
+    ids=["version", "help", "sandbox-help", "validate", "compat", "compat-json-fail"],
+)
+def test_offline_commands_load_nothing_heavy(args: list[str], tmp_path: Path) -> None:
+    modules, patched = loaded_by(args, tmp_path)
+    assert heavy(modules) == []
+    assert not patched
+
+
+def test_validate_loads_the_inventory_checker(tmp_path: Path) -> None:
+    """The probe sees real work: validate imports what it validates with."""
+    modules, _ = loaded_by(["validate", str(EXAMPLE)], tmp_path)
+    assert {"gpurig.inventory", "jsonschema"} <= modules
+
+
+def test_apt_repository_reads_the_package_list_without_the_evaluator() -> None:
+    """The sandbox's apt repository needs one list from drift.yaml, not pyinfra's API."""
+    code = "import sys, gpurig.sandbox.aptrepo; print(' '.join(sys.modules))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert heavy(set(proc.stdout.split())) == []
+
+
+@pytest.mark.parametrize("command", sorted(CONNECTING))
+def test_connecting_commands_patch_gevent_first(command: str, tmp_path: Path) -> None:
+    """`--help` stops before the command runs, so the patch can only come from the entry."""
+    modules, patched = loaded_by([command, "--help"], tmp_path)
+    assert patched
+    assert "gevent" in modules
+
+
+@pytest.mark.parametrize(
+    ("argv", "name"),
+    [
+        ([], None),
+        (["--version"], None),
+        (["-h"], None),
+        (["drift", "inv.yaml", "--limit", "validate"], "drift"),
+        (["--help", "onboard"], "onboard"),
+        (["validate", "drift.yaml"], "validate"),
+    ],
+)
+def test_command_name_is_the_first_word_that_is_not_an_option(
+    argv: list[str], name: str | None
+) -> None:
+    assert command_name(argv) == name
