@@ -9,13 +9,10 @@ and GPU health lists come from `gpurig/data/drift.yaml`, compatibility rules fro
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from functools import cache
-from importlib import resources
 from typing import Any
 
-import yaml
-
 from gpurig.compat import Finding, Severity, check_kernel_module, judge
+from gpurig.datafiles import table
 from gpurig.hostkeys import changed_message
 from gpurig.inventory import parse_size
 
@@ -32,11 +29,9 @@ CHECK_IDS = (
 )  # fmt: skip
 
 
-@cache
 def rules() -> dict[str, Any]:
     """Thresholds and GPU health lists, each with its source, from gpurig/data/drift.yaml."""
-    text = (resources.files("gpurig") / "data" / "drift.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    return table("drift.yaml")
 
 
 def finding(
