@@ -149,7 +149,7 @@ def test_nvml_mismatch_without_the_library_line_is_still_a_finding() -> None:
     gpu = gpu_facts(query="driver_mismatch_nvml_no-library-line.txt", smi_xml=None)
     (finding,) = gpu_checks.check(H100_SPEC, gpu)
     assert (finding.id, finding.remediation) == ("gpu.nvml_mismatch", "reboot")
-    assert "NVML library (version not printed), kernel module 580.159.04" == finding.actual
+    assert finding.actual == "NVML library (version not printed), kernel module 580.159.04"
     versioned = gpu_facts(query="driver_mismatch_nvml-550.144.txt", smi_xml=None)
     assert "NVML library 550.144" in gpu_checks.check({}, versioned)[0].actual
 
