@@ -299,7 +299,6 @@ def _host(gpu: Gpu) -> Iterator[Finding]:
             "/dev/nvidia-uvm",
             "absent",
             "as root: nvidia-modprobe -u -c=0; if that fails the nvidia-uvm module does not load",
-            severity="warn",
         )
     loaded = bool(gpu.get("kernel_module"))
     on_disk = gpu.get("module_built")
