@@ -70,6 +70,8 @@ def parse_gpu(raw: Mapping[str, Any]) -> dict[str, Any]:
         "kernel_module": (raw.get("proc_version"), gpu_parse.parse_proc_driver_version),
         "throttle": (raw.get("smi_xml"), gpu_parse.parse_throttle_reasons),
         "ecc_uncorrectable": (raw.get("smi_xml"), gpu_parse.parse_ecc_uncorrectable),
+        "health": (raw.get("smi_xml"), gpu_parse.parse_health_xml),
+        "container_cli": (raw.get("container_cli"), gpu_parse.parse_container_cli_info),
     }
     for key, (text, parser) in parsers.items():
         gpu[key], gpu[f"{key}_error"] = None, None
@@ -80,6 +82,11 @@ def parse_gpu(raw: Mapping[str, Any]) -> dict[str, Any]:
                 gpu[f"{key}_error"] = str(exc)
             else:
                 gpu[key] = vars(value) if key == "kernel_module" else value
+    if gpu["health"] is not None:
+        gpu["health"] = [vars(g) for g in gpu["health"]]
+    gpu["kernel_module_l4t"] = bool(gpu["kernel_module"]) and gpu_parse.is_l4t_module(
+        gpu_parse.KernelModule(**gpu["kernel_module"]), raw.get("proc_version") or ""
+    )
     gpu["nvml_mismatch"] = gpu_parse.parse_nvml_mismatch(raw.get("query") or "")
     gpu["compute_apps"] = None
     if raw.get("nvidia_smi"):
@@ -91,6 +98,16 @@ def parse_gpu(raw: Mapping[str, Any]) -> dict[str, Any]:
         ]
     gpu["kernel_log"] = raw.get("kernel_log")
     gpu["xids"] = [vars(e) for e in gpu_parse.parse_xid_lines(raw.get("xid_lines") or "")]
+    gpu["fallen_off_bus"] = [
+        vars(e) for e in gpu_parse.parse_fallen_off_bus(raw.get("xid_lines") or "")
+    ]
+    gpu["nvlink"] = [vars(g) for g in gpu_parse.parse_nvlink_status(raw.get("nvlink") or "")]
+    for key in ("uvm_device", "reboot_required", "modinfo"):
+        gpu[key] = bool(raw.get(key))
+    gpu["nvswitch_devices"] = raw.get("nvswitch_devices") or 0
+    for key in ("fabricmanager", "dkms", "module_built"):
+        gpu[key] = (raw.get(key) or "").strip() or None
+    gpu["reboot_required_pkgs"] = _lines(raw.get("reboot_required_pkgs"))
     return gpu
 
 

@@ -212,16 +212,42 @@ section_gpu() {
   open_obj gpu
   member nvidia_smi; json_bool have nvidia-smi
   kv_str proc_version "$(read_file /proc/driver/nvidia/version)"
-  query='' apps='' xml=''
+  query='' apps='' xml='' nvlink=''
   if have nvidia-smi; then
     [ -n "$GPU_FIELDS" ] &&
       query=$(bounded nvidia-smi --query-gpu="$GPU_FIELDS" --format=csv,noheader,nounits 2>&1)
     apps=$(bounded nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits 2>&1)
     xml=$(bounded nvidia-smi -q -x 2>/dev/null)
+    nvlink=$(bounded nvidia-smi nvlink -s 2>/dev/null)
   fi
   kv_str query "$query"
   kv_str compute_apps "$apps"
   kv_str smi_xml "$xml"
+  kv_str nvlink "$nvlink"
+  # Device nodes CUDA needs (nvidia-uvm is created on first use by nvidia-modprobe) and the
+  # NVSwitches that make fabric manager mandatory.
+  member uvm_device; json_bool [ -c /dev/nvidia-uvm ]
+  nvswitch=0
+  set +f
+  for dev in /dev/nvidia-nvswitch[0-9]*; do [ -c "$dev" ] && nvswitch=$((nvswitch + 1)); done
+  set -f
+  kv_num nvswitch_devices "$nvswitch"
+  fm=''
+  have systemctl && fm=$(bounded systemctl is-active nvidia-fabricmanager 2>/dev/null)
+  kv_str fabricmanager "$fm"
+  # A driver upgraded under a running kernel: the reboot flag, DKMS and the module on disk.
+  member reboot_required; json_bool [ -f /var/run/reboot-required ]
+  kv_str reboot_required_pkgs "$(read_file /var/run/reboot-required.pkgs)"
+  dkms=''
+  have dkms && dkms=$(bounded dkms status 2>/dev/null)
+  kv_str dkms "$dkms"
+  member modinfo; json_bool have modinfo
+  built=''
+  have modinfo && built=$(modinfo -F version nvidia 2>/dev/null)
+  kv_str module_built "$built"
+  cli=''
+  have nvidia-container-cli && cli=$(bounded nvidia-container-cli info 2>&1)
+  kv_str container_cli "$cli"
   # Kernel log since boot: dmesg may be restricted to root, journalctl -k -b is the fallback.
   xid='' source=''
   if have dmesg && log=$(dmesg 2>/dev/null); then
@@ -231,7 +257,10 @@ section_gpu() {
   else
     log=''
   fi
-  [ -n "$source" ] && xid=$(printf '%s\n' "$log" | sed -n '/NVRM: Xid/p')
+  # Xid lines, and the 'fallen off the bus' messages drivers also log without an Xid number
+  # (the multi-line form names the GPU on its 'The NVIDIA GPU' line).
+  [ -n "$source" ] && xid=$(printf '%s\n' "$log" | sed -n -e '/NVRM: Xid/{p;d;}' \
+    -e '/fallen off the bus/{p;d;}' -e '/NVRM: The NVIDIA GPU/{p;d;}')
   kv_str kernel_log "$source"
   kv_str xid_lines "$xid"
   close_obj

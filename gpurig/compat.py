@@ -33,6 +33,9 @@ class Finding:
     expected: str = ""
     actual: str = ""
     fix: str = ""
+    # GPU findings: restart-job | reset-gpu | reboot | reconverge | contact-provider
+    # (gpurig/data/gpu_health.yaml); empty for findings that predate it.
+    remediation: str = ""
 
 
 @dataclass(frozen=True)

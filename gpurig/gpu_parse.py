@@ -9,7 +9,9 @@ import ast
 import csv
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 # Fields the probe asks nvidia-smi for; every one appears in the recorded query-gpu captures.
 QUERY_GPU_FIELDS: tuple[str, ...] = (
@@ -88,6 +90,12 @@ def parse_proc_driver_version(text: str) -> KernelModule:
     if match is None:
         raise ValueError("no 'NVRM version: NVIDIA UNIX ... Kernel Module' line")
     return KernelModule(match["ver"], "Open" in match["pre"].split())
+
+
+def is_l4t_module(module: KernelModule, text: str) -> bool:
+    """Is this /proc/driver/nvidia/version a Jetson's? There the number after 'aarch64' is the
+    Jetson Linux (L4T) release (35.3.1), not a driver version comparable with nvidia-smi's."""
+    return "for aarch64" in text and int(module.version.split(".")[0]) < 100
 
 
 def _strip_unit(header: str) -> tuple[str, str]:
@@ -189,11 +197,13 @@ def parse_throttle_reasons(xml_text: str) -> dict[str, list[str]]:
     return result
 
 
-_XID_RE = re.compile(r"NVRM: Xid \(PCI:(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d+), (?P<msg>.*)$")
+# Current drivers write 'Xid (PCI:0000:97:00): 45, ...'; legacy ones 'Xid (0000:01:00): 3, ...'.
+_XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d+), (?P<msg>.*)$")
 
 
 def parse_xid_lines(text: str) -> list[XidEvent]:
-    """Xid events from kernel log text: dmesg, dmesg -T, --time-format=iso, journalctl -k."""
+    """Xid events from kernel log text: dmesg, dmesg -T, --time-format=iso, journalctl -k,
+    with or without the 'PCI:' prefix older drivers leave out."""
     events = []
     for line in text.splitlines():
         match = _XID_RE.search(line)
@@ -212,16 +222,37 @@ def parse_torch_arch_list(text: str) -> list[str]:
     raise ValueError("no arch list like ['sm_80', 'sm_90'] in the text")
 
 
+def _sm(capability: str) -> str:
+    """'7.0' -> 'sm_70', '12.0' -> 'sm_120': torch's newer warnings print dotted capabilities."""
+    major, _, minor = capability.partition(".")
+    return f"sm_{major}{minor}"
+
+
 def parse_torch_capability_warning(text: str) -> TorchCapabilityWarning | None:
-    """torch's warning that the GPU's capability is missing from its build, else None."""
+    """torch's warning that the GPU's capability is missing from its build, else None.
+
+    Three wordings across releases: 'X with CUDA capability sm_120 is not compatible ...
+    supports CUDA capabilities sm_50 ...' (1.x-2.8), 'Found GPU0 X which is of compute
+    capability (CC) 7.0. The following list shows the CCs ... - 7.5 which supports ...' (2.9+),
+    and 'Found GPU0 X which is of cuda capability 2.1. PyTorch no longer supports this GPU
+    because it is too old.' (1.0-era; no list, so `supported` is empty).
+    """
     # Lines may carry a journald prefix ('Oct 04 13:19:39 llm unit[394]: ').
     gpu = re.search(
         r"^(?:.*?\[\d+\]: )?(.+?) with CUDA capability (sm_\d+) is not compatible", text, re.M
     )
     supported = re.search(r"supports CUDA capabilities ((?:sm_\d+\w* ?)+)", text)
-    if gpu is None or supported is None:
+    if gpu is not None and supported is not None:
+        return TorchCapabilityWarning(gpu[1], gpu[2], supported[1].split())
+    found = re.search(
+        r"Found GPU\d+ (.+?) which is of (?:compute capability \(CC\)|cuda capability) "
+        r"(\d+\.\d+)\.\s*(The following list|PyTorch no longer supports)",
+        text,
+    )
+    if found is None:
         return None
-    return TorchCapabilityWarning(gpu[1], gpu[2], supported[1].split())
+    listed = re.findall(r"^- (\d+\.\d+) which supports", text, re.M)
+    return TorchCapabilityWarning(found[1], _sm(found[2]), [_sm(c) for c in listed])
 
 
 def has_no_kernel_image_error(text: str) -> bool:
@@ -257,3 +288,284 @@ def parse_ecc_uncorrectable(xml_text: str) -> dict[str, int | None]:
         counts = [int(v) for v in values if v.isdigit()]
         result[gpu.get("id", "")] = sum(counts) if counts else None
     return result
+
+
+# --- Health fields of `nvidia-smi -q` (text) and `-q -x` (XML) -------------------------------
+
+
+@dataclass(frozen=True)
+class GpuHealth:
+    """One GPU's health fields, read alike from `nvidia-smi -q -x` and from `nvidia-smi -q`.
+
+    None means the field is absent or N/A on this GPU or driver (no ECC, no row remapper, an
+    older schema), never "fine".
+    """
+
+    pci: str
+    name: str | None
+    uuid: str | None
+    serial: str | None
+    persistence: bool | None
+    mig_current: str | None
+    mig_pending: str | None
+    ecc_current: str | None
+    ecc_pending: str | None
+    pcie_gen_current: int | None
+    pcie_gen_max: int | None
+    pcie_width_current: int | None
+    pcie_width_max: int | None
+    perf_state: str | None
+    retired_pending: bool | None
+    remap_pending: bool | None
+    remap_failure: bool | None
+    remap_uncorrectable: int | None
+    temp_c: int | None
+    temp_slowdown_c: int | None
+    tlimit_margin_c: int | None
+    power_limit_w: float | None
+    default_power_limit_w: float | None
+    recovery_action: str | None
+    fabric_state: str | None
+    fabric_status: str | None
+
+
+# Each field: (XML paths below <gpu>, text paths below "GPU <pci>"); the first one present wins.
+# XML tag names and text labels differ between driver generations, hence the alternatives:
+# 'Pending Page Blacklist' became 'Pending Page Retirement'; 595+ calls T.Limit 'Current T.Limit'.
+_HEALTH_PATHS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "name": (("product_name",), ("Product Name",)),
+    "uuid": (("uuid",), ("GPU UUID",)),
+    "serial": (("serial",), ("Serial Number",)),
+    "persistence": (("persistence_mode",), ("Persistence Mode",)),
+    "mig_current": (("mig_mode/current_mig",), ("MIG Mode/Current",)),
+    "mig_pending": (("mig_mode/pending_mig",), ("MIG Mode/Pending",)),
+    "ecc_current": (("ecc_mode/current_ecc",), ("ECC Mode/Current",)),
+    "ecc_pending": (("ecc_mode/pending_ecc",), ("ECC Mode/Pending",)),
+    "pcie_gen_current": (
+        ("pci/pci_gpu_link_info/pcie_gen/current_link_gen",),
+        ("PCI/GPU Link Info/PCIe Generation/Current",),
+    ),
+    "pcie_gen_max": (
+        ("pci/pci_gpu_link_info/pcie_gen/max_link_gen",),
+        ("PCI/GPU Link Info/PCIe Generation/Max",),
+    ),
+    "pcie_width_current": (
+        ("pci/pci_gpu_link_info/link_widths/current_link_width",),
+        ("PCI/GPU Link Info/Link Width/Current",),
+    ),
+    "pcie_width_max": (
+        ("pci/pci_gpu_link_info/link_widths/max_link_width",),
+        ("PCI/GPU Link Info/Link Width/Max",),
+    ),
+    "perf_state": (("performance_state",), ("Performance State",)),
+    "retired_pending": (
+        ("retired_pages/pending_retirement", "retired_pages/pending_blacklist"),
+        ("Retired Pages/Pending Page Retirement", "Retired Pages/Pending Page Blacklist"),
+    ),
+    "remap_pending": (("remapped_rows/remapped_row_pending",), ("Remapped Rows/Pending",)),
+    "remap_failure": (
+        ("remapped_rows/remapped_row_failure",),
+        ("Remapped Rows/Remapping Failure Occurred",),
+    ),
+    "remap_uncorrectable": (
+        ("remapped_rows/remapped_row_unc",),
+        ("Remapped Rows/Uncorrectable Error",),
+    ),
+    "temp_c": (("temperature/gpu_temp",), ("Temperature/GPU Current Temp",)),
+    "temp_slowdown_c": (
+        ("temperature/gpu_temp_slow_threshold",),
+        ("Temperature/GPU Slowdown Temp",),
+    ),
+    "tlimit_margin_c": (
+        ("temperature/gpu_temp_tlimit",),
+        ("Temperature/GPU T.Limit Temp", "Temperature/GPU Current T.Limit Temp"),
+    ),
+    "power_limit_w": (
+        ("gpu_power_readings/current_power_limit", "power_readings/power_limit"),
+        ("GPU Power Readings/Current Power Limit", "Power Readings/Power Limit"),
+    ),
+    "default_power_limit_w": (
+        ("gpu_power_readings/default_power_limit", "power_readings/default_power_limit"),
+        ("GPU Power Readings/Default Power Limit", "Power Readings/Default Power Limit"),
+    ),
+    "recovery_action": (("gpu_recovery_action",), ("GPU Recovery Action",)),
+    "fabric_state": (("fabric/state",), ("Fabric/State",)),
+    "fabric_status": (("fabric/status",), ("Fabric/Status",)),
+}
+_BOOLS = {"persistence": "Enabled", "retired_pending": "Yes", "remap_pending": "Yes"}
+_BOOLS |= {"remap_failure": "Yes"}
+_INTS = {"pcie_gen_current", "pcie_gen_max", "pcie_width_current", "pcie_width_max"}
+_INTS |= {"remap_uncorrectable", "temp_c", "temp_slowdown_c", "tlimit_margin_c"}
+_FLOATS = {"power_limit_w", "default_power_limit_w"}
+_NUMBER_RE = re.compile(r"(-?\d+(?:\.\d+)?)\s*(?:x|C|W)?")
+
+
+def _typed(field: str, value: str | None) -> Any:
+    """A raw nvidia-smi value as the field's type: '16x' -> 16, '700.00 W' -> 700.0, 'Yes'."""
+    if value is None or value.strip() in _NA or value.strip() in {"", "Unknown Error"}:
+        return None
+    value = value.strip()
+    if field in _BOOLS:
+        return value == _BOOLS[field] if value in {_BOOLS[field], "Disabled", "No"} else None
+    if field in _INTS | _FLOATS:
+        match = _NUMBER_RE.fullmatch(value)
+        if match is None:
+            return None
+        return float(match[1]) if field in _FLOATS else int(float(match[1]))
+    return value
+
+
+def _health(pci: str, lookup: Callable[[str], str | None], xml: bool) -> GpuHealth:
+    values = {}
+    for field, (xml_paths, text_paths) in _HEALTH_PATHS.items():
+        raw = next(
+            (v for v in map(lookup, xml_paths if xml else text_paths) if v is not None), None
+        )
+        values[field] = _typed(field, raw)
+    return GpuHealth(pci=pci, **values)
+
+
+def parse_health_xml(xml_text: str) -> list[GpuHealth]:
+    """Health fields per GPU from `nvidia-smi -q -x` (v11 to v13 DTDs)."""
+    root = ET.fromstring(xml_text.lstrip())
+
+    def finder(gpu: ET.Element) -> Callable[[str], str | None]:
+        def lookup(path: str) -> str | None:
+            node = gpu.find(path)
+            return None if node is None or len(node) else (node.text or "").strip()
+
+        return lookup
+
+    return [_health(gpu.get("id", ""), finder(gpu), xml=True) for gpu in root.iter("gpu")]
+
+
+def parse_smi_q_text(text: str) -> dict[str, dict[str, str]]:
+    """`nvidia-smi -q` as {pci: {"Section/Sub/Label": value}}, one flat map per GPU.
+
+    The layout is an indented outline ('Label : value' lines, bare lines opening a section);
+    each GPU starts at a 'GPU 00000000:17:00.0' line. Label widths vary by driver and are
+    ignored; indentation is measured, not assumed to be four spaces.
+    """
+    gpus: dict[str, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    stack: list[tuple[int, str]] = []
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("="):
+            continue
+        match = re.fullmatch(r"GPU ([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s*", line)
+        if match:
+            current, stack = gpus.setdefault(match[1], {}), []
+            continue
+        if current is None:
+            continue
+        indent = len(line) - len(line.lstrip())
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        label, sep, value = line.strip().partition(" : ")
+        if not sep and line.rstrip().endswith(" :"):
+            label, sep, value = line.strip()[:-2], ":", ""
+        path = "/".join([name for _, name in stack] + [label.strip()])
+        if sep:
+            current[path] = value.strip()
+        else:
+            stack.append((indent, label.strip()))
+    return gpus
+
+
+def parse_health_text(text: str) -> list[GpuHealth]:
+    """Health fields per GPU from `nvidia-smi -q` text output (the XML's twin)."""
+    gpus = parse_smi_q_text(text)
+    if not gpus:
+        raise ValueError("no 'GPU 00000000:xx:xx.x' section in the nvidia-smi -q text")
+    return [_health(pci, fields.get, xml=False) for pci, fields in gpus.items()]
+
+
+# --- NVLink, kernel GPU events, nvidia-container-cli --------------------------------------------
+
+
+@dataclass(frozen=True)
+class NvlinkGpu:
+    """`nvidia-smi nvlink -s` for one GPU: its links and which of them are down."""
+
+    index: int
+    name: str
+    uuid: str
+    links: int
+    inactive: list[int]
+
+
+def parse_nvlink_status(text: str) -> list[NvlinkGpu]:
+    """Per-GPU link states from `nvidia-smi nvlink -s`; a GPU without NVLink prints nothing."""
+    gpus: list[NvlinkGpu] = []
+    for line in text.splitlines():
+        head = re.match(r"GPU (\d+): (.+?) \(UUID: (.*)\)\s*$", line)
+        link = re.match(r"\s+Link (\d+): (.+?)\s*$", line)
+        if head:
+            gpus.append(NvlinkGpu(int(head[1]), head[2], head[3], 0, []))
+        elif link and gpus:
+            last = gpus[-1]
+            down = last.inactive + ([int(link[1])] if "inactive" in link[2] else [])
+            gpus[-1] = NvlinkGpu(last.index, last.name, last.uuid, last.links + 1, down)
+    return gpus
+
+
+@dataclass(frozen=True)
+class FallenOffBus:
+    """A kernel message that a GPU has fallen off the bus, with or without an Xid 79."""
+
+    pci: str
+    line: str
+
+
+# Three wordings, newest first: 'NVRM: GPU 0000:2b:00.0: GPU has fallen off the bus.',
+# 'NVRM: GPU at 0000:01:00.0 has fallen off the bus.' and the probe-time message whose PCI
+# address sits on an earlier line ('NVRM: The NVIDIA GPU 0000:b3:00.0' ... 'fallen off the bus').
+_PCI = r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
+_FALLEN_RE = re.compile(rf"NVRM: GPU (?:at )?{_PCI}:? (?:GPU )?has fallen off")
+_PROBE_GPU_RE = re.compile(rf"NVRM: The NVIDIA GPU {_PCI}")
+
+
+def parse_fallen_off_bus(text: str) -> list[FallenOffBus]:
+    """Every 'fallen off the bus' message in kernel log text, deduplicated per GPU and line."""
+    events: list[FallenOffBus] = []
+    last_gpu = ""
+    for line in text.splitlines():
+        probe = _PROBE_GPU_RE.search(line)
+        if probe:
+            last_gpu = probe[1]
+        match = _FALLEN_RE.search(line)
+        if match:
+            pci = match[1]
+        elif "fallen off the bus" in line and "Xid" not in line and last_gpu:
+            pci = last_gpu
+        else:
+            continue
+        message = line[line.index("NVRM:") :].strip() if "NVRM:" in line else line.strip()
+        if all((e.pci, e.line) != (pci, message) for e in events):
+            events.append(FallenOffBus(pci, message))
+    return events
+
+
+def parse_container_cli_info(text: str) -> dict[str, Any]:
+    """`nvidia-container-cli info`: driver and CUDA versions and one dict per device.
+
+    Debug lines (`-d /dev/tty`: 'I0114 04:33:38.55 ...') interleave with the report; they are
+    skipped. Raises when no 'NVRM version:' line is present (the CLI failed).
+    """
+    info: dict[str, Any] = {"driver": None, "cuda": None, "devices": []}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep or re.match(r"[IWEF]\d{4} ", line):
+            continue
+        key, value = key.strip(), value.strip()
+        if key == "NVRM version":
+            info["driver"] = value
+        elif key == "CUDA version":
+            info["cuda"] = value
+        elif key == "Device Index":
+            info["devices"].append({"index": value})
+        elif info["devices"] and key in {"Model", "GPU UUID", "Bus Location", "Architecture"}:
+            info["devices"][-1][key.lower().replace(" ", "_")] = value
+    if info["driver"] is None:
+        raise ValueError("no 'NVRM version:' line in nvidia-container-cli info output")
+    return info

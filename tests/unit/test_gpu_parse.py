@@ -242,3 +242,200 @@ def test_ecc_uncorrectable_counts_or_none_without_ecc(
     name: str, expected: dict[str, int | None]
 ) -> None:
     assert parse_ecc_uncorrectable(read_fixture(name)) == expected
+
+
+# --- health fields, NVLink, kernel events, container CLI, Jetson, torch wordings -------------
+
+
+@pytest.mark.parametrize(
+    ("xml", "text"),
+    [
+        ("nvidia-smi-q-x_h100_580.159.04_vm.xml", "nvidia-smi-q_h100_580.159.04_vm.txt"),
+    ],
+)
+def test_health_xml_and_text_agree_on_the_same_machine(xml: str, text: str) -> None:
+    assert gpu_parse.parse_health_xml(read_fixture(xml)) == gpu_parse.parse_health_text(
+        read_fixture(text)
+    )
+
+
+def test_health_h100_lent_machine() -> None:
+    (h,) = gpu_parse.parse_health_xml(read_fixture("nvidia-smi-q-x_h100_580.159.04_vm.xml"))
+    assert (h.pci, h.serial, h.uuid) == (
+        "00000000:00:06.0",
+        "1652724064200",
+        "GPU-e547dfd8-4d29-222b-a7f7-9e8719a4fb76",
+    )
+    assert (h.pcie_gen_current, h.pcie_gen_max, h.pcie_width_current, h.pcie_width_max) == (
+        5,
+        5,
+        16,
+        16,
+    )
+    assert (h.persistence, h.ecc_current, h.mig_current, h.recovery_action) == (
+        True,
+        "Enabled",
+        "Disabled",
+        "None",
+    )
+    assert (h.remap_pending, h.remap_failure, h.retired_pending) == (False, False, None)
+    assert (h.temp_c, h.temp_slowdown_c, h.tlimit_margin_c, h.power_limit_w) == (
+        34,
+        None,
+        53,
+        700.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "count", "field", "value"),
+    [
+        ("nvidia-smi-q_a10_535.129.03.txt", 1, "remap_pending", True),
+        ("nvidia-smi-q_h100x8_535.161.08.txt", 8, "fabric_state", "Completed"),
+        ("nvidia-smi-q_rtx4090_537.13_windows-wddm.txt", 1, "pcie_width_current", 8),
+        ("nvidia-smi-q_titan-v_560.35.03.txt", 1, "temp_slowdown_c", 97),
+        ("nvidia-smi-q_rtx2080super_610.57.04_kmd.txt", 1, "pcie_gen_current", 1),
+        ("nvidia-smi-q_h200_590.48.01.txt", 1, "recovery_action", "None"),
+    ],
+)
+def test_health_text_across_drivers(name: str, count: int, field: str, value: object) -> None:
+    gpus = gpu_parse.parse_health_text(read_fixture(name))
+    assert len(gpus) == count
+    assert getattr(gpus[0], field) == value
+
+
+def test_health_xml_older_schemas() -> None:
+    (t4,) = gpu_parse.parse_health_xml(
+        read_fixture("nvidia-smi-q-x_tesla-t4_515.105.01_reindented.xml")
+    )
+    assert (t4.persistence, t4.retired_pending, t4.remap_pending, t4.pcie_width_current) == (
+        False,
+        False,
+        None,
+        8,
+    )
+
+
+def test_health_text_refuses_other_text() -> None:
+    with pytest.raises(ValueError, match="GPU 00000000"):
+        gpu_parse.parse_health_text(read_fixture("nvidia-smi--version_h100_580.159.04_vm.txt"))
+
+
+def test_nvlink_status() -> None:
+    (gpu,) = gpu_parse.parse_nvlink_status(
+        read_fixture("nvidia-smi_nvlink-s_v100-sxm2_inactive_PARTIAL.txt")
+    )
+    assert (gpu.index, gpu.name, gpu.links, gpu.inactive) == (3, "Tesla V100-SXM2-32GB", 6, [3, 5])
+    up = gpu_parse.parse_nvlink_status(
+        read_fixture("nvidia-smi_nvlink-s_a100-sxm4-80gbx8_all-up.txt")
+    )
+    assert [(g.links, g.inactive) for g in up] == [(12, [])] * 8
+    assert (
+        gpu_parse.parse_nvlink_status(
+            read_fixture("nvidia-smi_nvlink-s_h100-single_580.159.04_vm.txt")
+        )
+        == []
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("kernel_fallen-off-bus_no-xid_570.158.01_dmesg.txt", ["0000:b3:00.0"]),
+        ("kernel_xid_79_fallen-off-bus_rtx5080_journald.txt", ["0000:2b:00.0"]),
+        ("kernel_fallen-off-bus_legacy-gpu-at_journald.txt", ["0000:01:00.0"]),
+        ("kernel_xid_3_legacy-no-pci-prefix_journald.txt", ["0000:01:00.0"]),
+        ("kernel_nvrm_boot_h100_580.159.04_vm.txt", []),
+        ("kernel_xid_119_gsp_rpc_timeout.txt", []),
+    ],
+)
+def test_fallen_off_bus_with_and_without_xid(name: str, expected: list[str]) -> None:
+    assert [e.pci for e in gpu_parse.parse_fallen_off_bus(read_fixture(name))] == expected
+
+
+def test_legacy_xid_layout_without_pci_prefix() -> None:
+    (event,) = parse_xid_lines(read_fixture("kernel_xid_3_legacy-no-pci-prefix_journald.txt"))
+    assert (event.xid, event.pci) == (3, "0000:01:00")
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("driver_mismatch_nvml-570.124.txt", "570.124"),
+        ("driver_mismatch_nvml-550.144.txt", "550.144"),
+        ("driver_mismatch_nvml_no-library-line.txt", ""),
+        ("nvidia-smi_h100_580.159.04_vm.txt", None),
+    ],
+)
+def test_nvml_mismatch_with_and_without_library_line(name: str, expected: str | None) -> None:
+    assert gpu_parse.parse_nvml_mismatch(read_fixture(name)) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "version", "l4t"),
+    [
+        ("proc_driver_nvidia_version_jetson-orin-nx_l4t-35.3.1.txt", "35.3.1", True),
+        ("proc_driver_nvidia_version_580.159.04_open_nixbld.txt", "580.159.04", False),
+        ("proc_driver_nvidia_version_565.57.01_open_ubuntu.txt", "565.57.01", False),
+    ],
+)
+def test_proc_version_open_and_jetson(name: str, version: str, l4t: bool) -> None:
+    text = read_fixture(name)
+    module = parse_proc_driver_version(text)
+    assert (module.version, module.open) == (version, True)
+    assert gpu_parse.is_l4t_module(module, text) is l4t
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu", "capability", "supported"),
+    [
+        (
+            "torch_warning_v100_cc-list_2.7.txt",
+            "Tesla V100-PCIE-32GB",
+            "sm_70",
+            ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"],
+        ),
+        ("torch_warning_too-old_gt630m_1.0.1.txt", "GeForce GT 630M", "sm_21", []),
+    ],
+)
+def test_torch_capability_warning_other_wordings(
+    name: str, gpu: str, capability: str, supported: list[str]
+) -> None:
+    warning = gpu_parse.parse_torch_capability_warning(read_fixture(name))
+    assert warning == gpu_parse.TorchCapabilityWarning(gpu, capability, supported)
+
+
+def test_container_cli_info() -> None:
+    info = gpu_parse.parse_container_cli_info(
+        read_fixture("nvidia-container-cli_info_gtx1080-maxq_390.87.txt")
+    )
+    assert (info["driver"], info["cuda"]) == ("390.87", "9.1")
+    assert info["devices"] == [
+        {
+            "index": "0",
+            "model": "GeForce GTX 1080 with Max-Q Design",
+            "gpu_uuid": "GPU-e572b8ee-523e-f7be-a359-33149791a02a",
+            "bus_location": "00000000:01:00.0",
+            "architecture": "6.1",
+        }
+    ]
+    with pytest.raises(ValueError, match="NVRM version"):
+        gpu_parse.parse_container_cli_info(
+            read_fixture("nvidia-container-cli_error_mig-device-unknown_530.30.02.txt")
+        )
+
+
+def test_query_gpu_health_fields_lent_h100() -> None:
+    (gpu,) = parse_query_gpu_csv(
+        read_fixture("nvidia-smi_query-gpu_csv_h100_580.159.04_health-fields.txt")
+    )
+    assert (gpu["serial"], gpu["pcie.link.width.current"], gpu["power.limit"]) == (
+        "1652724064200",
+        "16",
+        "700.00",
+    )
+
+
+def test_smi_version_lent_h100_capitalised_driver_label() -> None:
+    v = parse_smi_version(read_fixture("nvidia-smi--version_h100_580.159.04_vm.txt"))
+    assert (v.smi, v.nvml, v.driver, v.cuda) == ("580.159.04", "580.159", "580.159.04", "13.0")

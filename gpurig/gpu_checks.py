@@ -1,0 +1,379 @@
+"""GPU health checks the converge cannot fix: pure `check(spec, gpu) -> [Finding]`.
+
+`gpu` is what facts/probe.py's `parse_gpu` returns for one host. Every finding carries a
+remediation (restart-job, reset-gpu, reboot, reconverge, contact-provider) and, where the
+provider must act, the evidence to send: the GPU's PCI address, serial and UUID, and the
+kernel log lines. Ids, severities, remediations and sources live in gpurig/data/gpu_health.yaml.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from gpurig.compat import Finding
+
+Gpu = Mapping[str, Any]
+# The spec key this module reads: gpu_expect: {count: N, model: "H100", mig: enabled|disabled}.
+EXPECT_KEY = "gpu_expect"
+_LOG_LINES_MAX = 5
+
+
+@cache
+def rules() -> dict[str, Any]:
+    """gpurig/data/gpu_health.yaml, loaded once."""
+    text = resources.files("gpurig").joinpath("data/gpu_health.yaml").read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def _finding(
+    check_id: str,
+    message: str,
+    expected: str,
+    actual: str,
+    fix: str,
+    remediation: str | None = None,
+    severity: str | None = None,
+) -> Finding:
+    row = rules()["checks"][check_id]
+    remedy = remediation or row["remediation"]
+    how = rules()["remediations"][remedy]
+    return Finding(
+        check_id,
+        severity or row["severity"],
+        message,
+        expected,
+        actual,
+        f"{fix}; {how}" if fix else how,
+        remedy,
+    )
+
+
+def _who(health: Gpu) -> str:
+    """The evidence a provider needs to find the board: PCI address, model, serial, UUID."""
+    parts = [f"GPU {health.get('pci')}", health.get("name") or "unknown model"]
+    parts += [f"{key} {health[key]}" for key in ("serial", "uuid") if health.get(key)]
+    return " ".join(parts[:1]) + f" ({', '.join(parts[1:])})"
+
+
+def _health(gpu: Gpu) -> list[Gpu]:
+    return list(gpu.get("health") or [])
+
+
+def _pci_key(pci: str) -> str:
+    """'00000000:2B:00.0', '0000:2b:00.0' and the Xid's '0000:2b:00' name the same GPU."""
+    match = re.search(r"([0-9a-f]{2}):([0-9a-f]{2})(?:\.\d)?$", pci.lower())
+    return f"{match[1]}:{match[2]}" if match else pci.lower()
+
+
+def _by_pci(gpu: Gpu) -> dict[str, Gpu]:
+    return {_pci_key(h["pci"]): h for h in _health(gpu) if h.get("pci")}
+
+
+def _identify(gpu: Gpu, pci: str) -> str:
+    health = _by_pci(gpu).get(_pci_key(pci))
+    return _who(health) if health else f"GPU {pci}"
+
+
+def _log(lines: Sequence[str]) -> str:
+    shown = list(lines[:_LOG_LINES_MAX])
+    more = len(lines) - len(shown)
+    return " | ".join(shown) + (f" (+{more} more)" if more > 0 else "")
+
+
+def _nvml(gpu: Gpu) -> Iterator[Finding]:
+    library = gpu.get("nvml_mismatch")
+    if library is None:
+        return
+    module = (gpu.get("kernel_module") or {}).get("version") or "not loaded"
+    yield _finding(
+        "gpu.nvml_mismatch",
+        "nvidia-smi cannot talk to the driver: user-space libraries and kernel module differ",
+        "NVML library version = kernel module version",
+        f"NVML library {library or '(version not printed)'}, kernel module {module}",
+        "the driver packages were upgraded under the running module (unattended-upgrades?)",
+    )
+
+
+def _expected(spec: Mapping[str, Any], gpu: Gpu) -> Iterator[Finding]:
+    expect = spec.get(EXPECT_KEY) or {}
+    gpus = gpu.get("gpus") or []
+    if not gpu.get("nvidia_smi") or gpu.get("nvml_mismatch") is not None:
+        return  # no reading to compare; gpu.missing / gpu.nvml_mismatch say why
+    names = [g.get("name") or "?" for g in gpus]
+    if "count" in expect and len(gpus) != expect["count"]:
+        yield _finding(
+            "gpu.count",
+            f"the host has {len(gpus)} GPUs, {expect['count']} were declared",
+            f"{expect['count']} GPUs",
+            f"{len(gpus)}: {', '.join(names) or 'none'}",
+            "compare with the rental order",
+        )
+    model = expect.get("model")
+    wrong = [g for g in gpus if model and model.lower() not in (g.get("name") or "").lower()]
+    if wrong:
+        yield _finding(
+            "gpu.model",
+            f"{len(wrong)} GPUs are not the declared model",
+            model or "",
+            "; ".join(f"GPU {g.get('index')} {g.get('name')} uuid {g.get('uuid')}" for g in wrong),
+            "compare with the rental order",
+        )
+    mig = expect.get("mig")
+    for health in _health(gpu):
+        current = (health.get("mig_current") or "").lower()
+        pending = (health.get("mig_pending") or "").lower()
+        if mig and current and current != mig:
+            yield _finding(
+                "gpu.mig_mode",
+                f"MIG is {current} on a GPU declared {mig}",
+                f"MIG {mig}",
+                f"{_who(health)}: MIG {current}",
+                f"nvidia-smi -i INDEX -mig {1 if mig == 'enabled' else 0} as root, then reset",
+            )
+        elif current and pending and pending != current:
+            yield _finding(
+                "gpu.mig_mode",
+                "a MIG mode change is pending until the GPU is reset",
+                f"MIG {current}",
+                f"{_who(health)}: MIG pending {pending}",
+                "reset the GPU to apply it",
+                remediation="reset-gpu",
+            )
+
+
+def _link(gpu: Gpu) -> Iterator[Finding]:
+    idle = set(rules()["idle_perf_states"])
+    for health in _health(gpu):
+        width, width_max = health.get("pcie_width_current"), health.get("pcie_width_max")
+        gen, gen_max = health.get("pcie_gen_current"), health.get("pcie_gen_max")
+        narrow = width is not None and width_max is not None and width < width_max
+        slow = gen is not None and gen_max is not None and gen < gen_max
+        if narrow or (slow and health.get("perf_state") not in idle):
+            yield _finding(
+                "gpu.pcie_link",
+                "a GPU's PCIe link trained below what the slot and card support",
+                f"gen {gen_max} x{width_max}",
+                f"{_who(health)}: gen {gen} x{width} in {health.get('perf_state')}",
+                "reseat or move the card (a riser or slot fault) ",
+            )
+
+
+def _nvlink(gpu: Gpu) -> Iterator[Finding]:
+    for entry in gpu.get("nvlink") or []:
+        if entry.get("inactive"):
+            down = ", ".join(str(n) for n in entry["inactive"])
+            yield _finding(
+                "gpu.nvlink_down",
+                f"{len(entry['inactive'])} of {entry['links']} NVLink links are down",
+                f"all {entry['links']} links up",
+                f"GPU {entry['index']} ({entry['name']}, uuid {entry['uuid']}): links {down}",
+                "collective operations fall back to PCIe or hang; if a reset does not bring the "
+                "links back, send this to the provider",
+            )
+
+
+def _modes(gpu: Gpu) -> Iterator[Finding]:
+    off = [h for h in _health(gpu) if h.get("persistence") is False]
+    if off:
+        yield _finding(
+            "gpu.persistence",
+            "persistence mode is off: the driver re-initialises the GPU for every job",
+            "persistence on",
+            "; ".join(_who(h) for h in off),
+            "as root: systemctl enable --now nvidia-persistenced",
+        )
+    ecc = {h.get("ecc_current") for h in _health(gpu) if h.get("ecc_current")}
+    pending = [h for h in _health(gpu) if h.get("ecc_pending") not in (None, h.get("ecc_current"))]
+    if len(ecc) > 1 or pending:
+        yield _finding(
+            "gpu.ecc_mode_mixed",
+            "ECC is not set the same way on every GPU, or a change waits for a reboot",
+            "one ECC mode, nothing pending",
+            "; ".join(
+                f"{_who(h)}: ECC {h.get('ecc_current')} (pending {h.get('ecc_pending')})"
+                for h in _health(gpu)
+                if h.get("ecc_current")
+            ),
+            "ranks on ECC-off GPUs can silently compute on corrupted memory",
+        )
+
+
+def _fabric(gpu: Gpu) -> Iterator[Finding]:
+    switches = gpu.get("nvswitch_devices") or 0
+    service = gpu.get("fabricmanager")
+    bad = [
+        h
+        for h in _health(gpu)
+        if h.get("fabric_state") not in (None, "Completed")
+        or h.get("fabric_status") not in (None, "Success")
+    ]
+    if (switches and service != "active") or bad:
+        yield _finding(
+            "gpu.fabric_manager",
+            "an NVSwitch system whose fabric is not up: CUDA cannot use the GPUs together",
+            "nvidia-fabricmanager active, fabric state Completed",
+            f"{switches} NVSwitch devices, nvidia-fabricmanager {service or 'not found'}"
+            + "".join(
+                f"; {_who(h)}: fabric {h.get('fabric_state')}/{h.get('fabric_status')}" for h in bad
+            ),
+            "the fabric manager version must equal the driver's",
+        )
+
+
+def _memory(gpu: Gpu) -> Iterator[Finding]:
+    for key, check_id, what in (
+        ("retired_pending", "gpu.retired_pages_pending", "memory pages wait to be retired"),
+        ("remap_pending", "gpu.row_remap_pending", "memory rows wait to be remapped"),
+        ("remap_failure", "gpu.row_remap_failure", "row remapping failed: bad memory stays"),
+    ):
+        hit = [h for h in _health(gpu) if h.get(key)]
+        if hit:
+            yield _finding(
+                check_id,
+                f"{len(hit)} GPUs: {what}",
+                "no",
+                "; ".join(
+                    f"{_who(h)}, uncorrectable rows {h.get('remap_uncorrectable')}" for h in hit
+                ),
+                "until then jobs may see uncorrectable ECC errors",
+            )
+
+
+def _heat_power(gpu: Gpu) -> Iterator[Finding]:
+    reasons = gpu.get("throttle") or {}
+    for health in _health(gpu):
+        active = set(reasons.get(health.get("pci"), []))
+        temp, slow = health.get("temp_c"), health.get("temp_slowdown_c")
+        margin = health.get("tlimit_margin_c")
+        hot = sorted(active & {"hw_thermal_slowdown", "sw_thermal_slowdown"})
+        if (
+            hot
+            or (temp is not None and slow is not None and temp >= slow)
+            or (margin is not None and margin <= 0)
+        ):
+            yield _finding(
+                "gpu.thermal",
+                "a GPU is hot enough to slow its clocks",
+                "below the slowdown temperature",
+                f"{_who(health)}: {temp} C, slowdown {slow} C, T.Limit margin {margin} C"
+                + (f", active: {', '.join(hot)}" if hot else ""),
+                "check fans and airflow",
+            )
+        limit, default = health.get("power_limit_w"), health.get("default_power_limit_w")
+        lowered = limit is not None and default is not None and limit < default - 1
+        if lowered or "hw_power_brake_slowdown" in active:
+            yield _finding(
+                "gpu.power_cap",
+                "a GPU runs under a lowered power limit or an external power brake",
+                f"power limit {default} W, no power brake",
+                f"{_who(health)}: limit {limit} W"
+                + (
+                    ", hw_power_brake_slowdown active"
+                    if "hw_power_brake_slowdown" in active
+                    else ""
+                ),
+                "a provider-set cap or a PSU fault costs throughput",
+            )
+
+
+def _host(gpu: Gpu) -> Iterator[Finding]:
+    if gpu.get("reboot_required"):
+        pkgs = gpu.get("reboot_required_pkgs") or []
+        yield _finding(
+            "host.reboot_pending",
+            "the host waits for a reboot after package upgrades",
+            "no pending reboot",
+            f"/var/run/reboot-required ({', '.join(pkgs) or 'packages not listed'})",
+            "a driver upgrade only takes effect after it",
+        )
+    if gpu.get("nvidia_smi") and gpu.get("uvm_device") is False and gpu.get("gpus"):
+        yield _finding(
+            "gpu.uvm_missing",
+            "/dev/nvidia-uvm is missing: CUDA programs fail to initialise",
+            "/dev/nvidia-uvm",
+            "absent",
+            "as root: nvidia-modprobe -u -c=0; if that fails the nvidia-uvm module does not load",
+        )
+    loaded = bool(gpu.get("kernel_module"))
+    on_disk = gpu.get("module_built")
+    if gpu.get("nvidia_smi") and not loaded and gpu.get("modinfo") and not on_disk:
+        yield _finding(
+            "gpu.module_missing",
+            "the NVIDIA driver is installed but its kernel module is neither loaded nor built "
+            "for the running kernel",
+            "nvidia.ko for the running kernel",
+            f"modinfo nvidia: none; dkms status: {_log((gpu.get('dkms') or 'none').splitlines())}",
+            "build it (dkms autoinstall) or boot the kernel it was built for",
+        )
+
+
+def _xid_remedy(xid: int, message: str) -> tuple[str, str]:
+    """(remediation, catalog name) for one Xid; Xid 154 names its action in the message."""
+    mnemonic, bucket = rules()["xids"].get(xid, ["not in the catalog table", "RESTART_APP"])
+    if xid == 154:
+        action = re.findall(r"\(([^()]+)\)", message)
+        remedy = rules()["recovery_actions"].get(action[-1] if action else "")
+        return remedy or "contact-provider", mnemonic
+    return rules()["xid_buckets"][bucket], mnemonic
+
+
+def _kernel_log(gpu: Gpu) -> Iterator[Finding]:
+    fallen: dict[str, list[str]] = {}
+    for event in gpu.get("fallen_off_bus") or []:
+        fallen.setdefault(_pci_key(event["pci"]), []).append(event["line"])
+    by_code: dict[tuple[int, str], list[str]] = {}
+    for event in gpu.get("xids") or []:
+        line = f"Xid ({event['pci']}): {event['xid']}, {event['message']}"
+        if event["xid"] == 79:
+            fallen.setdefault(_pci_key(event["pci"]), []).append(line)
+        else:
+            remedy, _ = _xid_remedy(event["xid"], event["message"])
+            by_code.setdefault((event["xid"], remedy), []).append(line)
+    for pci, lines in sorted(fallen.items()):
+        yield _finding(
+            "gpu.fallen_off_bus",
+            "a GPU has fallen off the bus: the host no longer reaches it over PCIe",
+            "GPU reachable",
+            f"{_identify(gpu, pci)}; log: {_log(lines)}",
+            "if it falls off again after the reboot, send this to the provider",
+        )
+    for (xid, remedy), lines in sorted(by_code.items()):
+        _, mnemonic = _xid_remedy(xid, "")
+        yield _finding(
+            "gpu.xid",
+            f"Xid {xid} ({mnemonic}) logged {len(lines)} times since boot",
+            "no Xid events",
+            _log(lines),
+            f"NVIDIA's catalog action for Xid {xid}",
+            remediation=remedy,
+            severity="warn" if remedy == "restart-job" else "error",
+        )
+    for health in _health(gpu):
+        action = health.get("recovery_action")
+        if action and action != "None":
+            remedy = rules()["recovery_actions"].get(action) or "contact-provider"
+            yield _finding(
+                "gpu.recovery_action",
+                f"the driver asks for recovery: {action}",
+                "GPU Recovery Action None",
+                _who(health),
+                "the driver set this after an error it cannot clear itself",
+                remediation=remedy,
+            )
+
+
+_CHECKS = (_nvml, _link, _nvlink, _modes, _fabric, _memory, _heat_power, _host, _kernel_log)
+
+
+def check(spec: Mapping[str, Any], gpu: Gpu) -> list[Finding]:
+    """Every GPU health finding for one host's spec and parsed GPU facts."""
+    findings = list(_expected(spec, gpu))
+    for rule in _CHECKS:
+        findings += rule(gpu)
+    return findings

@@ -1,0 +1,169 @@
+"""gpu_checks on recorded outputs: the lent H100 (healthy) and real failures from issue threads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from gpu_fixtures import read_fixture
+
+from facts.probe import parse_gpu
+from gpurig import gpu_checks, gpu_parse
+
+H100 = {
+    "nvidia_smi": True,
+    "query": "nvidia-smi_query-gpu_csv_h100_580.159.04_health-fields.txt",
+    "smi_xml": "nvidia-smi-q-x_h100_580.159.04_vm.xml",
+    "proc_version": "proc_driver_nvidia_version_580.159.04_open_nixbld.txt",
+    "nvlink": "nvidia-smi_nvlink-s_h100-single_580.159.04_vm.txt",
+    "xid_lines": "kernel_nvrm_boot_h100_580.159.04_vm.txt",
+    # The default table shows "No running processes found"; the apps query then prints nothing.
+    "compute_apps": "",
+}
+
+
+def gpu_facts(**raw: Any) -> dict[str, Any]:
+    """parse_gpu over fixtures: string values naming a fixture file are replaced by its text."""
+    merged = {**H100, **raw}
+    loaded = {
+        k: read_fixture(v) if isinstance(v, str) and v.endswith((".txt", ".xml")) else v
+        for k, v in merged.items()
+    }
+    devices = read_fixture("ls-dev-nvidia_h100_580.159.04_vm.txt")
+    loaded.setdefault("uvm_device", "/dev/nvidia-uvm\n" in devices)
+    return parse_gpu(loaded)
+
+
+def with_text_health(name: str, **raw: Any) -> dict[str, Any]:
+    """Facts whose health fields come from a recorded `nvidia-smi -q` text instead."""
+    gpu = gpu_facts(**raw)
+    gpu["health"] = [vars(h) for h in gpu_parse.parse_health_text(read_fixture(name))]
+    return gpu
+
+
+def ids(findings: list[Any]) -> list[str]:
+    return [f.id for f in findings]
+
+
+H100_SPEC = {"gpu_expect": {"count": 1, "model": "H100 80GB", "mig": "disabled"}}
+
+
+def test_lent_h100_is_healthy_and_as_declared() -> None:
+    assert gpu_checks.check(H100_SPEC, gpu_facts()) == []
+
+
+def test_count_and_model_name_the_gpus_found() -> None:
+    spec = {"gpu_expect": {"count": 8, "model": "A100", "mig": "enabled"}}
+    findings = {f.id: f for f in gpu_checks.check(spec, gpu_facts())}
+    assert set(findings) == {"gpu.count", "gpu.model", "gpu.mig_mode"}
+    assert findings["gpu.count"].actual == "1: NVIDIA H100 80GB HBM3"
+    assert "GPU-e547dfd8-4d29-222b-a7f7-9e8719a4fb76" in findings["gpu.model"].actual
+    assert "serial 1652724064200" in findings["gpu.mig_mode"].actual
+    assert {f.remediation for f in findings.values()} == {"contact-provider"}
+
+
+def test_every_finding_has_a_remediation_from_the_table() -> None:
+    allowed = set(gpu_checks.rules()["remediations"])
+    for check_id, row in gpu_checks.rules()["checks"].items():
+        assert row["remediation"] in allowed, check_id
+        assert row["source"], check_id
+    assert set(gpu_checks.rules()["xid_buckets"].values()) <= allowed
+
+
+def test_row_remap_pending_on_recorded_a10() -> None:
+    gpu = with_text_health("nvidia-smi-q_a10_535.129.03.txt")
+    (finding,) = [f for f in gpu_checks.check({}, gpu) if f.id == "gpu.row_remap_pending"]
+    assert (finding.severity, finding.remediation) == ("error", "reset-gpu")
+    assert "serial 1324521052681" in finding.actual
+    assert "uncorrectable rows 4" in finding.actual
+
+
+def test_pcie_width_below_max_is_flagged_but_idle_gen_drop_is_not() -> None:
+    x8 = with_text_health("nvidia-smi-q_rtx4090_537.13_windows-wddm.txt")
+    (finding,) = [f for f in gpu_checks.check({}, x8) if f.id == "gpu.pcie_link"]
+    assert finding.actual.endswith("gen 4 x8 in P0")
+    idle = with_text_health("nvidia-smi-q_titan-v_560.35.03.txt")  # gen 1 of 3 at P8
+    assert "gpu.pcie_link" not in ids(gpu_checks.check({}, idle))
+
+
+def test_persistence_off_on_recorded_t4() -> None:
+    gpu = gpu_facts(smi_xml="nvidia-smi-q-x_tesla-t4_515.105.01_reindented.xml")
+    assert {"gpu.persistence", "gpu.pcie_link"} <= set(ids(gpu_checks.check({}, gpu)))
+
+
+def test_nvlink_links_down() -> None:
+    down = gpu_facts(nvlink="nvidia-smi_nvlink-s_v100-sxm2_inactive_PARTIAL.txt")
+    (finding,) = [f for f in gpu_checks.check({}, down) if f.id == "gpu.nvlink_down"]
+    assert "links 3, 5" in finding.actual and finding.remediation == "reset-gpu"
+    up = gpu_facts(nvlink="nvidia-smi_nvlink-s_a100-sxm4-80gbx8_all-up.txt")
+    assert "gpu.nvlink_down" not in ids(gpu_checks.check({}, up))
+
+
+def test_fabric_manager_needed_on_nvswitch_hosts() -> None:
+    done = with_text_health("nvidia-smi-q_h100x8_535.161.08.txt")  # Fabric State: Completed
+    assert "gpu.fabric_manager" not in ids(gpu_checks.check({}, done))
+    stopped = with_text_health(
+        "nvidia-smi-q_h100x8_535.161.08.txt", nvswitch_devices=4, fabricmanager="inactive"
+    )
+    (finding,) = [f for f in gpu_checks.check({}, stopped) if f.id == "gpu.fabric_manager"]
+    assert finding.actual.startswith("4 NVSwitch devices, nvidia-fabricmanager inactive")
+
+
+@pytest.mark.parametrize(
+    ("log", "pci"),
+    [
+        ("kernel_fallen-off-bus_no-xid_570.158.01_dmesg.txt", "GPU b3:00"),
+        ("kernel_xid_79_fallen-off-bus_rtx5080_journald.txt", "GPU 2b:00"),
+        ("kernel_fallen-off-bus_legacy-gpu-at_journald.txt", "GPU 01:00"),
+    ],
+)
+def test_fallen_off_the_bus_with_or_without_an_xid_is_one_finding(log: str, pci: str) -> None:
+    findings = gpu_checks.check({}, gpu_facts(xid_lines=log))
+    (finding,) = [f for f in findings if f.id == "gpu.fallen_off_bus"]
+    assert (finding.severity, finding.remediation) == ("error", "reboot")
+    assert finding.actual.startswith(pci) and "fallen off the bus" in finding.actual
+
+
+@pytest.mark.parametrize(
+    ("log", "expected"),
+    [
+        ("kernel_xid_119_gsp_rpc_timeout.txt", {(119, "error", "reset-gpu")}),
+        (
+            "kernel_xid_48_63_94_dbe_rowremap_dmesg-iso.txt",
+            {(48, "error", "reset-gpu"), (63, "warn", "restart-job"), (94, "warn", "restart-job")},
+        ),
+        (
+            "kernel_xid_13_43_dmesg-decode-iso_excerpt.txt",
+            {(13, "warn", "restart-job"), (43, "warn", "restart-job")},
+        ),
+    ],
+)
+def test_xid_remediation_follows_the_catalog(log: str, expected: set[tuple[int, str, str]]) -> None:
+    findings = [f for f in gpu_checks.check({}, gpu_facts(xid_lines=log)) if f.id == "gpu.xid"]
+    got = {(int(f.message.split()[1]), f.severity, f.remediation) for f in findings}
+    assert got == expected
+    assert all("Xid (" in f.actual for f in findings)
+
+
+def test_nvml_mismatch_without_the_library_line_is_still_a_finding() -> None:
+    gpu = gpu_facts(query="driver_mismatch_nvml_no-library-line.txt", smi_xml=None)
+    (finding,) = gpu_checks.check(H100_SPEC, gpu)
+    assert (finding.id, finding.remediation) == ("gpu.nvml_mismatch", "reboot")
+    assert finding.actual == "NVML library (version not printed), kernel module 580.159.04"
+    versioned = gpu_facts(query="driver_mismatch_nvml-550.144.txt", smi_xml=None)
+    assert "NVML library 550.144" in gpu_checks.check({}, versioned)[0].actual
+
+
+def test_host_state_checks() -> None:
+    pending = gpu_facts(reboot_required=True, reboot_required_pkgs="linux-image-6.8.0-45\n")
+    (finding,) = gpu_checks.check({}, pending)
+    assert (finding.id, finding.actual) == (
+        "host.reboot_pending",
+        "/var/run/reboot-required (linux-image-6.8.0-45)",
+    )
+    no_uvm = gpu_facts(uvm_device=False)
+    assert ids(gpu_checks.check({}, no_uvm)) == ["gpu.uvm_missing"]
+    unbuilt = gpu_facts(proc_version=None, modinfo=True, module_built="", smi_xml=None)
+    assert ids(gpu_checks.check({}, unbuilt)) == ["gpu.module_missing"]
+    # A container without modinfo cannot tell: no finding.
+    assert gpu_checks.check({}, gpu_facts(proc_version=None, smi_xml=None)) == []
