@@ -16,7 +16,15 @@ from gpurig.entry import CONNECTING, command_name
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "inventories" / "examples" / "example.yaml"
-HEAVY = ["pyinfra", "paramiko", "gevent", "gpurig.sandbox.manager", "gpurig.plans", "facts", "deploys"]
+HEAVY = [
+    "pyinfra",
+    "paramiko",
+    "gevent",
+    "gpurig.sandbox.manager",
+    "gpurig.plans",
+    "facts",
+    "deploys",
+]
 PROBE = """
 import json, sys
 from gevent_state import patched
