@@ -6,8 +6,8 @@ Everything is refused before any host is touched, and every problem is reported 
 
 from __future__ import annotations
 
-import base64
 import json
+import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,10 +16,12 @@ from functools import cache, reduce
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator, ValidationError
-from ruamel.yaml import YAML
+from jsonschema import Draft202012Validator, TypeChecker, ValidationError, validators
 from ruamel.yaml.error import MarkedYAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from gpurig.hostkeys import key_problem
+from gpurig.safe_yaml import YamlRefused, bounded_yaml, check_text, read_text
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "inventory.schema.json"
 
@@ -161,29 +163,34 @@ def mount_problem(mount: str) -> str | None:
     return None
 
 
-def host_key_problem(host_key: str) -> str | None:
-    """Why the key blob does not hold the key type written before it, or None."""
-    key_type, blob = host_key.split(" ", 1)
-    try:
-        raw = base64.b64decode(blob, validate=True)
-    except ValueError:
-        return "expected base64 key data after the key type"
-    length = int.from_bytes(raw[:4], "big")
-    embedded = raw[4 : 4 + length].decode("ascii", "replace")
-    if embedded != key_type:
-        return f"key data is for {embedded!r}, not {key_type!r}"
-    return None
-
-
 @cache
 def schema() -> dict[str, Any]:
     """The inventory JSON Schema (also what editors use)."""
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
+def _is_integer(_checker: TypeChecker, value: Any) -> bool:
+    """An integer as YAML wrote it: `22`, never `22.0` (which JSON cannot tell apart) or `true`."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(_checker: TypeChecker, value: Any) -> bool:
+    """A finite number: `.nan` compares false with every bound, so it would pass them all."""
+    return _is_integer(_checker, value) or (isinstance(value, float) and math.isfinite(value))
+
+
+# The schema's types as a YAML file has them; editors, which see JSON, accept 22.0 as a port.
+_Validator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"integer": _is_integer, "number": _is_number}
+    ),
+)
+
+
 @cache
 def _validator() -> Draft202012Validator:
-    return Draft202012Validator(schema())
+    return _Validator(schema())
 
 
 def load_inventory(paths: Iterable[str | Path]) -> Inventory:
@@ -224,28 +231,26 @@ def load_inventory_text(text: str, source: str) -> Inventory:
 def _load_file(file: str) -> tuple[list[Problem], list[Host]]:
     """Problems in one file, or its hosts when it has none."""
     try:
-        text = Path(file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return [
-            Problem(file, None, (), f"cannot read: {getattr(exc, 'strerror', None) or exc}")
-        ], []
+        text = read_text(file)
+    except YamlRefused as exc:
+        return [Problem(file, exc.line, (), exc.message)], []
     return _load_text(file, text)
 
 
 def _load_text(file: str, text: str) -> tuple[list[Problem], list[Host]]:
-    yaml = YAML(typ="rt")
+    yaml = bounded_yaml()
     try:
+        check_text(text)
         # Compose first: ruamel stops at the first duplicate key, we want them all.
-        duplicates = list(_duplicate_keys(file, yaml.compose(text), ()))
+        node = yaml.compose(text)
+        duplicates = list(_duplicate_keys(file, node, ()))
         if duplicates:
             return duplicates, []
-        doc = yaml.load(text)
+        doc = yaml.constructor.construct_document(node) if node is not None else None
+    except YamlRefused as exc:
+        return [Problem(file, exc.line, (), exc.message)], []
     except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        message = f"YAML syntax error: {exc.problem or exc.context}"
-        if exc.problem and exc.context and exc.context_mark:
-            message += f" ({exc.context} at line {exc.context_mark.line + 1})"
-        return [Problem(file, mark.line + 1 if mark else None, (), message)], []
+        return [_syntax_problem(file, exc)], []
     data = _plain(doc)
     problems = [p for err in _validator().iter_errors(data) for p in _explain(file, doc, err)]
     problems = list(dict.fromkeys(problems))  # `required` reports each missing key per error
@@ -255,6 +260,14 @@ def _load_text(file: str, text: str) -> tuple[list[Problem], list[Host]]:
     hosts = [_merge_host(file, doc, data, name) for name in data["hosts"]]
     missing = [p for host in hosts for p in _missing_images(file, doc, host)]
     return missing, hosts if not missing else []
+
+
+def _syntax_problem(file: str, exc: MarkedYAMLError) -> Problem:
+    mark = exc.problem_mark or exc.context_mark
+    message = f"YAML syntax error: {exc.problem or exc.context}"
+    if exc.problem and exc.context and exc.context_mark:
+        message += f" ({exc.context} at line {exc.context_mark.line + 1})"
+    return Problem(file, mark.line + 1 if mark else None, (), message)
 
 
 def _duplicate_keys(file: str, node: Node | None, path: KeyPath) -> Iterator[Problem]:
@@ -390,7 +403,7 @@ def _semantic_problems(file: str, doc: Any, data: Any) -> Iterator[Problem]:
         ssh = level.get("ssh")
         host_key = ssh.get("host_key") if isinstance(ssh, Mapping) else None
         if isinstance(host_key, str) and re.search(key_pattern, host_key):
-            reason = host_key_problem(host_key)
+            reason = key_problem(host_key)
             if reason:
                 where = (*prefix, "ssh", "host_key")
                 yield Problem(file, _line(doc, where), where, reason)

@@ -205,7 +205,7 @@ def test_groups_lists_hosts_per_group_in_host_order(tmp_path: Path) -> None:
         (b"version: 1\nhosts:\n  ? [a, b]\n  : {address: x}\n", ":3: hosts[\"('a', 'b')\"]: "),
         (b"version: 1\nhosts:\n  1: {address: x}\n", ":3: hosts[1]: expected a name"),
         (b"- a\n", ":1: expected a mapping; got a list"),
-        (b"\xff\xfe", ": cannot read: 'utf-8' codec can't decode"),
+        (b"\xff\xfe", ":1: cannot read: not UTF-8 (byte 0xff)"),
     ],
 )
 def test_odd_documents_are_refused_not_crashed_on(
