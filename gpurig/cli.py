@@ -15,6 +15,7 @@ from gpurig.compat import judge
 from gpurig.inventory import InventoryError, format_path, load_inventory
 from gpurig.pyinfra_inventory import cache_dir
 from gpurig.report import FORMATS, exit_code, render
+from gpurig.textsafe import visible
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -157,12 +158,25 @@ def onboard(
 @click.argument("inventory", type=click.Path(exists=True, dir_okay=False))
 @click.option("--check", is_flag=True, help="Change nothing; exit 1 listing unpinned images.")
 def pin(inventory: str, check: bool) -> None:
-    """Resolve image tags to registry digests in INVENTORY, keeping its comments and layout."""
-    from gpurig.pin import PinError, pin_file, unpinned
+    """Resolve image tags to registry digests in INVENTORY, keeping its comments and layout.
+
+    Exit 0 pinned, 1 a registry failed (or --check found tags), 2 the file is not YAML."""
+    from gpurig.pin import PinError, PinInputError, pin_file, read_inventory, unpinned
 
     path = Path(inventory)
+    try:
+        if check:
+            found = unpinned(read_inventory(path), inventory)
+        else:
+            resolved = pin_file(path)
+    except PinInputError as exc:
+        click.echo(str(exc), err=True)
+        raise SystemExit(2) from None
+    except PinError as exc:
+        # Registries are remote input: their words reach the terminal escaped.
+        click.echo(f"gpurig pin: {visible(str(exc))}", err=True)
+        raise SystemExit(1) from None
     if check:
-        found = unpinned(path.read_text(encoding="utf-8"))
         for item in found:
             click.echo(
                 f"{inventory}:{item.line}: {format_path(item.path)}: not pinned: {item.image}"
@@ -170,11 +184,6 @@ def pin(inventory: str, check: bool) -> None:
         if found:
             click.echo(f"{len(found)} unpinned images; run `gpurig pin {inventory}`", err=True)
         raise SystemExit(1 if found else 0)
-    try:
-        resolved = pin_file(path)
-    except PinError as exc:
-        click.echo(f"gpurig pin: {exc}", err=True)
-        raise SystemExit(1) from None
     for tag, digest in resolved.items():
         click.echo(f"{tag} -> {digest}")
     if not resolved:

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator, TypeChecker, ValidationError, validators
-from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from gpurig.hostkeys import key_problem
-from gpurig.safe_yaml import YamlRefused, bounded_yaml, check_text, read_text
+from gpurig.safe_yaml import YamlRefused, bounded_yaml, check_text, read_text, syntax_refusal
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "inventory.schema.json"
 
@@ -247,10 +247,11 @@ def _load_text(file: str, text: str) -> tuple[list[Problem], list[Host]]:
         if duplicates:
             return duplicates, []
         doc = yaml.constructor.construct_document(node) if node is not None else None
+    except YAMLError as exc:
+        refusal = syntax_refusal(exc)
+        return [Problem(file, refusal.line, (), refusal.message)], []
     except YamlRefused as exc:
         return [Problem(file, exc.line, (), exc.message)], []
-    except MarkedYAMLError as exc:
-        return [_syntax_problem(file, exc)], []
     data = _plain(doc)
     problems = [p for err in _validator().iter_errors(data) for p in _explain(file, doc, err)]
     problems = list(dict.fromkeys(problems))  # `required` reports each missing key per error
@@ -260,14 +261,6 @@ def _load_text(file: str, text: str) -> tuple[list[Problem], list[Host]]:
     hosts = [_merge_host(file, doc, data, name) for name in data["hosts"]]
     missing = [p for host in hosts for p in _missing_images(file, doc, host)]
     return missing, hosts if not missing else []
-
-
-def _syntax_problem(file: str, exc: MarkedYAMLError) -> Problem:
-    mark = exc.problem_mark or exc.context_mark
-    message = f"YAML syntax error: {exc.problem or exc.context}"
-    if exc.problem and exc.context and exc.context_mark:
-        message += f" ({exc.context} at line {exc.context_mark.line + 1})"
-    return Problem(file, mark.line + 1 if mark else None, (), message)
 
 
 def _duplicate_keys(file: str, node: Node | None, path: KeyPath) -> Iterator[Problem]:

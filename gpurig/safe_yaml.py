@@ -15,6 +15,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.composer import Composer
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent
 from ruamel.yaml.nodes import ScalarNode
 from ruamel.yaml.scanner import RoundTripScanner
@@ -148,6 +149,26 @@ class BoundedComposer(Composer):
             raise YamlRefused(
                 line, f"more than {MAX_NODES} values once aliases are expanded (an alias bomb?)"
             )
+
+
+def syntax_refusal(exc: YAMLError) -> YamlRefused:
+    """A parser's error as a refusal at its line: what it found, and what it was reading."""
+    if not isinstance(exc, MarkedYAMLError):
+        return YamlRefused(None, f"YAML error: {exc}")
+    mark = exc.problem_mark or exc.context_mark
+    message = f"YAML syntax error: {exc.problem or exc.context}"
+    if exc.problem and exc.context and exc.context_mark:
+        message += f" ({exc.context} at line {exc.context_mark.line + 1})"
+    return YamlRefused(mark.line + 1 if mark else None, message)
+
+
+def load(text: str, yaml: YAML) -> Any:
+    """The document in `text` through `yaml` (a bounded_yaml), every failure a YamlRefused."""
+    check_text(text)
+    try:
+        return yaml.load(text)
+    except YAMLError as exc:
+        raise syntax_refusal(exc) from None
 
 
 def bounded_yaml() -> YAML:
