@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache, reduce
@@ -288,13 +288,20 @@ def _duplicate_keys(file: str, node: Node | None, path: KeyPath) -> Iterator[Pro
 def _plain(value: Any) -> Any:
     """ruamel's round-trip types as plain Python, so jsonschema sees what YAML said."""
     if isinstance(value, Mapping):
-        return {_plain(k): _plain(v) for k, v in value.items()}
+        return {_plain_key(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_plain(v) for v in value]
     for kind in (bool, int, float, str):
         if isinstance(value, kind):
             return kind(value)
     return value
+
+
+def _plain_key(key: Any) -> Any:
+    """A key as _plain has it; a mapping used as a key (`? {a: 1}`) as its text, so it can
+    still be a key and be refused as one."""
+    plain = _plain(key)
+    return plain if isinstance(plain, Hashable) else str(plain)
 
 
 def _line(doc: Any, path: KeyPath) -> int:

@@ -51,13 +51,16 @@ class PinInputError(Exception):
     """The inventory cannot be read as YAML: `FILE:LINE: what is wrong`, as validate says."""
 
 
-class _SameHostRedirects(urllib.request.HTTPRedirectHandler):
-    """Follow a redirect, but send the registry's Authorization header to that host only."""
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """Follow a redirect as the same method (urllib turns HEAD into GET), and send the
+    registry's Authorization header on only to the same host."""
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and new.host != req.host:
-            new.remove_header("Authorization")
+        if new is not None:
+            new.method = req.get_method()
+            if new.host != req.host:
+                new.remove_header("Authorization")
         return new
 
 
@@ -68,7 +71,7 @@ def _opener() -> urllib.request.OpenerDirector:
         urllib.request.ProxyHandler(),
         urllib.request.HTTPHandler(),
         urllib.request.HTTPSHandler(),
-        _SameHostRedirects(),
+        _Redirects(),
         urllib.request.HTTPDefaultErrorHandler(),
         urllib.request.HTTPErrorProcessor(),
     ):
@@ -145,7 +148,7 @@ def _request(url: str, method: str, headers: dict[str, str]) -> urllib.response.
     return _opener().open(request, timeout=TIMEOUT)
 
 
-def _realm_problem(realm: str, ref: ImageRef, scheme: str) -> str | None:
+def realm_problem(realm: str, ref: ImageRef, scheme: str) -> str | None:
     """Why gpurig will not ask `realm` for a token, or None: only the registry's own host (or
     its known token service), and only over HTTPS unless the registry itself is plain HTTP."""
     url = urllib.parse.urlsplit(realm)
@@ -168,7 +171,7 @@ def _token(challenge: str, image: str, ref: ImageRef, scheme: str) -> str:
     realm = params.pop("realm", None)
     if not challenge.lower().startswith("bearer") or not realm:
         raise PinError(f"{image}: registry wants authentication gpurig cannot do: {challenge}")
-    problem = _realm_problem(realm, ref, scheme)
+    problem = realm_problem(realm, ref, scheme)
     if problem:
         raise PinError(f"{image}: refusing the registry's token challenge: {problem}")
     url = f"{realm}?{urllib.parse.urlencode(params)}"
