@@ -3,7 +3,8 @@
 An inventory is small and shallow, so anything far beyond that is refused before it can hang
 or exhaust memory: a FIFO or /dev/zero named as the file, an alias bomb (a few hundred bytes
 that expand to billions of nodes), nesting that overflows the stack, an integer longer than
-Python will convert. Every refusal names the line and takes milliseconds.
+Python will convert. Each of these is refused in milliseconds, naming the line; only a big
+plain file costs what parsing it up to a bound costs (see the numbers below).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from ruamel.yaml.scanner import RoundTripScanner
 
 from gpurig.textsafe import escape_char, first_unsafe
 
-# ruamel parses pure Python, some 100-200 KB a second: 1 MiB is a thousand hosts and change.
+# ruamel parses in pure Python: on a busy 2-core machine a 1 MiB scalar took 0.6 s, a 1 MiB
+# comment 1.1 s, and 20,000 values 3 s. 1 MiB is a thousand hosts and change.
 MAX_BYTES = 1024**2
 # Values once aliases are expanded: 80 times the example fleet (a thousand hosts with a dozen
 # values each), where an alias bomb stands for billions.
@@ -146,9 +148,7 @@ class BoundedComposer(Composer):
         if depth > MAX_DEPTH:
             raise YamlRefused(line, f"nested deeper than {MAX_DEPTH} levels")
         if self.expanded > MAX_NODES:
-            raise YamlRefused(
-                line, f"more than {MAX_NODES} values once aliases are expanded (an alias bomb?)"
-            )
+            raise YamlRefused(line, f"more than {MAX_NODES} values once aliases are expanded")
 
 
 def syntax_refusal(exc: YAMLError) -> YamlRefused:

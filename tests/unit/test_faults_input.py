@@ -309,6 +309,19 @@ def test_hostile_file_is_refused_within_a_second(
         assert problem.line == line, problem
 
 
+def test_validate_exits_2_listing_every_hostile_file(faults: Any, tmp_path: Path) -> None:
+    bomb, fifo = _write(_bomb())(tmp_path), _fifo(tmp_path)
+    faults.tried += 1
+    result = CliRunner().invoke(main, ["validate", str(bomb), str(fifo), "/dev/zero"])
+    assert isinstance(result.exception, SystemExit) and result.exit_code == 2, result.output
+    faults.refused += 1
+    assert result.output.splitlines() == [
+        f"{bomb}:6: more than 20000 values once aliases are expanded",
+        f"{fifo}: cannot read: not a regular file (a FIFO)",
+        "/dev/zero: cannot read: not a regular file (a character device)",
+    ]
+
+
 def test_alias_bomb_is_the_classic_size() -> None:
     """The payload is the brief's: at most 500 bytes for 9**9 (387 million) strings."""
     text = _bomb()

@@ -39,7 +39,7 @@ def test_parse_size_uses_binary_units(text: str, expected: int) -> None:
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("text", ["512", "g", "12 gb", "-1g", "1.g", "10p", ""])
+@pytest.mark.parametrize("text", ["512", "g", "12 gb", "-1g", "1.g", "10p", "", "1g\n"])
 def test_parse_size_refuses_what_is_not_a_size(text: str) -> None:
     with pytest.raises(ValueError, match="not a size"):
         parse_size(text)
