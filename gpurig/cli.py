@@ -167,13 +167,27 @@ def onboard(
 @click.argument("inventory", type=click.Path(exists=True, dir_okay=False))
 @click.option("--check", is_flag=True, help="Change nothing; exit 1 listing unpinned images.")
 def pin(inventory: str, check: bool) -> None:
-    """Resolve image tags to registry digests in INVENTORY, keeping its comments and layout."""
+    """Resolve image tags to registry digests in INVENTORY, keeping its comments and layout.
+
+    Exit 0 pinned, 1 a registry failed (or --check found tags), 2 the file is not YAML."""
     from gpurig.inventory import format_path
-    from gpurig.pin import PinError, pin_file, unpinned
+    from gpurig.pin import PinError, PinInputError, pin_file, read_inventory, unpinned
+    from gpurig.textsafe import visible
 
     path = Path(inventory)
+    try:
+        if check:
+            found = unpinned(read_inventory(path), inventory)
+        else:
+            resolved = pin_file(path)
+    except PinInputError as exc:
+        click.echo(str(exc), err=True)
+        raise SystemExit(2) from None
+    except PinError as exc:
+        # Registries are remote input: their words reach the terminal escaped.
+        click.echo(f"gpurig pin: {visible(str(exc))}", err=True)
+        raise SystemExit(1) from None
     if check:
-        found = unpinned(path.read_text(encoding="utf-8"))
         for item in found:
             click.echo(
                 f"{inventory}:{item.line}: {format_path(item.path)}: not pinned: {item.image}"
@@ -181,11 +195,6 @@ def pin(inventory: str, check: bool) -> None:
         if found:
             click.echo(f"{len(found)} unpinned images; run `gpurig pin {inventory}`", err=True)
         raise SystemExit(1 if found else 0)
-    try:
-        resolved = pin_file(path)
-    except PinError as exc:
-        click.echo(f"gpurig pin: {exc}", err=True)
-        raise SystemExit(1) from None
     for tag, digest in resolved.items():
         click.echo(f"{tag} -> {digest}")
     if not resolved:

@@ -12,8 +12,10 @@ import base64
 import hashlib
 import re
 import socket
+from typing import TYPE_CHECKING
 
-import paramiko
+if TYPE_CHECKING:  # validate reads keys without paramiko; connecting imports it
+    import paramiko
 
 # What paramiko (BadHostKeyException) and pyinfra (its ConnectError, its CLI log) say.
 _MISMATCH = re.compile(r"SSH host key error|Host key for (server )?\S+ does not match")
@@ -24,6 +26,63 @@ _CLI_LINE = re.compile(r"^[ \t]*\[(?P<name>[^\]\s]+)\]\s+SSH host key error", re
 def host_key_line(key: paramiko.PKey) -> str:
     """`<type> <base64>`: a key as known_hosts and the inventory's `ssh.host_key` hold it."""
     return f"{key.get_name()} {key.get_base64()}"
+
+
+# What follows the type name in each key type's public blob, every field an SSH string
+# (RFC 4253 6.6 ssh-rsa, RFC 5656 3.1 ecdsa, RFC 8709 4 ed25519, OpenSSH PROTOCOL.u2f sk-*):
+# an int is the field's exact length, bytes its exact value, None any non-empty value.
+_BLOB_FIELDS: dict[str, tuple[int | bytes | None, ...]] = {
+    "ssh-ed25519": (32,),
+    "ssh-rsa": (None, None),  # e, n
+    "ecdsa-sha2-nistp256": (b"nistp256", 65),  # curve, uncompressed point
+    "ecdsa-sha2-nistp384": (b"nistp384", 97),
+    "ecdsa-sha2-nistp521": (b"nistp521", 133),
+    "sk-ssh-ed25519@openssh.com": (32, None),  # key, application
+    "sk-ecdsa-sha2-nistp256@openssh.com": (b"nistp256", 65, None),
+}
+
+
+def _ssh_strings(raw: bytes) -> list[bytes] | None:
+    """The SSH strings (uint32 length, then bytes) `raw` consists of; None if it is cut short."""
+    fields, at = [], 0
+    while at < len(raw):
+        length = int.from_bytes(raw[at : at + 4], "big")
+        if at + 4 + length > len(raw):
+            return None
+        fields.append(raw[at + 4 : at + 4 + length])
+        at += 4 + length
+    return fields
+
+
+def key_problem(host_key: str) -> str | None:
+    """Why `<type> <base64>` is not a whole public key of that type, or None.
+
+    A key cut short in copying still decodes when it ends on a 4-character boundary; paramiko
+    then loads it as a different key, and every connection reports a changed host key.
+    """
+    key_type, _, blob = host_key.partition(" ")
+    try:
+        fields = _ssh_strings(base64.b64decode(blob, validate=True))
+    except ValueError:
+        return "expected base64 key data after the key type"
+    if not fields:
+        return f"the key data is cut short (expected a whole {key_type} key)"
+    embedded = fields[0].decode("ascii", "replace")
+    if embedded != key_type:
+        return f"key data is for {embedded!r}, not {key_type!r}"
+    expected = _BLOB_FIELDS.get(key_type)
+    if expected is None:
+        return f"{key_type!r} is not a host key type gpurig knows"
+    values = fields[1:]
+    if len(values) != len(expected) or not all(map(_field_ok, values, expected)):
+        return f"the key data is cut short or malformed for {key_type}"
+    return None
+
+
+def _field_ok(value: bytes, want: int | bytes | None) -> bool:
+    if isinstance(want, int):
+        return len(value) == want
+    return value == want if want is not None else bool(value)
 
 
 def fingerprint(host_key: str) -> str:
@@ -38,6 +97,8 @@ def fetch_host_key(address: str, port: int, timeout: float, prefer: str | None =
     `prefer` (a key type) asks for the type already recorded, so a server with several host
     keys is compared like for like. Raises OSError, EOFError or paramiko.SSHException.
     """
+    import paramiko
+
     sock = socket.create_connection((address, port), timeout=timeout)
     transport = paramiko.Transport(sock)
     try:
@@ -53,8 +114,11 @@ def fetch_host_key(address: str, port: int, timeout: float, prefer: str | None =
 
 def is_mismatch(error: BaseException | str) -> bool:
     """Whether a connection failed because the host key differs from the recorded one."""
-    if isinstance(error, paramiko.BadHostKeyException):
-        return True
+    if not isinstance(error, str):
+        import paramiko
+
+        if isinstance(error, paramiko.BadHostKeyException):
+            return True
     return bool(_MISMATCH.search(_ANSI.sub("", str(error))))
 
 

@@ -6,21 +6,22 @@ Everything is refused before any host is touched, and every problem is reported 
 
 from __future__ import annotations
 
-import base64
 import json
+import math
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache, reduce
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator, ValidationError
-from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError
+from jsonschema import Draft202012Validator, TypeChecker, ValidationError, validators
+from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from gpurig.hostkeys import key_problem
+from gpurig.safe_yaml import YamlRefused, bounded_yaml, check_text, read_text, syntax_refusal
 from gpurig.spec import normalise
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "inventory.schema.json"
@@ -163,29 +164,34 @@ def mount_problem(mount: str) -> str | None:
     return None
 
 
-def host_key_problem(host_key: str) -> str | None:
-    """Why the key blob does not hold the key type written before it, or None."""
-    key_type, blob = host_key.split(" ", 1)
-    try:
-        raw = base64.b64decode(blob, validate=True)
-    except ValueError:
-        return "expected base64 key data after the key type"
-    length = int.from_bytes(raw[:4], "big")
-    embedded = raw[4 : 4 + length].decode("ascii", "replace")
-    if embedded != key_type:
-        return f"key data is for {embedded!r}, not {key_type!r}"
-    return None
-
-
 @cache
 def schema() -> dict[str, Any]:
     """The inventory JSON Schema (also what editors use)."""
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
+def _is_integer(_checker: TypeChecker, value: Any) -> bool:
+    """An integer as YAML wrote it: `22`, never `22.0` (which JSON cannot tell apart) or `true`."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(_checker: TypeChecker, value: Any) -> bool:
+    """A finite number: `.nan` compares false with every bound, so it would pass them all."""
+    return _is_integer(_checker, value) or (isinstance(value, float) and math.isfinite(value))
+
+
+# The schema's types as a YAML file has them; editors, which see JSON, accept 22.0 as a port.
+_Validator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
+        {"integer": _is_integer, "number": _is_number}
+    ),
+)
+
+
 @cache
 def _validator() -> Draft202012Validator:
-    return Draft202012Validator(schema())
+    return _Validator(schema())
 
 
 def load_inventory(paths: Iterable[str | Path]) -> Inventory:
@@ -226,30 +232,27 @@ def load_inventory_text(text: str, source: str) -> Inventory:
 def _load_file(file: str) -> tuple[list[Problem], list[Host]]:
     """Problems in one file, or its hosts when it has none."""
     try:
-        text = Path(file).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        return [
-            Problem(file, None, (), f"cannot read: {getattr(exc, 'strerror', None) or exc}")
-        ], []
+        text = read_text(file)
+    except YamlRefused as exc:
+        return [Problem(file, exc.line, (), exc.message)], []
     return _load_text(file, text)
 
 
 def _load_text(file: str, text: str) -> tuple[list[Problem], list[Host]]:
-    yaml = YAML(typ="rt")
+    yaml = bounded_yaml()
     try:
-        # Compose first: ruamel stops at the first duplicate key, we want them all. Then
-        # build the document from that node tree rather than parse the text a second time.
+        check_text(text)
+        # Compose first: ruamel stops at the first duplicate key, we want them all.
         node = yaml.compose(text)
         duplicates = list(_duplicate_keys(file, node, ()))
         if duplicates:
             return duplicates, []
         doc = yaml.constructor.construct_document(node) if node is not None else None
-    except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        message = f"YAML syntax error: {exc.problem or exc.context}"
-        if exc.problem and exc.context and exc.context_mark:
-            message += f" ({exc.context} at line {exc.context_mark.line + 1})"
-        return [Problem(file, mark.line + 1 if mark else None, (), message)], []
+    except YAMLError as exc:
+        refusal = syntax_refusal(exc)
+        return [Problem(file, refusal.line, (), refusal.message)], []
+    except YamlRefused as exc:
+        return [Problem(file, exc.line, (), exc.message)], []
     data = _plain(doc)
     problems = [p for err in _validator().iter_errors(data) for p in _explain(file, doc, err)]
     problems = list(dict.fromkeys(problems))  # `required` reports each missing key per error
@@ -286,13 +289,20 @@ def _duplicate_keys(file: str, node: Node | None, path: KeyPath) -> Iterator[Pro
 def _plain(value: Any) -> Any:
     """ruamel's round-trip types as plain Python, so jsonschema sees what YAML said."""
     if isinstance(value, Mapping):
-        return {_plain(k): _plain(v) for k, v in value.items()}
+        return {_plain_key(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_plain(v) for v in value]
     for kind in (bool, int, float, str):
         if isinstance(value, kind):
             return kind(value)
     return value
+
+
+def _plain_key(key: Any) -> Any:
+    """A key as _plain has it; a mapping used as a key (`? {a: 1}`) as its text, so it can
+    still be a key and be refused as one."""
+    plain = _plain(key)
+    return plain if isinstance(plain, Hashable) else str(plain)
 
 
 def _line(doc: Any, path: KeyPath) -> int:
@@ -394,7 +404,7 @@ def _semantic_problems(file: str, doc: Any, data: Any) -> Iterator[Problem]:
         ssh = level.get("ssh")
         host_key = ssh.get("host_key") if isinstance(ssh, Mapping) else None
         if isinstance(host_key, str) and re.search(key_pattern, host_key):
-            reason = host_key_problem(host_key)
+            reason = key_problem(host_key)
             if reason:
                 where = (*prefix, "ssh", "host_key")
                 yield Problem(file, _line(doc, where), where, reason)

@@ -32,7 +32,9 @@ from gpurig.hostkeys import changed_message, fetch_host_key, fingerprint, is_mis
 from gpurig.inventory import Host, InventoryError, load_inventory, load_inventory_text
 from gpurig.pyinfra_inventory import cache_dir
 from gpurig.report import HostReport, to_table
+from gpurig.safe_yaml import YamlRefused, read_bytes
 from gpurig.spec import normalise
+from gpurig.textsafe import visible
 
 Status = Literal["ok", "warn", "FAIL"]
 
@@ -49,7 +51,8 @@ class OnboardError(Exception):
 
     def __init__(self, step: str, message: str) -> None:
         self.step = step
-        super().__init__(f"{step}: {message}")
+        # Messages quote hosts (probe errors, GPU names): their control characters escaped.
+        super().__init__(step + ": " + visible(message, keep="\n"))
 
 
 @dataclass(frozen=True)
@@ -100,9 +103,9 @@ def os_problem(os_id: str | None, version: str | None) -> str | None:
 
 
 def render_checks(checks: Sequence[Check]) -> str:
-    """The preflight report: one aligned line per check."""
+    """The preflight report: one aligned line per check; the host's words shown escaped."""
     width = max((len(c.name) for c in checks), default=0)
-    return "".join(f"{c.status:<4}  {c.name:<{width}}  {c.detail}\n" for c in checks)
+    return "".join(f"{c.status:<4}  {c.name:<{width}}  {visible(c.detail)}\n" for c in checks)
 
 
 def _gib(size: int) -> str:
@@ -290,10 +293,10 @@ def preflight(
     """Read-only checks; (the inventory's bytes now, its edited text, the new host)."""
     path = request.inventory
     try:
-        original = path.read_bytes()
-        current = load_inventory([path])
-    except OSError as exc:
-        raise OnboardError("preflight", f"cannot read {path}: {exc.strerror}") from None
+        current = load_inventory([path])  # first: it refuses a FIFO or a device unread
+        original = read_bytes(path)
+    except YamlRefused as exc:
+        raise OnboardError("preflight", f"{path}: {exc.message}") from None
     except InventoryError as exc:
         raise OnboardError("preflight", f"{path} is not valid:\n{exc}") from None
     text = original.decode("utf-8")
@@ -335,7 +338,11 @@ def preflight(
 
 def record(path: Path, original: bytes, text: str) -> None:
     """Write the edited inventory atomically and validate the file; restore it if invalid."""
-    if path.read_bytes() != original:
+    try:
+        now = read_bytes(path)
+    except YamlRefused as exc:
+        raise OnboardError("record", f"{path}: {exc.message}") from None
+    if now != original:
         raise OnboardError("record", f"{path} changed while onboarding; run onboard again")
     mode = stat.S_IMODE(path.stat().st_mode)
     atomic_write(path, text, mode)

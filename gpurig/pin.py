@@ -24,6 +24,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from gpurig.fsutil import atomic_write
+from gpurig.safe_yaml import YamlRefused, bounded_yaml, load, read_text
 
 MANIFEST_TYPES = (
     "application/vnd.oci.image.index.v1+json",
@@ -31,13 +32,51 @@ MANIFEST_TYPES = (
     "application/vnd.docker.distribution.manifest.list.v2+json",
     "application/vnd.docker.distribution.manifest.v2+json",
 )
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 DOCKER_HUB = "registry-1.docker.io"
+# Token services a registry may send gpurig to on a host other than its own. Docker Hub's
+# realm is https://auth.docker.io/token (https://distribution.github.io/distribution/spec/auth/token/).
+TOKEN_HOSTS = {DOCKER_HUB: ("auth.docker.io",)}
 TIMEOUT = 30  # seconds per HTTP request
+MAX_TOKEN_RESPONSE = 1024**2  # bytes; a token is a few KiB
+# RFC 6750 2.1: what a bearer token may consist of (so it cannot break the header it goes in).
+_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]+=*")
 
 
 class PinError(Exception):
     """A registry could not resolve an image; the message names the image and why."""
+
+
+class PinInputError(Exception):
+    """The inventory cannot be read as YAML: `FILE:LINE: what is wrong`, as validate says."""
+
+
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """Follow a redirect as the same method (urllib turns HEAD into GET), and send the
+    registry's Authorization header on only to the same host."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None:
+            new.method = req.get_method()
+            if new.host != req.host:
+                new.remove_header("Authorization")
+        return new
+
+
+def _opener() -> urllib.request.OpenerDirector:
+    """HTTP and HTTPS only: no file://, ftp:// or data: a registry could point gpurig at."""
+    opener = urllib.request.OpenerDirector()
+    for handler in (
+        urllib.request.ProxyHandler(),
+        urllib.request.HTTPHandler(),
+        urllib.request.HTTPSHandler(),
+        _Redirects(),
+        urllib.request.HTTPDefaultErrorHandler(),
+        urllib.request.HTTPErrorProcessor(),
+    ):
+        opener.add_handler(handler)
+    return opener
 
 
 @dataclass(frozen=True)
@@ -70,59 +109,82 @@ class Unpinned:
     image: str
 
 
+def _mapping(value: Any, key: str) -> dict[Any, Any]:
+    """`value[key]` when both are mappings, else empty: pin walks files validate may refuse."""
+    found = value.get(key) if isinstance(value, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def _specs(doc: Any) -> Iterator[tuple[tuple[str, ...], dict[Any, Any]]]:
+    """(key path, spec) of defaults, every group and every host that has a spec mapping."""
+    levels = [(("defaults",), _mapping(doc, "defaults"))]
+    for section in ("groups", "hosts"):
+        levels += [((section, str(name)), level) for name, level in _mapping(doc, section).items()]
+    for prefix, level in levels:
+        if spec := _mapping(level, "spec"):
+            yield (*prefix, "spec"), spec
+
+
 def _image_slots(doc: Any) -> Iterator[tuple[tuple[str, ...], Any, str]]:
     """(key path, containing mapping, key) for every container image in the document."""
-    if not isinstance(doc, dict):
-        return
-    levels: list[tuple[tuple[str, ...], Any]] = [(("defaults",), doc.get("defaults"))]
-    for section in ("groups", "hosts"):
-        for name, level in (doc.get(section) or {}).items():
-            levels.append(((section, str(name)), level))
-    for prefix, level in levels:
-        spec = level.get("spec") if isinstance(level, dict) else None
-        containers = spec.get("containers") if isinstance(spec, dict) else None
-        for cname, container in (containers or {}).items():
+    for prefix, spec in _specs(doc):
+        for cname, container in _mapping(spec, "containers").items():
             if isinstance(container, dict) and isinstance(container.get("image"), str):
-                yield (*prefix, "spec", "containers", str(cname), "image"), container, "image"
+                yield (*prefix, "containers", str(cname), "image"), container, "image"
 
 
 def insecure_registries(doc: Any) -> set[str]:
     """Every registry some level of the file lists as reachable over plain HTTP."""
     found: set[str] = set()
-    levels = [doc.get("defaults")] + [
-        level for section in ("groups", "hosts") for level in (doc.get(section) or {}).values()
-    ]
-    for level in levels:
-        spec = level.get("spec") if isinstance(level, dict) else None
-        if isinstance(spec, dict):
-            found.update(spec.get("insecure_registries") or [])
+    for _prefix, spec in _specs(doc):
+        listed = spec.get("insecure_registries")
+        if isinstance(listed, list):
+            found.update(r for r in listed if isinstance(r, str))
     return found
 
 
 def _request(url: str, method: str, headers: dict[str, str]) -> urllib.response.addinfourl:
-    return urllib.request.urlopen(
-        urllib.request.Request(url, method=method, headers=headers), timeout=TIMEOUT
+    request = urllib.request.Request(url, method=method, headers=headers)
+    return _opener().open(request, timeout=TIMEOUT)
+
+
+def realm_problem(realm: str, ref: ImageRef, scheme: str) -> str | None:
+    """Why gpurig will not ask `realm` for a token, or None: only the registry's own host (or
+    its known token service), and only over HTTPS unless the registry itself is plain HTTP."""
+    url = urllib.parse.urlsplit(realm)
+    allowed = ("https", "http") if scheme == "http" else ("https",)
+    hosts = (
+        urllib.parse.urlsplit(f"//{ref.registry}").hostname,
+        *TOKEN_HOSTS.get(ref.registry, ()),
     )
+    if url.scheme not in allowed:
+        return f"its token realm {realm} is not {' or '.join(f'{s}://' for s in allowed)}"
+    if url.hostname not in hosts:
+        return f"its token realm {realm} is on another host than {', '.join(map(str, hosts))}"
+    return None
 
 
-def _token(challenge: str, image: str) -> str:
+def _token(challenge: str, image: str, ref: ImageRef, scheme: str) -> str:
     """A bearer token from the realm a registry's `WWW-Authenticate: Bearer ...` names
     (anonymous: what public registries hand out for pulls)."""
     params = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
     realm = params.pop("realm", None)
     if not challenge.lower().startswith("bearer") or not realm:
         raise PinError(f"{image}: registry wants authentication gpurig cannot do: {challenge}")
+    problem = realm_problem(realm, ref, scheme)
+    if problem:
+        raise PinError(f"{image}: refusing the registry's token challenge: {problem}")
     url = f"{realm}?{urllib.parse.urlencode(params)}"
     try:
         with _request(url, "GET", {}) as response:
-            body = json.load(response)
+            body = json.loads(response.read(MAX_TOKEN_RESPONSE + 1)[:MAX_TOKEN_RESPONSE])
     except urllib.error.HTTPError as exc:
         raise PinError(f"{image}: token request to {realm} failed: HTTP {exc.code}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise PinError(f"{image}: token request to {realm} failed: {exc}") from None
-    token = body.get("token") or body.get("access_token")
-    if not token:
-        raise PinError(f"{image}: {realm} returned no token")
+    token = (body.get("token") or body.get("access_token")) if isinstance(body, dict) else None
+    if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+        raise PinError(f"{image}: {realm} returned no bearer token")
     return token
 
 
@@ -140,27 +202,39 @@ def resolve(image: str, insecure: set[str] | frozenset[str] = frozenset()) -> st
         except urllib.error.HTTPError as exc:
             challenge = exc.headers.get("WWW-Authenticate", "")
             if exc.code == 401 and challenge and attempt == 0:
-                headers["Authorization"] = f"Bearer {_token(challenge, image)}"
+                headers["Authorization"] = f"Bearer {_token(challenge, image, ref, scheme)}"
                 continue
             raise PinError(f"{image}: HTTP {exc.code} from {url}") from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise PinError(f"{image}: cannot reach {url}: {reason}") from None
-    if not DIGEST.match(digest):
+    if not DIGEST.fullmatch(digest):
         raise PinError(f"{image}: {url} sent no sha256 Docker-Content-Digest header")
     return digest
 
 
 def _yaml() -> YAML:
-    yaml = YAML(typ="rt")
+    yaml = bounded_yaml()
     yaml.preserve_quotes = True
     yaml.width = 4096  # never re-wrap long lines
     return yaml
 
 
-def unpinned(text: str) -> list[Unpinned]:
+def _refused(source: str | Path, exc: YamlRefused) -> PinInputError:
+    where = source if exc.line is None else f"{source}:{exc.line}"
+    return PinInputError(f"{where}: {exc.message}")
+
+
+def _load(yaml: YAML, text: str, source: str) -> Any:
+    try:
+        return load(text, yaml)
+    except YamlRefused as exc:
+        raise _refused(source, exc) from None
+
+
+def unpinned(text: str, source: str = "<inventory>") -> list[Unpinned]:
     """Images in the inventory text that have no digest."""
-    doc = _yaml().load(text)
+    doc = _load(_yaml(), text, source)
     return [
         Unpinned(path, mapping.lc.value(key)[0] + 1, mapping[key])
         for path, mapping, key in _image_slots(doc)
@@ -168,10 +242,10 @@ def unpinned(text: str) -> list[Unpinned]:
     ]
 
 
-def pin_text(text: str) -> tuple[str, dict[str, str]]:
+def pin_text(text: str, source: str = "<inventory>") -> tuple[str, dict[str, str]]:
     """The inventory text with every tag replaced by `name@digest`, and what was resolved."""
     yaml = _yaml()
-    doc = yaml.load(text)
+    doc = _load(yaml, text, source)
     insecure = insecure_registries(doc)
     resolved: dict[str, str] = {}
     for _path, mapping, key in _image_slots(doc):
@@ -188,9 +262,17 @@ def pin_text(text: str) -> tuple[str, dict[str, str]]:
     return out.getvalue(), resolved
 
 
+def read_inventory(path: Path) -> str:
+    """The file's text, refused as `gpurig validate` would refuse it (FIFOs, size, controls)."""
+    try:
+        return read_text(path)
+    except YamlRefused as exc:
+        raise _refused(path, exc) from None
+
+
 def pin_file(path: Path) -> dict[str, str]:
     """Pin `path` in place (atomically); returns tag -> digest reference for what changed."""
-    text, resolved = pin_text(path.read_text(encoding="utf-8"))
+    text, resolved = pin_text(read_inventory(path), str(path))
     if resolved:
         atomic_write(path, text, mode=path.stat().st_mode & 0o777)
     return resolved

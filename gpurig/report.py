@@ -1,11 +1,15 @@
 """Drift reports: a terminal table, the JSON contract, JUnit XML for CI, Markdown summaries.
 
 Pure functions from host reports to text, so every format is unit-tested without a host.
+Findings quote host output, which is untrusted: each format escapes it its own way (the
+table shows control characters as `\x1b`, Markdown escapes its syntax and HTML, JUnit keeps
+only what XML 1.0 can hold; JSON escapes by itself).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -13,6 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # only annotations: the CLI imports FORMATS without the compat tables
     from gpurig.compat import Finding
+from gpurig.textsafe import visible
 
 FORMATS = ("table", "json", "junit", "markdown")
 _COLOURS = {"error": "\033[31m", "warn": "\033[33m", "ok": "\033[32m"}
@@ -63,11 +68,12 @@ def _paint(text: str, severity: str, colour: bool) -> str:
 def to_table(reports: Sequence[HostReport], colour: bool = False) -> str:
     """Aligned rows (host, severity, id, expected -> actual) with each fix underneath."""
     rows = [
-        (r.name, f.severity, f.id, f"expected {f.expected}, got {f.actual}", f.fix)
+        tuple(map(visible, (r.name, f.severity, f.id, f"expected {f.expected}, got {f.actual}",
+                            f.fix)))
         for r in reports
         for f in r.findings
-    ]
-    clean = [r.name for r in reports if not r.findings]
+    ]  # fmt: skip
+    clean = [visible(r.name) for r in reports if not r.findings]
     width_host = max([len(r.name) for r in reports] or [0])
     width_id = max([len(row[2]) for row in rows] or [0])
     lines = []
@@ -89,19 +95,38 @@ def to_junit(reports: Sequence[HostReport]) -> str:
         errors="0", skipped="0",
     )  # fmt: skip
     for report in reports:
-        case = ET.SubElement(suite, "testcase", classname="gpurig.drift", name=report.name)
+        case = ET.SubElement(suite, "testcase", classname="gpurig.drift", name=_xml(report.name))
         errors = [f for f in report.findings if f.severity == "error"]
         for f in errors:
-            failure = ET.SubElement(case, "failure", type=f.id, message=f.message)
-            failure.text = f"expected: {f.expected}\nactual: {f.actual}\nfix: {f.fix}"
+            failure = ET.SubElement(case, "failure", type=_xml(f.id), message=_xml(f.message))
+            failure.text = _xml(f"expected: {f.expected}\nactual: {f.actual}\nfix: {f.fix}")
         warnings = [f"{f.id}: {f.message}" for f in report.findings if f.severity == "warn"]
         if warnings:
-            ET.SubElement(case, "system-out").text = "\n".join(warnings)
+            ET.SubElement(case, "system-out").text = _xml("\n".join(warnings))
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 
 
+def _xml(text: str) -> str:
+    """What XML 1.0 can carry: tab and newline kept, every other unsafe character escaped
+    (a CR would come back as a newline, an ESC would make the file unparseable)."""
+    return visible(text, keep="\t\n")
+
+
+# Markdown syntax and HTML a finding could use to become a link, markup or another cell.
+_MARKDOWN = re.compile(r"[\\`*_{}\[\]()#+!|~<>&]")
+_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_.:/@+=-]+")
+
+
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text for a Markdown table cell: one line, no markup, no HTML, unsafe characters shown."""
+    return _MARKDOWN.sub(lambda m: _ENTITIES.get(m[0]) or f"\\{m[0]}", visible(text))
+
+
+def _code(text: str) -> str:
+    """A code span for a plain name or id; anything else (a backtick or `|` would end the span
+    or the cell early) as escaped text."""
+    return f"`{text}`" if _IDENTIFIER.fullmatch(text) else _cell(text)
 
 
 def to_markdown(reports: Sequence[HostReport]) -> str:
@@ -111,17 +136,19 @@ def to_markdown(reports: Sequence[HostReport]) -> str:
     lines = [f"## gpurig drift: {verdict}", ""]
     for report in reports:
         if not report.findings:
-            lines += [f"- `{report.name}`: ok", ""]
+            lines += [f"- {_code(report.name)}: ok", ""]
             continue
         lines += [
-            f"### `{report.name}`" + ("" if report.reachable else " (unreachable)"),
+            f"### {_code(report.name)}" + ("" if report.reachable else " (unreachable)"),
             "",
             "| severity | id | expected | actual | fix |",
             "| --- | --- | --- | --- | --- |",
         ]
         lines += [
             "| "
-            + " | ".join([f.severity, f"`{f.id}`", *map(_cell, (f.expected, f.actual, f.fix))])
+            + " | ".join(
+                [_cell(f.severity), _code(f.id), *map(_cell, (f.expected, f.actual, f.fix))]
+            )
             + " |"
             for f in report.findings
         ]

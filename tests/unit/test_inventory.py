@@ -40,7 +40,7 @@ def test_parse_size_uses_binary_units(text: str, expected: int) -> None:
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("text", ["512", "g", "12 gb", "-1g", "1.g", "10p", ""])
+@pytest.mark.parametrize("text", ["512", "g", "12 gb", "-1g", "1.g", "10p", "", "1g\n"])
 def test_parse_size_refuses_what_is_not_a_size(text: str) -> None:
     with pytest.raises(ValueError, match="not a size"):
         parse_size(text)
@@ -210,7 +210,7 @@ def test_groups_lists_hosts_per_group_in_host_order(tmp_path: Path) -> None:
         (b"version: 1\nhosts:\n  ? [a, b]\n  : {address: x}\n", ":3: hosts[\"('a', 'b')\"]: "),
         (b"version: 1\nhosts:\n  1: {address: x}\n", ":3: hosts[1]: expected a name"),
         (b"- a\n", ":1: expected a mapping; got a list"),
-        (b"\xff\xfe", ": cannot read: 'utf-8' codec can't decode"),
+        (b"\xff\xfe", ":1: cannot read: not UTF-8 (byte 0xff)"),
     ],
 )
 def test_odd_documents_are_refused_not_crashed_on(

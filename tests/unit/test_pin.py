@@ -14,28 +14,38 @@ from click.testing import CliRunner
 
 from gpurig.cli import main
 from gpurig.inventory import load_inventory
-from gpurig.pin import MANIFEST_TYPES, ImageRef, PinError, resolve
+from gpurig.pin import DOCKER_HUB, MANIFEST_TYPES, ImageRef, PinError, realm_problem, resolve
 
 DIGESTS = {("team/train", "1"): "sha256:" + "a" * 64, ("team/auth", "2"): "sha256:" + "b" * 64}
 TOKEN = "t0ken"
+# Repositories whose token realm is not the registry's own: {HOST} is the Host header, {PORT}
+# the server's port; a test may add its own.
+REALMS = {"team/auth": "http://{HOST}/token", "team/moved": "http://{HOST}/token"}
+SEEN: list[tuple[str, str, str | None]] = []  # (Host, path, Authorization) of every request
 
 
 class Registry(BaseHTTPRequestHandler):
-    """Manifests by tag; `team/auth` wants a bearer token from /token first."""
+    """Manifests by tag; `team/auth` wants a bearer token from /token first; `team/moved`
+    too, and then redirects to the same manifest on `localhost`, another host by name."""
 
     def log_message(self, *args: object) -> None:
         pass
 
     def do_HEAD(self) -> None:
+        SEEN.append((self.headers["Host"], self.path, self.headers.get("Authorization")))
         parts = self.path.split("/manifests/")
         name, tag = parts[0].removeprefix("/v2/"), parts[-1]
         accepted = self.headers.get("Accept", "")
-        if name == "team/auth" and self.headers.get("Authorization") != f"Bearer {TOKEN}":
-            realm = f"http://{self.headers['Host']}/token"
+        port = self.server.server_address[1]
+        if name in REALMS and self.headers.get("Authorization") != f"Bearer {TOKEN}":
+            realm = REALMS[name].format(HOST=self.headers["Host"], PORT=port)
             self.send_response(401)
             self.send_header(
                 "WWW-Authenticate", f'Bearer realm="{realm}",service="reg",scope="pull"'
             )
+        elif name == "team/moved":
+            self.send_response(307)
+            self.send_header("Location", f"http://localhost:{port}/v2/team/train/manifests/{tag}")
         elif (name, tag) in DIGESTS and all(t in accepted for t in MANIFEST_TYPES):
             self.send_response(200)
             self.send_header("Docker-Content-Digest", DIGESTS[(name, tag)])
@@ -44,6 +54,7 @@ class Registry(BaseHTTPRequestHandler):
         self.end_headers()
 
     def do_GET(self) -> None:
+        SEEN.append((self.headers["Host"], self.path, self.headers.get("Authorization")))
         body = json.dumps({"token": TOKEN}).encode()
         ok = self.path.startswith("/token?") and "service=reg" in self.path
         self.send_response(200 if ok else 400)
@@ -56,6 +67,7 @@ def registry() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Registry)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    SEEN.clear()
     yield f"127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()
@@ -149,3 +161,64 @@ def test_https_unless_insecure(registry: str):
 )
 def test_image_references_parse_like_docker(image: str, expected: ImageRef):
     assert ImageRef.parse(image) == expected
+
+
+def test_token_from_the_registrys_own_host_is_used(registry: str):
+    assert resolve(f"{registry}/team/auth:2", {registry}) == DIGESTS[("team/auth", "2")]
+    assert (registry, "/v2/team/auth/manifests/2", f"Bearer {TOKEN}") in SEEN
+
+
+@pytest.mark.parametrize(
+    ("realm", "why"),
+    [
+        ("file://{TOKEN_FILE}", "is not https:// or http://"),
+        ("http://localhost:{PORT}/token", "is on another host than 127.0.0.1"),
+        ("http://127.0.0.1@localhost:{PORT}/token", "is on another host than 127.0.0.1"),
+        ("ftp://127.0.0.1/token", "is not https:// or http://"),
+    ],
+)
+def test_token_realm_elsewhere_is_refused_and_never_asked(
+    registry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, realm: str, why: str
+):
+    """A registry must not make gpurig read a local file, or ask another host, for a token: the
+    answer would go back to the registry as the bearer token (file:// once did exactly that)."""
+    token_file = tmp_path / "token.json"
+    token_file.write_text(json.dumps({"token": "from-a-local-file"}))
+    realm = realm.replace("{TOKEN_FILE}", str(token_file))
+    monkeypatch.setitem(REALMS, "team/evil", realm)
+    with pytest.raises(PinError, match="refusing the registry's token challenge") as info:
+        resolve(f"{registry}/team/evil:1", {registry})
+    assert why in str(info.value)
+    assert [path for _, path, _ in SEEN] == ["/v2/team/evil/manifests/1"]  # no token request
+    assert all(auth is None for _, _, auth in SEEN)
+
+
+def test_authorization_is_not_sent_on_to_another_host(registry: str):
+    """A redirect to another host gets the request, not the registry's token."""
+    assert resolve(f"{registry}/team/moved:1", {registry}) == DIGESTS[("team/train", "1")]
+    port = registry.rsplit(":", 1)[1]
+    assert (registry, "/v2/team/moved/manifests/1", f"Bearer {TOKEN}") in SEEN
+    assert (f"localhost:{port}", "/v2/team/train/manifests/1", None) in SEEN
+    assert all(auth is None for host, _, auth in SEEN if host.startswith("localhost"))
+
+
+@pytest.mark.parametrize(
+    ("realm", "registry", "scheme", "allowed"),
+    [
+        ("https://ghcr.io/token", "ghcr.io", "https", True),
+        ("https://GHCR.io/token", "ghcr.io", "https", True),
+        ("http://ghcr.io/token", "ghcr.io", "https", False),  # no downgrade
+        ("http://10.0.0.5:5001/auth", "10.0.0.5:5000", "http", True),  # insecure registry
+        ("https://auth.docker.io/token", DOCKER_HUB, "https", True),
+        ("https://auth.docker.io/token", "ghcr.io", "https", False),
+        ("https://evil.example/token", "ghcr.io", "https", False),
+        ("https://ghcr.io.evil.example/token", "ghcr.io", "https", False),
+        ("https://ghcr.io@evil.example/token", "ghcr.io", "https", False),
+        ("file:///etc/passwd", "ghcr.io", "https", False),
+        ("data:,{}", "ghcr.io", "https", False),
+        ("/token", "ghcr.io", "https", False),
+    ],
+)
+def test_realm_rule(realm: str, registry: str, scheme: str, allowed: bool):
+    ref = ImageRef(registry, "org/app", "1")
+    assert (realm_problem(realm, ref, scheme) is None) == allowed

@@ -3,6 +3,12 @@
     GPURIG_INVENTORY=inventories/fleet.yaml pytest tests/verify --hosts=ssh://a100-1 ...
 
 Without an inventory the checks use gpurig's defaults (core dumps off) only.
+
+Only the `ssh://` backend (OpenSSH, checking host keys as the ssh config says: use
+StrictHostKeyChecking yes) and backends that do not use SSH are accepted. testinfra's
+`paramiko://` backend, which is also what a host without a scheme gets, accepts any host key
+it has not seen before, so the suite refuses to start with it rather than talk to whatever
+answers at the address.
 """
 
 from __future__ import annotations
@@ -11,8 +17,30 @@ import os
 from typing import Any
 
 import pytest
+from testinfra.backend import parse_hostspec
 
 from gpurig.inventory import load_inventory
+
+
+def paramiko_hosts(hosts: str | None, connection: str | None) -> list[str]:
+    """The `--hosts` entries testinfra would reach through its paramiko backend."""
+    found = []
+    for spec in (hosts or "").split(","):
+        if spec:
+            _, options = parse_hostspec(spec)
+            if (options.get("connection") or connection or "paramiko") == "paramiko":
+                found.append(spec)
+    return found
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    refused = paramiko_hosts(config.option.hosts, config.option.connection)
+    if refused:
+        raise pytest.UsageError(
+            f"tests/verify: {', '.join(refused)} would connect with testinfra's paramiko "
+            "backend, which accepts any unknown host key; use ssh://HOST with an ssh config "
+            "that has StrictHostKeyChecking yes"
+        )
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,69 @@
+"""The fault tally: test_faults_input feeds hostile input to every reader and renderer and
+records each outcome here; the session ends with one line saying what was tried and how it went.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+
+@dataclass
+class Faults:
+    """Counts of hostile payloads tried, refused with a message, rendered, or crashed on."""
+
+    tried: int = 0
+    refused: int = 0
+    rendered: int = 0
+    tracebacks: int = 0
+    refusal_times: dict[str, float] = field(default_factory=dict)
+
+    def attempt(
+        self, name: str, action: Callable[[], object], refusal: type[BaseException]
+    ) -> BaseException | None:
+        """Run `action`; return the `refusal` it raised (timed), None if it raised nothing.
+
+        Any other exception counts as a traceback and propagates, failing the test.
+        """
+        self.tried += 1
+        start = time.perf_counter()
+        try:
+            action()
+        except refusal as exc:
+            self.refused += 1
+            self.refusal_times[name] = time.perf_counter() - start
+            return exc
+        except Exception:
+            self.tracebacks += 1
+            raise
+        return None
+
+    def summary(self) -> str:
+        line = (
+            f"faults: {self.tried} payloads tried, {self.refused} inventories refused, "
+            f"{self.rendered} reports rendered, {self.tracebacks} tracebacks"
+        )
+        if self.refusal_times:
+            name, slowest = max(self.refusal_times.items(), key=lambda item: item[1])
+            line += f"; slowest refusal {slowest * 1000:.1f} ms ({name})"
+        return line
+
+
+FAULTS = pytest.StashKey[Faults]()
+
+
+@pytest.fixture(scope="session")
+def faults(request: pytest.FixtureRequest) -> Faults:
+    return request.config.stash.setdefault(FAULTS, Faults())
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config):
+    tally = config.stash.get(FAULTS, None)
+    if tally is not None:
+        terminalreporter.write_line(tally.summary())
+        if config.option.verbose > 0:
+            for name, seconds in sorted(tally.refusal_times.items(), key=lambda i: -i[1]):
+                terminalreporter.write_line(f"  {seconds * 1000:8.1f} ms  {name}")
