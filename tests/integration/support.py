@@ -123,3 +123,30 @@ def host_spec(engine: str, image: str) -> dict:
 
 def remote(sandbox: Sandbox, name: str) -> testinfra.host.Host:
     return testinfra.get_host(f"ssh://{name}", ssh_config=str(sandbox.paths.ssh_config))
+
+
+GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@t"]
+
+
+def git(work: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(work), *GIT_ID, *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
+
+
+class Upstream:
+    """A repository served by the sandbox's git daemon, and a local clone that commits to it."""
+
+    def __init__(self, sandbox: Sandbox, work: Path, name: str) -> None:
+        bare = sandbox.top / "git" / "repos" / f"{name}.git"
+        subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+        subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
+        git(work, "config", "core.autocrlf", "false")
+        git(work, "remote", "add", "origin", str(bare))
+        self.work, self.url = work, f"{sandbox.git_url}/{name}.git"
+
+    def commit(self, message: str) -> str:
+        git(self.work, "add", "-A")
+        git(self.work, "commit", "-qm", message)
+        git(self.work, "push", "-q", "origin", "HEAD:main")
+        return git(self.work, "rev-parse", "HEAD")

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import testinfra
 import yaml
-from support import REPO_ROOT, Sandbox, gpurig, remote, write_inventory
+from support import REPO_ROOT, Sandbox, Upstream, git, gpurig, remote, write_inventory
 
 from gpurig.converge import converge
 from tests.lockproject import make_project, make_wheel
@@ -30,32 +30,7 @@ from tests.lockproject import make_project, make_wheel
 FLEET_HOST, FULL_HOST = "fleet-001", "full-1"
 CODE, PROJ, PIPPROJ = "/srv/code", "/srv/proj", "/srv/pipproj"
 CODE_OP, ENV_OP = f"Repositories | Checkout {CODE}", f"Repositories | Python environment for {PROJ}"
-GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@t"]
 FINDER = REPO_ROOT / "tests" / "fixtures" / "code" / "editable_finder_setuptools-84.2.1.txt"
-
-
-def git(work: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(work), *GIT_ID, *args], check=True, capture_output=True, text=True
-    ).stdout.strip()
-
-
-class Upstream:
-    """A repository served by the sandbox's git daemon, and a local clone that commits to it."""
-
-    def __init__(self, sandbox: Sandbox, work: Path, name: str) -> None:
-        bare = sandbox.top / "git" / "repos" / f"{name}.git"
-        subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
-        subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
-        git(work, "config", "core.autocrlf", "false")
-        git(work, "remote", "add", "origin", str(bare))
-        self.work, self.url = work, f"{sandbox.git_url}/{name}.git"
-
-    def commit(self, message: str) -> str:
-        git(self.work, "add", "-A")
-        git(self.work, "commit", "-qm", message)
-        git(self.work, "push", "-q", "origin", "HEAD:main")
-        return git(self.work, "rev-parse", "HEAD")
 
 
 @pytest.fixture(scope="module")
