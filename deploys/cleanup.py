@@ -15,14 +15,20 @@ from facts.gpurig_cleanup import RAY_PROCESSES
 from gpurig.change import Change
 from gpurig.plans import cleanup as plan
 
+# A core file is still an ELF file right before it goes (a name alone proves nothing).
+ELF = '[ "$(od -An -tx1 -N4 "$p" | tr -d " \\n")" = 7f454c46 ] && '
 
-def _remove(paths: Sequence[str], freed: str, recursive: bool = False) -> str:
-    """rm each path only if it is still what was found (a directory or a regular file, not a
-    symlink), so a name swapped meanwhile is left alone."""
+
+def _remove(paths: Sequence[str], freed: str, recursive: bool = False, also: str = "") -> str:
+    """rm each path only if it is still what was found, checked in the same shell right before:
+    a directory or regular file, not a symlink, in a parent directory reached without symlinks
+    (so a name swapped or a parent replaced meanwhile is left alone)."""
     kind = "-d" if recursive else "-f"
     flags = "-rf" if recursive else "-f"
     checks = " ".join(
-        f'p={shlex.quote(p)}; if [ {kind} "$p" ] && [ ! -L "$p" ]; then rm {flags} -- "$p"; fi;'
+        f'p={shlex.quote(p)}; d=$(dirname -- "$p"); '
+        f'if [ {kind} "$p" ] && [ ! -L "$p" ] && [ "$(cd -P -- "$d" 2>/dev/null && pwd)" = "$d" ]; '
+        f'then {also}rm {flags} -- "$p"; fi;'
         for p in paths
     )
     return f"{checks} echo {shlex.quote(f'gpurig: freed {freed}')}"
@@ -40,7 +46,8 @@ def commands(change: Change) -> str:
         )
     if change.id == "cleanup.core_files":
         files = data["files"]
-        return _remove(sorted(files), f"{len(files)} core files, {sum(files.values())} bytes")
+        freed = f"{len(files)} core files, {sum(files.values())} bytes"
+        return _remove(sorted(files), freed, also=ELF)
     if change.id == "cleanup.editable_finders":
         finders = data["finders"]
         paths = sorted({p for finder, pths in finders.items() for p in (finder, *pths)})

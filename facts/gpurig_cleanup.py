@@ -3,6 +3,7 @@ so the operation can say what it freed and do nothing when nothing is there."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Sequence
 from typing import Any
@@ -14,8 +15,39 @@ TAB = "T=$(printf '\\t')"
 RAY_PROCESSES = "[r]ay::|[r]aylet|[g]cs_server"
 
 
+# Names on the host are chosen by whoever can write there: a row is used only when it has the
+# shape this fact prints, and every path only when it is a plain name inside the place it was
+# looked for (no control characters, no `..`, nothing a newline or a tab could have forged).
+_PLAIN = r"[^\x00-\x1f\x7f/]+"
+SESSION = re.compile(rf"/tmp/ray/session_{_PLAIN}")
+CORE_NAME = re.compile(r"core(\.[0-9]+)?")
+FINDER = re.compile(
+    rf"(/{_PLAIN})+/lib/python3[.0-9]*/site-packages/__editable___{_PLAIN}_finder\.py"
+)
+PTH = re.compile(rf"(/{_PLAIN})+/lib/python3[.0-9]*/site-packages/__editable__\.{_PLAIN}\.pth")
+CACHE = re.compile(rf"(/{_PLAIN})*/\.cache/flashinfer")
+
+
 def _rows(output: list[str]) -> list[list[str]]:
     return [line.split("\t") for line in output if line]
+
+
+def plain_path(path: str) -> bool:
+    """Absolute, without control characters, empty, `.` or `..` parts."""
+    parts = path.split("/")
+    return (
+        path.startswith("/")
+        and not any(ord(c) < 32 or ord(c) == 127 for c in path)
+        and all(part not in ("", ".", "..") for part in parts[1:])
+    )
+
+
+def _session(path: str) -> bool:
+    return bool(SESSION.fullmatch(path)) and plain_path(path)
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
 class RaySessions(FactBase[dict[str, Any]]):
@@ -46,11 +78,11 @@ class RaySessions(FactBase[dict[str, Any]]):
     def process(self, output: list[str]) -> dict[str, Any]:
         found = self.default()
         for row in _rows(output):
-            if row[0] == "running":
-                found["running"].append(row[1])
-            elif row[0] == "latest":
-                found["latest"] = row[1] or None
-            elif row[0] == "session":
+            if row[0] == "running" and len(row) >= 2:
+                found["running"].append("\t".join(row[1:]))  # shown, never used as a path
+            elif row[0] == "latest" and len(row) == 2:
+                found["latest"] = row[1] if SESSION.fullmatch(row[1]) else None
+            elif row[0] == "session" and len(row) == 3 and _digits(row[1]) and _session(row[2]):
                 found["sessions"][row[2]] = int(row[1])
         return found
 
@@ -64,6 +96,7 @@ class CoreFiles(FactBase[dict[str, int]]):
         return {}
 
     def command(self, dirs: Sequence[str]) -> str:
+        self._dirs = [d.rstrip("/") or "/" for d in dirs]  # process() keeps paths inside them
         elf = "7f454c46" + "?" * 24  # magic, class, data, version, ABI, padding
         return "\n".join(
             [
@@ -80,7 +113,13 @@ class CoreFiles(FactBase[dict[str, int]]):
         )
 
     def process(self, output: list[str]) -> dict[str, int]:
-        return {row[1]: int(row[0]) for row in _rows(output)}
+        return {
+            row[1]: int(row[0])
+            for row in _rows(output)
+            if len(row) == 2 and _digits(row[0]) and plain_path(row[1])
+            and (row[1].rsplit("/", 1)[0] or "/") in getattr(self, "_dirs", ())
+            and CORE_NAME.fullmatch(row[1].rsplit("/", 1)[1])
+        }  # fmt: skip
 
 
 # Reads setuptools' editable finders (MAPPING = {package: source dir}); a finder is stale
@@ -114,11 +153,19 @@ class EditableFinders(FactBase[dict[str, list[str]]]):
         return {}
 
     def command(self, venvs: Sequence[str]) -> str:
+        self._venvs = [v.rstrip("/") for v in venvs]  # process() keeps paths inside them
         args = " ".join(shlex.quote(v) for v in venvs)
         return f"command -v python3 >/dev/null || exit 0\npython3 -c {shlex.quote(_FINDERS)} {args}"
 
     def process(self, output: list[str]) -> dict[str, list[str]]:
-        return {row[0]: row[1:] for row in _rows(output)}
+        return {
+            row[0]: row[1:]
+            for row in _rows(output)
+            if FINDER.fullmatch(row[0]) and plain_path(row[0])
+            and any(row[0].startswith(f"{v}/lib/") for v in getattr(self, "_venvs", ()))
+            and all(PTH.fullmatch(p) and plain_path(p) and p.rsplit("/", 1)[0] ==
+                    row[0].rsplit("/", 1)[0] for p in row[1:])
+        }  # fmt: skip
 
 
 class FlashinferCache(FactBase[dict[str, Any]]):
@@ -153,8 +200,9 @@ class FlashinferCache(FactBase[dict[str, Any]]):
     def process(self, output: list[str]) -> dict[str, Any]:
         found = self.default()
         for row in _rows(output):
-            if row[0] == "cache":
-                found["cache"] = {"path": row[1], "kib": int(row[2]), "mtime": int(row[3])}
-            elif row[0] == "installed":
+            if row[0] == "cache" and len(row) == 4 and _digits(row[2]) and _digits(row[3]):
+                if CACHE.fullmatch(row[1]) and plain_path(row[1]):
+                    found["cache"] = {"path": row[1], "kib": int(row[2]), "mtime": int(row[3])}
+            elif row[0] == "installed" and len(row) == 3 and _digits(row[1]):
                 found["installed"][row[2]] = int(row[1])
         return found

@@ -1,5 +1,6 @@
-"""The fault tally: test_faults_input feeds hostile input to every reader and renderer and
-records each outcome here; the session ends with one line saying what was tried and how it went.
+"""The fault tally: test_faults_input feeds hostile input to every reader and renderer, and
+test_faults_host plants hostile names and outputs on a host; each records its outcomes here,
+and the session ends with one line saying what was tried and how it went.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ class Faults:
     refused: int = 0
     rendered: int = 0
     tracebacks: int = 0
+    injected: int = 0  # hostile names and outputs planted on a host, and host deaths
+    bytes_lost: int = 0  # of the user's files, counted before and after
+    secrets_seen: int = 0  # secret values or digests found in any output
     refusal_times: dict[str, float] = field(default_factory=dict)
 
     def attempt(
@@ -44,7 +48,9 @@ class Faults:
     def summary(self) -> str:
         line = (
             f"faults: {self.tried} payloads tried, {self.refused} inventories refused, "
-            f"{self.rendered} reports rendered, {self.tracebacks} tracebacks"
+            f"{self.rendered} reports rendered, {self.tracebacks} tracebacks; "
+            f"{self.injected} host faults injected, {self.bytes_lost} bytes lost, "
+            f"{self.secrets_seen} secrets seen"
         )
         if self.refusal_times:
             name, slowest = max(self.refusal_times.items(), key=lambda item: item[1])

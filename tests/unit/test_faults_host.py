@@ -1,0 +1,138 @@
+"""Hostile hosts, for real on this machine: names an unprivileged user can plant where the
+cleanup looks (a newline and a tab forging another row, symlinks, look-alikes), and odd tool
+output in one section of the one-round-trip read. Nothing outside the declared places is ever
+removed, and one odd section spoils only its own concern."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deploys import cleanup
+from facts.gpurig_cleanup import CoreFiles, EditableFinders
+from facts.gpurig_host import HostState, Unreadable, read_key
+from facts.probe import Probe
+from gpurig.drift import drift_reads, evaluate
+from gpurig.plans import cleanup as cleanup_plan
+from gpurig.spec import normalise
+
+ELF_CORE = b"\x7fELF\x02\x01\x01" + b"\x00" * 9 + b"\x04\x00" + b"\x00" * 46
+
+
+def run_fact(cls: type, **kwargs: Any) -> Any:
+    fact = cls()
+    out = subprocess.run(["sh", "-c", fact.command(**kwargs)], capture_output=True, text=True)
+    lines = out.stdout.splitlines()
+    return fact.process(lines) if lines else fact.default()
+
+
+def victims(top: Path) -> dict[Path, bytes]:
+    """Files of the user's that a forged row would point at, with their content."""
+    files = {top / "victim" / "core": b"precious", top / "victim" / "notes": b"mine"}
+    for path, data in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return files
+
+
+def lost(files: dict[Path, bytes]) -> int:
+    return sum(len(data) for path, data in files.items()
+               if not path.exists() or path.read_bytes() != data)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "core.1\n8\t..",  # a forged row: a name cannot hold "/", so it forges a relative path
+        "core.2\n8\tcore",  # a forged row naming a look-alike
+        "core.3\t8\tcore",  # a tab inside the name: one row too many fields
+        "core.4\n\x1b[2Jcore",  # a terminal escape
+        "core.5\n",  # a bare newline (this crashed the fact once)
+    ],
+)
+def test_core_names_cannot_aim_the_cleanup_elsewhere(tmp_path: Path, faults: Any, name: str):
+    work, files = tmp_path / "work", victims(tmp_path)
+    work.mkdir()
+    (work / "core").write_bytes(ELF_CORE)  # a real leftover, which must go
+    planted = name
+    (work / planted).write_bytes(ELF_CORE)
+    (work / "core.77").symlink_to(tmp_path / "victim" / "core")  # a symlink to the user's file
+    faults.injected += 2
+    found = run_fact(CoreFiles, dirs=[str(work)])
+    # A forged row can only name a plain file in the same directory; none exists here.
+    assert str(work / "core") in found
+    assert all(p == str(work / "core") or not Path(p).exists() for p in found)
+    spec = normalise({"cleanup": {"core_files": True}})
+    read = lambda cls, **kwargs: run_fact(cls, dirs=[str(work)])  # noqa: E731
+    for change in cleanup_plan.plan(spec, read):
+        subprocess.run(["sh", "-c", cleanup.commands(change)], check=True)
+    faults.bytes_lost += lost(files)
+    assert lost(files) == 0 and not (work / "core").exists()
+
+
+def test_a_name_swapped_for_a_symlink_after_the_read_is_left_alone(tmp_path: Path, faults: Any):
+    work, files = tmp_path / "work", victims(tmp_path)
+    work.mkdir()
+    (work / "core").write_bytes(ELF_CORE)
+    found = run_fact(CoreFiles, dirs=[str(work)])
+    (work / "core").unlink()
+    (work / "core").symlink_to(tmp_path / "victim" / "core")  # the race: swapped meanwhile
+    faults.injected += 1
+    [change] = cleanup_plan.plan(
+        normalise({"cleanup": {"core_files": True}}), lambda cls, **kw: found
+    )
+    subprocess.run(["sh", "-c", cleanup.commands(change)], check=True)
+    faults.bytes_lost += lost(files)
+    assert lost(files) == 0 and (work / "core").is_symlink()
+
+
+def test_a_parent_swapped_for_a_symlink_is_left_alone(tmp_path: Path, faults: Any):
+    work, files = tmp_path / "work", victims(tmp_path)
+    work.mkdir()
+    (work / "core").write_bytes(ELF_CORE)
+    found = run_fact(CoreFiles, dirs=[str(work)])
+    work.rename(tmp_path / "moved")
+    work.symlink_to(tmp_path / "victim")  # the directory itself now points elsewhere
+    faults.injected += 1
+    [change] = cleanup_plan.plan(
+        normalise({"cleanup": {"core_files": True}}), lambda cls, **kw: found
+    )
+    subprocess.run(["sh", "-c", cleanup.commands(change)], check=True)
+    faults.bytes_lost += lost(files)
+    assert lost(files) == 0
+
+
+def test_editable_finder_names_cannot_forge_a_path_outside_the_venv(tmp_path: Path, faults: Any):
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages"
+    site.mkdir(parents=True)
+    stale = "MAPPING = {'x': '/nonexistent/gpurig'}\n"
+    (site / "__editable___ok_finder.py").write_text(stale)  # a real stale finder: it goes
+    for forged in ("__editable___x\n__editable___ok", "__editable___y\t..\t"):
+        (site / f"{forged}_finder.py").write_text(stale)  # names forging rows and fields
+    faults.injected += 2
+    found = run_fact(EditableFinders, venvs=[str(tmp_path / "venv")])
+    assert set(found) == {str(site / "__editable___ok_finder.py")}
+
+
+def test_odd_output_in_one_section_spoils_only_its_concern(faults: Any):
+    """A probe section printing garbage (a host's broken tool) is one `state.unreadable`; the
+    other concerns of that host are still judged."""
+    spec = normalise({"packages": ["sed", "gpurig-no-such-package"], "core_dumps": "disabled"})
+    reads = drift_reads(spec)
+    fact = HostState()
+    command = fact.command(reads=reads)
+    out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    probe_marker = next(i for i, (cls, _) in enumerate(reads) if cls is Probe)
+    at = lines.index(f"{fact._marker} {probe_marker}")
+    lines[at + 1] = '{"host": [Unknown Error]' + "\x1b]8;;http://x\x07"
+    faults.injected += 1
+    values = fact.process(lines)
+    probe_key = read_key(Probe, reads[probe_marker][1])
+    assert isinstance(values[probe_key], dict) and values[probe_key].get("error")
+    ids = [f.id for f in evaluate(spec, values)]
+    assert "packages.missing" in ids and "probe.failed" in ids
+    assert not any(isinstance(v, Unreadable) for k, v in values.items() if k != probe_key)
