@@ -8,7 +8,10 @@ import sys as _sys
 from pathlib import Path as _Path
 
 from gpurig.inventory import InventoryError as _InventoryError
+from gpurig.pyinfra_guard import install as _guard_hosts
 from gpurig.pyinfra_inventory import load_groups as _load_groups
+
+_guard_hosts()  # a host that dies mid-operation fails alone (gpurig/pyinfra_guard.py)
 
 try:
     globals().update(_load_groups(_Path(__file__).resolve().parent))

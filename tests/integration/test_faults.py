@@ -1,0 +1,119 @@
+"""Faults on real sandbox hosts: a host killed in the middle of an operation while nine others
+converge (they finish, the run names it, a re-run completes), and the converge itself killed
+in the middle of a write and run again (no half-written file). A stand-in `install` on the
+victim holds it inside the secret's operation until the test acts, so the timing is exact."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from support import FULL, REPO_ROOT, Sandbox, remote, write_inventory
+
+from gpurig.converge import ConvergeResult, converge
+from gpurig.sandbox.proc import kill
+
+HOSTS = [f"fleet-{i:03d}" for i in range(1, 11)]
+VICTIM = "fleet-010"
+MARKER = "/tmp/gpurig-fault-held"
+SECRET = "/root/.gpurig-fault"
+# On PATH before /usr/bin for sshd's sessions: marks that the operation has begun, then waits.
+HOLD = f"#!/bin/sh\ntouch {MARKER}\nexec sleep 600\n"
+
+pytestmark = pytest.mark.disruptive
+
+
+def hold_inside_the_secret_operation(sandbox: Sandbox) -> None:
+    shell = remote(sandbox, VICTIM)
+    shell.check_output(f"rm -f {MARKER} {SECRET} {SECRET}.gpurig-tmp")
+    shell.check_output(
+        f"printf %s '{HOLD}' > /usr/local/bin/install && chmod 755 /usr/local/bin/install"
+    )
+
+
+def release(sandbox: Sandbox) -> None:
+    remote(sandbox, VICTIM).check_output(f"rm -f /usr/local/bin/install {MARKER}")
+
+
+def wait_for_marker(sandbox: Sandbox) -> None:
+    """The victim is inside the operation: its `install` stand-in has run."""
+    record = sandbox.state.hosts[VICTIM]
+    marker = Path(f"/proc/{record.pid}/root{MARKER}")
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert time.monotonic() < deadline, "the victim never reached the secret's operation"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def inventory(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    assert sandbox.up(fleet=len(HOSTS), full=FULL).returncode == 0
+    secret = tmp_path_factory.mktemp("fault") / "token"
+    secret.write_text("fault-token-0123456789\n" * 64)
+    specs = {name: {"core_dumps": "disabled"} for name in HOSTS}
+    specs[VICTIM] = {"core_dumps": "disabled", "secrets": [{"src": str(secret), "dest": SECRET}]}
+    return write_inventory(sandbox, tmp_path_factory.mktemp("fault") / "inv.yaml", specs)
+
+
+def test_a_host_killed_mid_operation_fails_alone(sandbox: Sandbox, inventory: Path, faults_seen):
+    hold_inside_the_secret_operation(sandbox)
+    result: list[ConvergeResult] = []
+    run = threading.Thread(target=lambda: result.append(converge([inventory], limit=HOSTS)))
+    run.start()
+    wait_for_marker(sandbox)
+    record = sandbox.state.hosts[VICTIM]
+    assert kill(record.pid, record.started)  # the host's whole namespace, sshd and all
+    faults_seen.append("host killed mid-operation")
+    run.join(timeout=300)
+    [first] = result
+    assert first.returncode != 0
+    assert "connection lost" in first.stderr and "internal exception" not in first.stderr
+    assert first.failed_hosts == [VICTIM], first.failed_hosts
+    # The nine others ran every operation: the ones new to this test got their files.
+    done = first.changed.get("Core dumps | Core dump limit files", [])
+    assert set(done) >= set(HOSTS[3:9]) and VICTIM not in done
+
+    assert sandbox.up(fleet=len(HOSTS), full=FULL).returncode == 0  # the host is back
+    release(sandbox)
+    again = converge([inventory], limit=HOSTS)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.changed.get(f"Secrets | Secret {SECRET}") == [VICTIM]
+    assert remote(sandbox, VICTIM).file(SECRET).mode == 0o600
+
+
+def test_the_converge_killed_mid_write_leaves_no_half_written_file(
+    sandbox: Sandbox, inventory: Path, faults_seen
+):
+    shell = remote(sandbox, VICTIM)
+    shell.check_output(f"rm -f {SECRET}")
+    hold_inside_the_secret_operation(sandbox)
+    env = {**os.environ, "GPURIG_INVENTORY": str(inventory)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pyinfra", "-y", "--limit", VICTIM, "inventory.py",
+         "deploys/gpu_host.py"],
+        cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    wait_for_marker(sandbox)
+    proc.send_signal(signal.SIGKILL)  # the converge dies between creating and filling a file
+    proc.wait(timeout=30)
+    faults_seen.append("converge killed mid-write")
+    assert not shell.file(SECRET).exists  # never a half-written secret in place
+    release(sandbox)
+    shell.check_output("pkill -f 'sleep 600' || true")
+    again = converge([inventory], limit=[VICTIM])
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert shell.file(SECRET).size == 23 * 64 and shell.file(SECRET).mode == 0o600
+    assert not shell.file(f"{SECRET}.gpurig-tmp").exists
+
+
+@pytest.fixture(scope="module")
+def faults_seen() -> list[str]:
+    seen: list[str] = []
+    yield seen
+    print(f"\nfaults injected on sandbox hosts: {len(seen)} ({', '.join(seen)})")
