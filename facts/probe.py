@@ -102,8 +102,8 @@ def parse_gpu(raw: Mapping[str, Any]) -> dict[str, Any]:
         vars(e) for e in gpu_parse.parse_fallen_off_bus(raw.get("xid_lines") or "")
     ]
     gpu["nvlink"] = [vars(g) for g in gpu_parse.parse_nvlink_status(raw.get("nvlink") or "")]
-    for key in ("uvm_device", "reboot_required", "modinfo"):
-        gpu[key] = bool(raw.get(key))
+    for key in ("uvm_device", "reboot_required", "modinfo"):  # None: not read, not "absent"
+        gpu[key] = raw[key] if isinstance(raw.get(key), bool) else None
     gpu["nvswitch_devices"] = raw.get("nvswitch_devices") or 0
     for key in ("fabricmanager", "dkms", "module_built"):
         gpu[key] = (raw.get(key) or "").strip() or None

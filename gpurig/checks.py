@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from gpurig import gpu_checks
 from gpurig.compat import Finding, Severity, check_kernel_module, judge
 from gpurig.datafiles import table
 from gpurig.hostkeys import changed_message
@@ -24,8 +25,8 @@ CHECK_IDS = (
     "host.unreachable", "host.key_changed", "probe.failed", "state.unreadable",
     "core_dumps.login_shell", "disk.free", "disk.inodes", "shm.size", "engine.api",
     "container.restarting", "gpu.missing", "gpu.unexpected", "compat.kernel_module",
-    "compat.driver_cuda", "compat.torch_arch", "gpu.xid", "gpu.throttle", "gpu.ecc",
-    "gpu.zombie_vram",
+    "compat.driver_cuda", "compat.torch_arch", "gpu.throttle", "gpu.ecc",
+    "gpu.zombie_vram", *gpu_checks.rules()["checks"],
 )  # fmt: skip
 
 
@@ -219,21 +220,6 @@ def _compat(_spec: Spec, probe: Probe) -> Iterator[Finding]:
 
 def _gpu_health(_spec: Spec, probe: Probe) -> Iterator[Finding]:
     gpu = probe.get("gpu") or {}
-    xids = gpu.get("xids") or []
-    if xids:
-        critical = [x for x in xids if x["xid"] in rules()["critical_xids"]]
-        codes = ", ".join(sorted({str(x["xid"]) for x in xids}, key=int))
-        yield finding(
-            "gpu.xid",
-            "error" if critical else "warn",
-            f"{len(xids)} Xid events since boot"
-            + (" (hardware or GPU reset class)" if critical else ""),
-            "no Xid events",
-            f"Xid {codes}",
-            "drain the host and reset or replace the GPU"
-            if critical
-            else "read the Xid lines in dmesg",
-        )
     harmful = set(rules()["harmful_throttle_reasons"])
     throttled = {pci: sorted(harmful & set(r)) for pci, r in (gpu.get("throttle") or {}).items()}
     throttled = {pci: r for pci, r in throttled.items() if r}
@@ -276,6 +262,11 @@ def _gpu_health(_spec: Spec, probe: Probe) -> Iterator[Finding]:
         )
 
 
+def _gpu_checks(spec: Spec, probe: Probe) -> Iterator[Finding]:
+    """The GPU health checks with remediations (gpurig/gpu_checks.py) on the probe's GPU."""
+    yield from gpu_checks.check(spec, probe.get("gpu") or {})
+
+
 _RULES: tuple[Callable[[Spec, Probe], Iterator[Finding]], ...] = (
     _core_dumps,
     _disks,
@@ -285,6 +276,7 @@ _RULES: tuple[Callable[[Spec, Probe], Iterator[Finding]], ...] = (
     _gpu_presence,
     _compat,
     _gpu_health,
+    _gpu_checks,
 )
 
 

@@ -1,17 +1,20 @@
 """A host that dies in the middle of an operation fails alone.
 
-pyinfra 3.10 catches OSError and SSHException around each command, but paramiko raises
-EOFError when the connection drops mid-command; it escapes the host's greenlet, and
-`greenlet.get()` re-raises it for the whole run ("An internal exception occurred"): every other
-host loses its remaining operations. Installed by inventory.py, so every converge has it.
+pyinfra 3.10 catches OSError and SSHException around each shell command, but not what a host
+dying inside a file upload raises: paramiko's EOFError, or pyinfra's own ConnectError when the
+SFTP channel cannot open. It escapes the host's greenlet, and `greenlet.get()` re-raises it for
+the whole run ("An internal exception occurred"): every other host loses its remaining
+operations. Installed by inventory.py, so every converge has it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from paramiko.ssh_exception import SSHException
 from pyinfra import logger
 from pyinfra.api import operations
+from pyinfra.api.exceptions import ConnectError
 
 
 def install() -> None:
@@ -23,7 +26,7 @@ def install() -> None:
     def guarded(state: Any, host: Any, op_hash: str) -> bool:
         try:
             return run(state, host, op_hash)
-        except EOFError as exc:
+        except (EOFError, ConnectError, SSHException, OSError) as exc:
             host.log_styled(
                 f"connection lost in the middle of an operation ({exc or 'EOF'}); this host "
                 "stops here, the others go on; converge it again once it is back",

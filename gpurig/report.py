@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # only annotations: the CLI imports FORMATS without the compat tables
     from gpurig.compat import Finding
@@ -31,6 +31,8 @@ class HostReport:
     name: str
     reachable: bool
     findings: list[Finding] = field(default_factory=list)
+    # What must match across a multi-node job (driver, CUDA, kernel, toolkit, images, code).
+    facts: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -44,8 +46,21 @@ def exit_code(reports: Sequence[HostReport]) -> int:
 
 
 def _finding_dict(f: Finding) -> dict[str, str]:
-    return {"id": f.id, "severity": f.severity, "expected": f.expected, "actual": f.actual,
-            "fix": f.fix}  # fmt: skip
+    row = {"id": f.id, "severity": f.severity, "expected": f.expected, "actual": f.actual,
+           "fix": f.fix}  # fmt: skip
+    if f.remediation:
+        row["remediation"] = f.remediation
+    return row
+
+
+def _fleet(reports: Sequence[HostReport]) -> dict[str, Mapping[str, Any]]:
+    """The hosts the fleet view compares: reachable ones that reported facts (two or more)."""
+    hosts = {r.name: r.facts for r in reports if r.reachable and r.facts}
+    return hosts if len(hosts) > 1 else {}
+
+
+def _fix(f: Finding) -> str:
+    return f"[{f.remediation}] {f.fix}" if f.remediation else f.fix
 
 
 def to_json(reports: Sequence[HostReport]) -> str:
@@ -58,7 +73,12 @@ def to_json(reports: Sequence[HostReport]) -> str:
         }
         for r in reports
     ]
-    return json.dumps({"hosts": hosts}, indent=2) + "\n"
+    document: dict[str, Any] = {"hosts": hosts}
+    if _fleet(reports):
+        from gpurig import fleet  # only a fleet report needs the grouping (and compat's tables)
+
+        document["fleet"] = fleet.to_json(_fleet(reports))
+    return json.dumps(document, indent=2) + "\n"
 
 
 def _paint(text: str, severity: str, colour: bool) -> str:
@@ -69,7 +89,7 @@ def to_table(reports: Sequence[HostReport], colour: bool = False) -> str:
     """Aligned rows (host, severity, id, expected -> actual) with each fix underneath."""
     rows = [
         tuple(map(visible, (r.name, f.severity, f.id, f"expected {f.expected}, got {f.actual}",
-                            f.fix)))
+                            _fix(f))))
         for r in reports
         for f in r.findings
     ]  # fmt: skip
@@ -84,6 +104,12 @@ def to_table(reports: Sequence[HostReport], colour: bool = False) -> str:
     lines += [f"{name:<{width_host}}  {_paint('ok', 'ok', colour)}" for name in clean]
     failed = sum(r.failed for r in reports)
     lines.append(f"{len(reports)} hosts, {failed} with drift")
+    hosts = _fleet(reports)
+    if hosts:
+        from gpurig import fleet
+
+        lines += ["", "fleet:", fleet.render_table(hosts)]
+        lines += [visible(f"warn   {f.id}  {f.message}: {f.actual}") for f in fleet.findings(hosts)]
     return "\n".join(lines) + "\n"
 
 
@@ -147,12 +173,19 @@ def to_markdown(reports: Sequence[HostReport]) -> str:
         lines += [
             "| "
             + " | ".join(
-                [_cell(f.severity), _code(f.id), *map(_cell, (f.expected, f.actual, f.fix))]
+                [_cell(f.severity), _code(f.id), *map(_cell, (f.expected, f.actual, _fix(f)))]
             )
             + " |"
             for f in report.findings
         ]
         lines.append("")
+    hosts = _fleet(reports)
+    if hosts:
+        from gpurig import fleet
+
+        lines += ["### Fleet", "", fleet.render_markdown(hosts), ""]
+        lines += [f"- warn {_code(f.id)}: {_cell(f.message)}: {_cell(f.actual)}"
+                  for f in fleet.findings(hosts)]  # fmt: skip
     return "\n".join(lines)
 
 

@@ -1,7 +1,8 @@
 """Faults on real sandbox hosts: a host killed in the middle of an operation while nine others
 converge (they finish, the run names it, a re-run completes), and the converge itself killed
-in the middle of a write and run again (no half-written file). A stand-in `install` on the
-victim holds it inside the secret's operation until the test acts, so the timing is exact."""
+in the middle of a write and run again (no half-written file). A stand-in `install` (or
+sftp-server) on the victim holds it inside the secret's operation until the test acts, so the
+timing is exact."""
 
 from __future__ import annotations
 
@@ -29,16 +30,25 @@ HOLD = f"#!/bin/sh\ntouch {MARKER}\nexec sleep 600\n"
 pytestmark = pytest.mark.disruptive
 
 
-def hold_inside_the_secret_operation(sandbox: Sandbox) -> None:
+SFTP = "/usr/lib/openssh/sftp-server"
+
+
+def hold_inside_the_secret_operation(sandbox: Sandbox, upload: bool = False) -> None:
+    """Hold the victim at the secret's first command, or (`upload`) inside its file upload,
+    where a dying host makes paramiko raise EOFError."""
     shell = remote(sandbox, VICTIM)
     shell.check_output(f"rm -f {MARKER} {SECRET} {SECRET}.gpurig-tmp")
-    shell.check_output(
-        f"printf %s '{HOLD}' > /usr/local/bin/install && chmod 755 /usr/local/bin/install"
-    )
+    target = SFTP if upload else "/usr/local/bin/install"
+    if upload:
+        shell.check_output(f"mv {SFTP} {SFTP}.real")
+    shell.check_output(f"printf %s '{HOLD}' > {target} && chmod 755 {target}")
 
 
 def release(sandbox: Sandbox) -> None:
-    remote(sandbox, VICTIM).check_output(f"rm -f /usr/local/bin/install {MARKER}")
+    remote(sandbox, VICTIM).check_output(
+        f"rm -f /usr/local/bin/install {MARKER}; "
+        f"if [ -e {SFTP}.real ]; then mv -f {SFTP}.real {SFTP}; fi"
+    )
 
 
 def wait_for_marker(sandbox: Sandbox) -> None:
@@ -62,7 +72,7 @@ def inventory(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 
 def test_a_host_killed_mid_operation_fails_alone(sandbox: Sandbox, inventory: Path, faults_seen):
-    hold_inside_the_secret_operation(sandbox)
+    hold_inside_the_secret_operation(sandbox, upload=True)
     result: list[ConvergeResult] = []
     run = threading.Thread(target=lambda: result.append(converge([inventory], limit=HOSTS)))
     run.start()
@@ -73,7 +83,9 @@ def test_a_host_killed_mid_operation_fails_alone(sandbox: Sandbox, inventory: Pa
     run.join(timeout=300)
     [first] = result
     assert first.returncode != 0
-    assert "connection lost" in first.stderr and "internal exception" not in first.stderr
+    victim_lines = "\n".join(line for line in first.stderr.splitlines() if VICTIM in line)
+    assert "connection lost" in victim_lines, victim_lines
+    assert "internal exception" not in first.stderr
     assert first.failed_hosts == [VICTIM], first.failed_hosts
     # The nine others ran every operation: the ones new to this test got their files.
     done = first.changed.get("Core dumps | Core dump limit files", [])
@@ -105,7 +117,7 @@ def test_the_converge_killed_mid_write_leaves_no_half_written_file(
     faults_seen.append("converge killed mid-write")
     assert not shell.file(SECRET).exists  # never a half-written secret in place
     release(sandbox)
-    shell.check_output("pkill -f 'sleep 600' || true")
+    shell.check_output("pkill -f '[s]leep 600' || true")
     again = converge([inventory], limit=[VICTIM])
     assert again.returncode == 0, again.stderr[-3000:]
     assert shell.file(SECRET).size == 23 * 64 and shell.file(SECRET).mode == 0o600

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from facts.probe import parse_gpu
+from gpurig import gpu_checks
 from gpurig.checks import CHECK_IDS, check, key_changed, unreachable
 from gpurig.spec import normalise
 from tests.unit.gpu_fixtures import read_fixture
@@ -184,13 +185,14 @@ CASES: dict[str, Mutation] = {
     "compat.kernel_module": _set("probe.gpu.kernel_module", {"version": "595.71.05"}),
     "compat.driver_cuda": _set("probe.containers.0.torch.cuda", "13.9"),
     "compat.torch_arch": _set("probe.containers.0.torch.arch_list", ["sm_90"]),
-    "gpu.xid": _set("probe.gpu.xids", [{"xid": 79, "pci": "0000:01:00", "message": "off bus"}]),
     "gpu.throttle": _set("probe.gpu.throttle", {"00000000:01:00.0": ["hw_thermal_slowdown"]}),
     "gpu.ecc": _set("probe.gpu.ecc_uncorrectable", {"00000000:01:00.0": 2}),
     "gpu.zombie_vram": lambda spec, probe: probe["gpu"]["gpus"][0].update({"memory.used": "30000"}),
 }
 # Ids not produced by evaluate(spec, probe) mutations; each has its own test below.
 SEPARATE = {"host.unreachable", "host.key_changed", "probe.failed", "state.unreadable"}
+# The GPU health checks have their own table of recorded cases (tests/unit/test_gpu_checks.py).
+SEPARATE |= set(gpu_checks.rules()["checks"])
 
 
 def run(mutation: Mutation | None = None) -> list[Any]:
@@ -252,14 +254,8 @@ def test_same_filesystem_reported_once() -> None:
 def test_warnings_and_errors() -> None:
     severity = {fid: {f.severity for f in run(m) if f.id == fid} for fid, m in CASES.items()}
     assert severity["container.restarting"] == {"warn"}
-    assert severity["gpu.xid"] == {"error"}  # Xid 79 is in the critical list
+    assert severity["gpu.ecc"] == {"error"}
     assert severity["disk.free"] == {"error"}
-
-
-def test_benign_xid_is_a_warning() -> None:
-    xid = [{"xid": 13, "pci": "0000:01:00", "message": "Graphics Exception"}]
-    [f] = run(_set("probe.gpu.xids", xid))
-    assert (f.id, f.severity, f.actual) == ("gpu.xid", "warn", "Xid 13")
 
 
 def test_compat_runs_on_the_nvml_mismatch_version() -> None:
