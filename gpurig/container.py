@@ -48,7 +48,7 @@ def image_digest(reference: str) -> str | None:
     return reference.split("@", 1)[1] if "@" in reference else None
 
 
-def _image(inspect: Inspect, _engine: str, _declared: Any) -> str | None:
+def running_image(inspect: Inspect, _engine: str = "", _declared: Any = None) -> str | None:
     """The digest the container was created from (Podman also keeps it as ImageName)."""
     return image_digest(
         (inspect.get("Config") or {}).get("Image") or inspect.get("ImageName") or ""
@@ -187,7 +187,9 @@ def _flag(flag: str) -> Callable[[Any, str], list[str]]:
 
 
 FIELDS = (
-    Field("image", lambda v, _: image_digest(v), _image, lambda v, _: []),  # the last argument
+    Field(
+        "image", lambda v, _: image_digest(v), running_image, lambda v, _: []
+    ),  # the last argument
     Field(
         "shm_size",
         lambda v, _: parse_size(v),

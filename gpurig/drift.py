@@ -20,12 +20,17 @@ from pyinfra.api.host import Host as PyinfraHost
 
 from facts.gpurig_container import ContainerInspect
 from facts.gpurig_host import HostState, Read, Snapshot, Unreadable, required_reads
+from facts.gpurig_packages import DebStatus
+from facts.gpurig_repo import RepoState
 from facts.probe import Probe, probe_kwargs
 from gpurig.checks import check, finding, key_changed, unreachable
 from gpurig.compat import Finding
+from gpurig.container import running_image
 from gpurig.hostkeys import is_mismatch
 from gpurig.inventory import Host
 from gpurig.plans import PLANS, plan_host
+from gpurig.plans.engine import toolkit_wanted
+from gpurig.plans.toolkit import packages as toolkit_packages
 from gpurig.pyinfra_inventory import host_data, write_known_hosts
 from gpurig.report import HostReport
 from gpurig.spec import normalise
@@ -86,6 +91,34 @@ def evaluate(spec: Mapping[str, Any], values: Mapping[str, Any]) -> list[Finding
     except (Unreadable, KeyError, TypeError, ValueError, AttributeError) as exc:
         found = [_unreadable("checks", exc)]
     return findings + [f for f in found if f not in findings]
+
+
+def fleet_facts(spec: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """What must match across a multi-node job, from the same snapshot: driver, CUDA (as the
+    containers' torch was built), kernel, toolkit, image digests, deployed commits."""
+    read = Snapshot(dict(values))
+    facts: dict[str, Any] = {}
+    try:
+        probe = probe_of(spec, read) or {}
+        gpus = (probe.get("gpu") or {}).get("gpus") or []
+        facts["driver"] = gpus[0].get("driver_version") if gpus else None
+        facts["kernel"] = (probe.get("host") or {}).get("kernel")
+        facts["cuda"] = {c["name"]: (c.get("torch") or {}).get("cuda")
+                         for c in probe.get("containers") or []}  # fmt: skip
+        facts["image"] = {c["name"]: running_image(c.get("inspect") or {})
+                          for c in probe.get("containers") or []}  # fmt: skip
+        if toolkit_wanted(spec):
+            installed = read(DebStatus, packages=toolkit_packages())
+            facts["toolkit"] = (installed.get(toolkit_packages()[0]) or {}).get("version")
+        facts["code"] = {
+            path: (read(RepoState, path=path, ref=r["ref"],
+                        lockfile=(r.get("python") or {}).get("lockfile"),
+                        venv=(r.get("python") or {}).get("venv")) or {}).get("head")
+            for path, r in spec["repos"].items()
+        }  # fmt: skip
+    except (Unreadable, KeyError, TypeError, ValueError, AttributeError):
+        pass  # a host whose state is odd has its findings; the fleet view shows what was read
+    return facts
 
 
 @dataclass(frozen=True)
@@ -166,7 +199,9 @@ def report(result: Probed) -> HostReport:
         why = "the host printed nothing (timeout, or a shell error)"
         return HostReport(name, True, [_unreadable("state", RuntimeError(why))])
     try:
-        return HostReport(name, True, evaluate(normalise(result.host.spec), result.state))
+        spec = normalise(result.host.spec)
+        findings = evaluate(spec, result.state)
+        return HostReport(name, True, findings, fleet_facts(spec, result.state))
     except Exception as exc:  # a guard for the fleet: this host's report says what broke
         return HostReport(name, True, [_unreadable("evaluation", exc)])
 

@@ -3,6 +3,7 @@ section handed to its own fact; odd output in one section spoils only that secti
 
 from __future__ import annotations
 
+import os
 import subprocess
 from typing import Any
 
@@ -12,7 +13,7 @@ from facts.gpurig_files import FileDigests
 from facts.gpurig_host import HostState, Recorder, Snapshot, Unreadable, read_key, required_reads
 from facts.gpurig_packages import DebStatus
 from facts.probe import Probe
-from gpurig.drift import drift_reads, evaluate
+from gpurig.drift import drift_reads, evaluate, fleet_facts
 from gpurig.plans import converge_reads, plan_host
 from gpurig.spec import normalise
 
@@ -100,3 +101,10 @@ def test_host_output_cannot_forge_a_section_marker():
     values = fact.process(proc.stdout.splitlines())
     [value] = values.values()
     assert isinstance(value, dict) and "--gpurig-section-0000000000000000 0" in value
+
+
+def test_fleet_facts_come_from_the_same_read():
+    _, values = run_here(drift_reads(SPEC))
+    facts = fleet_facts(SPEC, values)
+    assert facts["kernel"] == os.uname().release
+    assert facts["code"] == {"/srv/code": None} and facts["image"] == {"train": None}

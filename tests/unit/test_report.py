@@ -72,3 +72,26 @@ def test_render_dispatches_every_format() -> None:
     assert render(REPORTS, "junit") == to_junit(REPORTS)
     assert render(REPORTS, "markdown") == to_markdown(REPORTS)
     assert render(REPORTS, "table") == to_table(REPORTS)
+
+
+def test_fleet_view_flags_mixed_kernels_without_failing_the_run():
+    facts = {"driver": "570.124.06", "kernel": "6.8.0-48"}
+    reports = [
+        HostReport("a", True, [], facts),
+        HostReport("b", True, [], facts),
+        HostReport("c", True, [], {**facts, "kernel": "6.8.0-51"}),
+    ]
+    fleet = json.loads(render(reports, "json"))["fleet"]
+    assert [f["id"] for f in fleet["findings"]] == ["fleet.mixed_kernel"]
+    assert "c: 6.8.0-51" in fleet["findings"][0]["actual"]
+    assert "fleet.mixed_kernel" in render(reports, "table")
+    assert "`fleet.mixed_kernel`" in render(reports, "markdown")
+    assert exit_code(reports) == 0
+
+
+def test_remediation_travels_in_every_format():
+    finding = Finding("gpu.xid", "error", "Xid 79", "no Xid", "Xid 79", "drain it", "reboot")
+    reports = [HostReport("a", True, [finding])]
+    assert json.loads(render(reports, "json"))["hosts"][0]["findings"][0]["remediation"] == "reboot"
+    assert "[reboot] drain it" in render(reports, "table")
+    assert "\\[reboot\\] drain it" in render(reports, "markdown")
