@@ -7,11 +7,12 @@ run no command at all, so a converged host costs one round trip.
 
 from pyinfra import host
 
-from deploys import snapshot
+from deploys import lock, snapshot
 from deploys.cleanup import cleanup
 from deploys.containers import containers
 from deploys.core_dumps import core_dumps
 from deploys.engine import engine
+from deploys.guard import refuse
 from deploys.nvidia_toolkit import nvidia_toolkit
 from deploys.packages import packages
 from deploys.repos import repos
@@ -20,6 +21,9 @@ from gpurig.plans import converge_reads
 
 spec = host.data.get("spec")  # normalised when the inventory was loaded (gpurig.spec)
 allow = str(host.data.get("allow_recreate", "")).lower() in ("1", "true", "yes")
+busy = lock.hold()
+if busy:
+    refuse(name="One converge at a time", reason=busy)
 snapshot.load(converge_reads(spec, allow))
 
 # Secrets first: their sources are checked before anything on the host changes. Code and

@@ -129,3 +129,27 @@ def faults_seen() -> list[str]:
     seen: list[str] = []
     yield seen
     print(f"\nfaults injected on sandbox hosts: {len(seen)} ({', '.join(seen)})")
+
+
+def test_two_converges_at_once_the_second_refuses_clearly(
+    sandbox: Sandbox, inventory: Path, faults_seen
+):
+    shell = remote(sandbox, VICTIM)
+    shell.check_output(f"rm -f {SECRET}")
+    hold_inside_the_secret_operation(sandbox)
+    first: list[ConvergeResult] = []
+    run = threading.Thread(target=lambda: first.append(converge([inventory], limit=[VICTIM])))
+    run.start()
+    wait_for_marker(sandbox)
+    second = converge([inventory], limit=[VICTIM])
+    faults_seen.append("two converges at once")
+    assert second.returncode != 0
+    assert "another converge is running on this host" in second.stderr, second.stderr[-2000:]
+    release(sandbox)
+    shell.check_output("pkill -f '[s]leep 600' || true")  # the held `install` gives up
+    run.join(timeout=300)
+    assert first and first[0].returncode != 0  # its held command failed: not a half write
+    assert not shell.file(SECRET).exists
+    again = converge([inventory], limit=[VICTIM])  # the lock went with the first's session
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert shell.file(SECRET).exists
