@@ -136,3 +136,32 @@ def test_odd_output_in_one_section_spoils_only_its_concern(faults: Any):
     ids = [f.id for f in evaluate(spec, values)]
     assert "packages.missing" in ids and "probe.failed" in ids
     assert not any(isinstance(v, Unreadable) for k, v in values.items() if k != probe_key)
+
+
+def test_no_secret_value_or_plain_digest_reaches_any_output(tmp_path: Path, faults: Any):
+    """The secret's value and its unsalted sha256 appear in no command, fact output, change,
+    finding or report; counted into the fault summary."""
+    import hashlib
+
+    from gpurig.plans import secrets as secrets_plan
+    from gpurig.report import HostReport, render
+
+    value = "hf_0123456789abcdefSECRET"
+    src, dest = tmp_path / "token", tmp_path / "dest"
+    src.write_text(value)
+    dest.write_text("an older token")
+    spec = normalise({"secrets": [{"src": str(src), "dest": str(dest)}]})
+    reads = drift_reads(spec)
+    fact = HostState()
+    command = fact.command(reads=reads)
+    out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
+    values = fact.process(out.stdout.splitlines())
+    changes = secrets_plan.plan(spec, lambda cls, **kw: values[read_key(cls, kw)])
+    findings = evaluate(spec, values)
+    report = HostReport("h", True, findings)
+    texts = [command, out.stdout, out.stderr, repr(changes), repr(findings)]
+    texts += [render([report], fmt) for fmt in ("table", "json", "junit", "markdown")]
+    plain = hashlib.sha256(value.encode()).hexdigest()
+    faults.secrets_seen += sum(value in t or plain in t for t in texts)
+    assert [c.id for c in changes] == ["secret.content"]
+    assert not any(value in t or plain in t for t in texts)
