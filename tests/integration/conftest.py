@@ -37,10 +37,11 @@ def sandbox() -> Iterator[Sandbox]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that take the sandbox down or kill its processes run after all the others; the
-    demo, minutes long, runs last."""
+    demo, minutes long, runs last; `late` ones after the others that start from bare hosts."""
     items.sort(
         key=lambda item: (
             item.get_closest_marker("last") is not None,
             item.get_closest_marker("disruptive") is not None,
+            item.get_closest_marker("late") is not None,
         )
     )
