@@ -24,6 +24,7 @@ def start(top: Path, host: str, port: int) -> tuple[int, int | None]:
     # git-daemon itself, not `git daemon`: the wrapper forks it, and the sandbox must record
     # (and later stop) the process that listens.
     daemon = Path(run(["git", "--exec-path"]).stdout.strip(), "git-daemon")
+    # No connection cap: git-daemon's default of 32 refuses clones when a fleet of 50 converges.
     argv = [str(daemon), "--export-all", f"--base-path={repos}", f"--listen={host}",
-            f"--port={port}", "--reuseaddr", str(repos)]  # fmt: skip
+            f"--port={port}", "--reuseaddr", "--max-connections=0", str(repos)]  # fmt: skip
     return spawn_daemon(argv, top / "git-daemon.log", host, port)
