@@ -62,9 +62,12 @@ def _one(
     refused = policy == "never" or (running and policy != "always" and not allow_recreate)
     state = "running" if running else "stopped"
     if policy == "never":
-        action = f"recreate {name} ({state}, recreate: never): recreate it by hand"
+        action = f"gpurig does not recreate {name} ({state}, recreate: never): do it by hand"
     elif refused:
-        action = f"recreate the running {name}: stop its job first, or opt in with `{OPT_IN}`"
+        action = (
+            f"gpurig does not recreate the running {name}: stop its job first, "
+            f"or opt in with `{OPT_IN}`"
+        )
     else:
         action = f"recreate {name} ({state}) from the spec"
     return [

@@ -108,7 +108,7 @@ def test_running_container_with_drift_is_refused_naming_each_field(engine, inspe
     message = str(info.value)
     assert "container train shm_size: expected 68719476736, found 549755813888" in message
     assert "container train user: expected 1000, found root" in message
-    assert "recreate the running train: stop its job first" in message
+    assert message.count("gpurig does not recreate the running train: stop its job first") == 1
     assert "--data allow_recreate=true" in message
 
 
@@ -139,7 +139,9 @@ def test_recreate_never_refuses_even_a_stopped_container(engine, inspect):
     stopped = copy.deepcopy(inspect)
     stopped["State"]["Running"] = False
     spec = {**spec_of(inspect), "shm_size": "1g", "recreate": "never"}
-    with pytest.raises(OperationError, match=r"recreate train \(stopped, recreate: never\)"):
+    with pytest.raises(
+        OperationError, match=r"does not recreate train \(stopped, recreate: never\)"
+    ):
         run(engine, stopped, spec)
 
 
