@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 from pyinfra import host
 from pyinfra.api import OperationError
@@ -24,3 +25,12 @@ def start(changes: Sequence[Change], idle: str) -> bool:
         return False
     changing()
     return True
+
+
+def apply(
+    changes: Sequence[Change], idle: str, commands: Callable[[Change], Iterable[Any]]
+) -> Iterator[Any]:
+    """An operation's body: refuse or say there is nothing to do, else each change's commands."""
+    if start(changes, idle):
+        for change in changes:
+            yield from commands(change)

@@ -9,7 +9,7 @@ from typing import Any
 
 from pyinfra.api import deploy, operation
 
-from deploys.changes import start
+from deploys.changes import apply
 from deploys.snapshot import read
 from facts.gpurig_cleanup import RAY_PROCESSES
 from gpurig.change import Change
@@ -61,10 +61,8 @@ def commands(change: Change) -> str:
 @operation()
 def leftovers(spec: dict[str, Any]):
     """Remove the leftovers the spec's cleanup names."""
-    changes = plan.plan(spec, read)
-    if start(changes, "no leftovers to remove"):
-        for change in changes:
-            yield commands(change)
+    yield from apply(plan.plan(spec, read), "no leftovers to remove",
+                     lambda change: [commands(change)])  # fmt: skip
 
 
 @deploy("Pre-launch cleanup")

@@ -6,7 +6,7 @@ from typing import Any
 
 from pyinfra.api import deploy, operation
 
-from deploys.changes import start
+from deploys.changes import apply
 from deploys.snapshot import read
 from deploys.writes import put, remove
 from gpurig.change import Change
@@ -24,10 +24,7 @@ def write(change: Change):
 @operation()
 def core_dump_files(spec: dict[str, Any]):
     """Write (or, with core dumps enabled, remove) gpurig's core dump limit files."""
-    changes = plan.plan(spec, read)
-    if start(changes, "core dump limit files as declared"):
-        for change in changes:
-            yield from write(change)
+    yield from apply(plan.plan(spec, read), "core dump limit files as declared", write)
 
 
 @deploy("Core dumps")

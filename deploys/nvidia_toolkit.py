@@ -9,7 +9,7 @@ from typing import Any
 
 from pyinfra.api import deploy, operation
 
-from deploys.changes import start
+from deploys.changes import apply
 from deploys.core_dumps import write
 from deploys.packages import install
 from deploys.snapshot import read
@@ -74,10 +74,8 @@ def commands(change: Change) -> list[str] | object:
 @operation()
 def toolkit(spec: dict[str, Any]):
     """Key, repository and pin first, then the packages, then the hold and the CDI spec."""
-    changes = plan.plan(spec, read)
-    if start(changes, f"toolkit {spec['nvidia_toolkit']['version']} installed and held"):
-        for change in changes:
-            yield from commands(change)
+    version = spec["nvidia_toolkit"]["version"]
+    yield from apply(plan.plan(spec, read), f"toolkit {version} installed and held", commands)
 
 
 @deploy("NVIDIA container toolkit")

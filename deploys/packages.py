@@ -7,7 +7,7 @@ from typing import Any
 
 from pyinfra.api import deploy, operation
 
-from deploys.changes import start
+from deploys.changes import apply
 from deploys.snapshot import read
 from gpurig.change import Change
 from gpurig.plans import packages as plan
@@ -26,10 +26,8 @@ def install(change: Change) -> str:
 @operation()
 def declared_packages(spec: dict[str, Any]):
     """Install the spec's packages that are missing."""
-    changes = plan.plan(spec, read)
-    if start(changes, "every declared package is installed"):
-        for change in changes:
-            yield install(change)
+    yield from apply(plan.plan(spec, read), "every declared package is installed",
+                     lambda change: [install(change)])  # fmt: skip
 
 
 @deploy("Packages")
