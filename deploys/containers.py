@@ -14,17 +14,13 @@ from deploys.snapshot import read
 from gpurig.plans import containers as plan
 
 
-def _quoted(argv: list[str]) -> str:
-    return " ".join(shlex.quote(a) for a in argv)
-
-
 def _create(data: dict[str, Any], remove: bool) -> Iterator[str]:
     engine, name = data["engine"], shlex.quote(data["container"])
     if remove:
         yield f"{engine} rm --force {name}"
-    yield f"{_quoted([engine, 'pull', data['image']])} >/dev/null"
+    yield f"{shlex.join([engine, 'pull', data['image']])} >/dev/null"
     # `run -d` over OpenSSH keeps the session open while conmon holds stdout: redirect it.
-    yield f"{_quoted(data['argv'])} >/dev/null"
+    yield f"{shlex.join(data['argv'])} >/dev/null"
     if data["gpu_check"]:
         message = (
             f"gpurig: GPU not visible inside container {data['container']} (nvidia-smi failed)"

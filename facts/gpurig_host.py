@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pyinfra.api import FactBase
@@ -103,8 +103,3 @@ class Snapshot:
         if isinstance(value, Unreadable):
             raise value
         return value
-
-
-def unreadable(values: dict[str, Any]) -> Iterable[str]:
-    """Why each unreadable section failed."""
-    return [str(v) for v in values.values() if isinstance(v, Unreadable)]

@@ -11,11 +11,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from typing import Any, Literal
 
-import yaml
+from gpurig.datafiles import table
 
 # Run with `python3 -c` inside the declared container (or on the host). Without torch or
 # without a GPU it prints {"gpu": false, "reason": ...}; on any other failure {"gpu": null}.
@@ -79,11 +77,9 @@ class Verdict:
     figures: dict[str, Any] = field(default_factory=dict)
 
 
-@cache
 def baselines() -> list[dict[str, Any]]:
     """gpurig/data/gpu_baselines.yaml's models, loaded once."""
-    text = resources.files("gpurig").joinpath("data/gpu_baselines.yaml").read_text("utf-8")
-    return yaml.safe_load(text)["models"]
+    return table("gpu_baselines.yaml")["models"]
 
 
 def baseline_for(model: str) -> dict[str, Any] | None:

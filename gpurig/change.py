@@ -36,8 +36,3 @@ class Change:
             message = f"{self.subject}: differs from the spec"
             fix = f"run the converge: it will {self.action}"
         return Finding(self.id, self.severity, message, self.expected, self.actual, fix)
-
-
-def describe(changes: list[Change]) -> str:
-    """One line naming every change, for an operation's refusal or log."""
-    return "; ".join(f"{c.subject}: expected {c.expected}, found {c.actual}" for c in changes)

@@ -38,6 +38,10 @@ from gpurig.spec import normalise
 PROBE_TIMEOUT = 120  # seconds for the whole command; engines and GPUs can be slow to answer
 
 
+# What odd host output raises while it is judged: that part becomes `state.unreadable`.
+ODD_OUTPUT = (Unreadable, KeyError, TypeError, ValueError, AttributeError)
+
+
 def drift_reads(spec: Mapping[str, Any]) -> list[Read]:
     """The plans' reads and the probe's, for this spec: one remote command."""
 
@@ -84,11 +88,11 @@ def evaluate(spec: Mapping[str, Any], values: Mapping[str, Any]) -> list[Finding
     for name, plan in PLANS:
         try:
             findings += [change.finding() for change in plan(spec, read)]
-        except (Unreadable, KeyError, TypeError, ValueError, AttributeError) as exc:
+        except ODD_OUTPUT as exc:
             findings.append(_unreadable(name, exc))
     try:
         found = check(spec, probe_of(spec, read))
-    except (Unreadable, KeyError, TypeError, ValueError, AttributeError) as exc:
+    except ODD_OUTPUT as exc:
         found = [_unreadable("checks", exc)]
     return findings + [f for f in found if f not in findings]
 
@@ -116,7 +120,7 @@ def fleet_facts(spec: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str,
                         venv=(r.get("python") or {}).get("venv")) or {}).get("head")
             for path, r in spec["repos"].items()
         }  # fmt: skip
-    except (Unreadable, KeyError, TypeError, ValueError, AttributeError):
+    except ODD_OUTPUT:
         pass  # a host whose state is odd has its findings; the fleet view shows what was read
     return facts
 

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from functools import cache
-from importlib import resources
 from typing import Any
 
-import yaml
-
 from gpurig.compat import Finding
+from gpurig.datafiles import table
 
 Gpu = Mapping[str, Any]
 # The spec key this module reads: gpu_expect: {count: N, model: "H100", mig: enabled|disabled}.
@@ -24,11 +21,9 @@ EXPECT_KEY = "gpu_expect"
 _LOG_LINES_MAX = 5
 
 
-@cache
 def rules() -> dict[str, Any]:
     """gpurig/data/gpu_health.yaml, loaded once."""
-    text = resources.files("gpurig").joinpath("data/gpu_health.yaml").read_text(encoding="utf-8")
-    return yaml.safe_load(text)
+    return table("gpu_health.yaml")
 
 
 def _finding(
