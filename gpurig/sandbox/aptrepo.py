@@ -151,5 +151,5 @@ def url(host: str, port: int) -> str:
 def start(top: Path, host: str, port: int) -> tuple[int, int | None]:
     """Build (once) and serve the repository on the bridge; returns pid and start time."""
     repo = build(top)
-    argv = [sys.executable, "-m", "http.server", "--bind", host, "--directory", str(repo)]
-    return spawn_daemon([*argv, str(port)], top / "http.log", host, port)
+    argv = [sys.executable, "-m", "gpurig.sandbox.listen", host, str(port), "http", str(repo)]
+    return spawn_daemon(argv, top / "http.log", host, port)

@@ -5,6 +5,7 @@ Tests push bare repositories into `<sandbox dir>/git/repos/NAME.git` and declare
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 from gpurig.sandbox.proc import SandboxError, run, spawn_daemon
@@ -21,10 +22,9 @@ def start(top: Path, host: str, port: int) -> tuple[int, int | None]:
         raise SandboxError("git is not installed (apt-get install git)")
     repos = top / "repos"
     repos.mkdir(parents=True, exist_ok=True)
-    # git-daemon itself, not `git daemon`: the wrapper forks it, and the sandbox must record
-    # (and later stop) the process that listens.
+    # git-daemon --inetd per connection behind gpurig.sandbox.listen (see there why), which is
+    # the process the sandbox records and later stops.
     daemon = Path(run(["git", "--exec-path"]).stdout.strip(), "git-daemon")
-    # No connection cap: git-daemon's default of 32 refuses clones when a fleet of 50 converges.
-    argv = [str(daemon), "--export-all", f"--base-path={repos}", f"--listen={host}",
-            f"--port={port}", "--reuseaddr", "--max-connections=0", str(repos)]  # fmt: skip
+    argv = [sys.executable, "-m", "gpurig.sandbox.listen", host, str(port), "inetd",
+            str(daemon), "--inetd", "--export-all", f"--base-path={repos}", str(repos)]  # fmt: skip
     return spawn_daemon(argv, top / "git-daemon.log", host, port)

@@ -48,12 +48,11 @@ def url(repo: Path) -> Iterator[str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = subprocess.Popen(
-        [sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "--directory", str(repo),
-         str(port)],
+        [sys.executable, "-m", "gpurig.sandbox.listen", "127.0.0.1", str(port), "http", str(repo)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        assert wait_port("127.0.0.1", port, timeout=10), "http.server did not answer"
+        assert wait_port("127.0.0.1", port, timeout=10), "the repository's server did not answer"
         yield f"http://127.0.0.1:{port}"
     finally:
         server.terminate()
