@@ -119,3 +119,11 @@ def test_command_name_is_the_first_word_that_is_not_an_option(
     argv: list[str], name: str | None
 ) -> None:
     assert command_name(argv) == name
+
+
+@pytest.mark.parametrize("args", [["--version"], ["validate", str(EXAMPLE)]])
+def test_the_sandbox_group_loads_only_when_named(args: list[str], tmp_path: Path) -> None:
+    modules, _ = loaded_by(args, tmp_path)
+    assert "gpurig.cli_sandbox" not in modules
+    named, _ = loaded_by(["sandbox", "--help"], tmp_path)
+    assert "gpurig.cli_sandbox" in named
