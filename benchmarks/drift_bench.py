@@ -54,6 +54,8 @@ DRIFT, CONVERGE, PER_FACT, ANSIBLE, SSH = (
     "ssh host true",
 )
 METHODS = [DRIFT, CONVERGE, PER_FACT, ANSIBLE, SSH]
+# --methods names them by these; `ssh host true` always runs, every ratio is to it.
+SHORT = {"drift": DRIFT, "converge": CONVERGE, "per-fact": PER_FACT, "ansible": ANSIBLE}
 CONVERGE_DEPLOY = "deploys/gpu_host.py"
 ANSIBLE_PLAYBOOK = BIN / "ansible-playbook"
 PER_FACT_DEPLOY = "benchmarks/per_fact_deploy.py"
@@ -324,10 +326,10 @@ def time_fleet(
     fleet: Fleet, book: Path, scratch: Path, args: argparse.Namespace, skip: dict[str, str]
 ) -> dict[str, Cell]:
     """Each method's runs on `fleet`, methods interleaved round by round."""
-    cells = {method: Cell([], skip.get(method, "")) for method in METHODS}
+    cells = {method: Cell([], skip.get(method, "")) for method in args.methods}
     for round_ in range(args.repeat):
         # Ansible takes minutes at 100 hosts: it runs once unless asked for more.
-        due = [m for m in METHODS if not cells[m].skipped]
+        due = [m for m in args.methods if not cells[m].skipped]
         due = [m for m in due if m != ANSIBLE or round_ < args.ansible_repeat]
         for method, (argv, env, ok) in commands(fleet, book, scratch, due).items():
             cells[method].runs.append(measure(argv, env, ok))
@@ -363,12 +365,14 @@ def run_grid(
     # The converge under test is a no-op: bring every host to the spec first.
     [(argv, env, ok)] = commands(everyone, book, scratch, [CONVERGE]).values()
     measure(argv, env, ok)
-    installed = [m for m in METHODS if m != ANSIBLE or ANSIBLE_PLAYBOOK.exists()]
+    installed = [m for m in args.methods if m != ANSIBLE or ANSIBLE_PLAYBOOK.exists()]
     counted = write_fleet(paths, spec, direct, names[: sizes[0]], scratch / "counted")
     counts = count_sessions(counted, book, scratch, installed)
     results: Results = {}
     # A method too slow at some RTT and size is skipped at every larger RTT and size.
-    too_slow = {} if ANSIBLE in installed else {ANSIBLE: "not installed (uv sync --group bench)"}
+    too_slow = {}
+    if ANSIBLE in args.methods and ANSIBLE not in installed:
+        too_slow[ANSIBLE] = "not installed (uv sync --group bench)"
     slow_at: dict[str, tuple[int, int]] = {}
     for rtt in rtts:
         with relayed(direct, rtt, lifetime_s=24 * 3600) as endpoints:
@@ -426,10 +430,22 @@ def numbers(text: str) -> list[int]:
     return sorted(int(n) for n in text.split(","))
 
 
+def methods(text: str) -> list[str]:
+    """The methods named (see SHORT) and `ssh host true`, in the table's order."""
+    named = {SHORT[n] for n in text.split(",")} if text else set(SHORT.values())
+    return [m for m in METHODS if m in named or m == SSH]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=numbers, default="1,10,50,100", help="fleet sizes")
     parser.add_argument("--rtt-ms", type=numbers, default="0,50,150", help="added round trips")
+    parser.add_argument(
+        "--methods",
+        type=methods,
+        default="",
+        help=f"comma-separated, of {','.join(SHORT)} (default all); ssh host true always runs",
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--ansible-repeat", type=int, default=1)
     parser.add_argument(
@@ -439,6 +455,7 @@ def main() -> None:
         help="a method whose run takes longer is skipped at every larger size and RTT",
     )
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
     name, top = locate(os.environ.get("GPURIG_BENCH_SANDBOX", "bench"), None)
     manager.up(top, name, max(args.hosts), 0, log=lambda _: None)
     try:
@@ -450,7 +467,8 @@ def main() -> None:
         f"`{' '.join(['benchmarks/drift_bench.py', *sys.argv[1:]])}`: median of {args.repeat} "
         f"runs ({args.ansible_repeat} for Ansible); {len(CHECKS)} checks per host for the "
         f"pyinfra and Ansible baselines; SSH sessions counted on {args.hosts[0]} hosts; CPU and "
-        "largest process of the client's whole process tree.\n"
+        "largest process of the client's whole process tree; load average (1 min) "
+        f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs.\n"
     )
     print("\n".join(table(results, counts)))
     print("\nGoals (issue 12):")
