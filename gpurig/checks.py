@@ -22,7 +22,7 @@ Spec = Mapping[str, Any]
 
 # Every id a check can carry (tests check each one has a case that makes it fire).
 CHECK_IDS = (
-    "host.unreachable", "host.key_changed", "probe.failed", "state.unreadable",
+    "host.unreachable", "host.key_changed", "host.not_root", "probe.failed", "state.unreadable",
     "core_dumps.login_shell", "disk.free", "disk.inodes", "shm.size", "engine.api",
     "container.restarting", "gpu.missing", "gpu.unexpected", "compat.kernel_module",
     "compat.driver_cuda", "compat.torch_arch", "gpu.throttle", "gpu.ecc",

@@ -65,9 +65,9 @@ def compat(
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
     if as_json:
-        rows = [{"id": f.id, "severity": f.severity, "message": f.message} for f in findings]
         import json
 
+        rows = [{"id": f.id, "severity": f.severity, "message": f.message} for f in findings]
         click.echo(json.dumps({"verdict": verdict, "findings": rows}, indent=2))
     else:
         click.echo(f"verdict: {verdict}")
@@ -91,33 +91,86 @@ def validate(inventories: tuple[str, ...]) -> None:
 
 
 @main.command()
-@click.argument("inventory", type=click.Path(dir_okay=False))
+@click.argument("inventory", type=click.Path(dir_okay=False), required=False)
 @click.option("--limit", "limits", multiple=True, metavar="NAME", help="Only this host (repeat).")
+@click.option("--local", is_flag=True, help="Check this machine, without SSH (see --as, --spec).")
+@click.option("--as", "as_host", metavar="NAME", help="With --local: INVENTORY's host NAME's spec.")
+@click.option(
+    "--spec",
+    "spec_file",
+    type=click.Path(dir_okay=False),
+    help="With --local: a file holding one host's spec (no INVENTORY).",
+)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--output", type=click.File("w", encoding="utf-8"), help="Write here, not stdout.")
-def drift(inventory: str, limits: tuple[str, ...], fmt: str, output: TextIO | None) -> None:
-    """Check hosts read-only against their spec: exit 0 clean, 1 drift, 2 invalid input."""
-    from gpurig.inventory import InventoryError, load_inventory
+def drift(
+    inventory: str | None,
+    limits: tuple[str, ...],
+    local: bool,
+    as_host: str | None,
+    spec_file: str | None,
+    fmt: str,
+    output: TextIO | None,
+) -> None:
+    """Check hosts read-only against their spec: exit 0 clean, 1 drift, 2 invalid input.
 
+    With --local, check the machine this runs on (a SLURM prolog, a pod's start script, a CI
+    job) as host NAME of INVENTORY (--as NAME) or as the spec in a file (--spec FILE)."""
+    import platform
+
+    from gpurig.inventory import InventoryError, load_inventory, load_spec_file
+
+    _drift_usage(inventory, limits, local, as_host, spec_file)
     try:
-        hosts = load_inventory([inventory]).hosts
+        if spec_file is not None:
+            hosts = [load_spec_file(spec_file, platform.node() or "localhost")]
+        else:
+            hosts = list(load_inventory([str(inventory)]).hosts)
     except InventoryError as exc:
         click.echo(str(exc), err=True)
         raise SystemExit(2) from None
-    unknown = [name for name in limits if name not in {h.name for h in hosts}]
+    names = (as_host,) if as_host is not None else limits
+    unknown = [name for name in names if name not in {h.name for h in hosts}]
     if unknown:
         click.echo(f"{inventory}: no host named {', '.join(unknown)}", err=True)
         raise SystemExit(2)
-    selected = [h for h in hosts if not limits or h.name in limits]
+    selected = [h for h in hosts if not names or h.name in names]
     # Imported here: the console script (gpurig.entry) has patched gevent in by now.
-    from gpurig.drift import progress_stream, run_drift
+    from gpurig.drift import drift_local, progress_stream, run_drift
     from gpurig.pyinfra_inventory import cache_dir
     from gpurig.report import exit_code, render
 
-    reports = run_drift(selected, cache_dir(), progress_stream())
+    if local:
+        reports = [drift_local(selected[0])]
+    else:
+        reports = run_drift(selected, cache_dir(), progress_stream())
     stream = output or sys.stdout
     stream.write(render(reports, fmt, colour=output is None and stream.isatty()))
     raise SystemExit(exit_code(reports))
+
+
+def _drift_usage(
+    inventory: str | None,
+    limits: tuple[str, ...],
+    local: bool,
+    as_host: str | None,
+    spec_file: str | None,
+) -> None:
+    """Refuse option combinations that say two things (click exits 2 with the usage)."""
+    if not local:
+        if as_host is not None or spec_file is not None:
+            raise click.UsageError("--as and --spec go with --local")
+        if inventory is None:
+            raise click.UsageError("missing argument INVENTORY")
+        return
+    if limits:
+        raise click.UsageError("--local checks one machine: use --as NAME, not --limit")
+    if (as_host is None) == (spec_file is None):
+        raise click.UsageError("--local needs one of --as NAME (with INVENTORY) or --spec FILE")
+    if as_host is not None and inventory is None:
+        raise click.UsageError("--as NAME needs the INVENTORY that defines NAME")
+    if spec_file is not None and inventory is not None:
+        raise click.UsageError("--spec FILE replaces INVENTORY: give one of them")
 
 
 def _confirm(question: str) -> bool:

@@ -8,9 +8,12 @@ never a crash: a CI job must see the whole fleet's report even when one box is d
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -163,6 +166,13 @@ def _read_host(
     return state, None
 
 
+def _quiet_pyinfra() -> None:
+    """pyinfra and paramiko log connection and fact errors themselves; they are findings here."""
+    for name in ("pyinfra", "paramiko"):
+        logging.getLogger(name).addHandler(logging.NullHandler())
+        logging.getLogger(name).propagate = False
+
+
 def probe_hosts(
     hosts: Sequence[Host],
     cache: Path,
@@ -174,10 +184,7 @@ def probe_hosts(
     known_hosts = write_known_hosts(hosts, cache)
     inventory = Inventory(([(h.name, host_data(h, known_hosts)) for h in hosts], {}))
     state = State(inventory, Config(PARALLEL=max(1, len(hosts))))
-    # pyinfra and paramiko log connection and fact errors themselves; they are findings here.
-    for name in ("pyinfra", "paramiko"):
-        logging.getLogger(name).addHandler(logging.NullHandler())
-        logging.getLogger(name).propagate = False
+    _quiet_pyinfra()
 
     def probe(host: Host) -> Probed:
         pyinfra_host = inventory.get_host(host.name)
@@ -215,6 +222,48 @@ def run_drift(
 ) -> list[HostReport]:
     """Read and judge `hosts` in parallel; reports in inventory order."""
     return [report(result) for result in probe_hosts(hosts, cache, progress)]
+
+
+def local_sudo() -> bool:
+    """Whether this machine is read through `sudo -n`, as a non-root SSH login is (host_data):
+    for a user who is not root and may run sudo without a password. Nothing could answer a
+    password prompt in a prolog or a CI job, so without that the user reads as itself."""
+    if os.geteuid() == 0 or shutil.which("sudo") is None:
+        return False
+    ask = ["sudo", "-n", "true"]
+    try:
+        done = subprocess.run(ask, stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
+    except subprocess.TimeoutExpired:
+        return False
+    return done.returncode == 0
+
+
+def not_root(uid: int) -> Finding:
+    """The warning on a local report read without root: what such a read cannot see."""
+    return finding(
+        "host.not_root",
+        "warn",
+        "read without root: files only root may read, an engine socket this user may not use "
+        "and a restricted kernel log read as missing or changed",
+        "root, or passwordless sudo",
+        f"uid {uid} without passwordless sudo",
+        "run `gpurig drift --local` as root (a SLURM prolog or epilog is) or give this user "
+        "passwordless sudo",
+    )
+
+
+def drift_local(host: Host) -> HostReport:
+    """Read and judge this machine as `host`: the same one command, plans and checks as
+    `run_drift`, run by pyinfra's @local connector (sh in a subprocess, no SSH)."""
+    inventory = Inventory((["@local"], {}))
+    State(inventory, Config())
+    _quiet_pyinfra()
+    sudo = local_sudo()
+    reads = drift_reads(normalise(host.spec))
+    result = report(Probed(host, *_read_host(inventory.get_host("@local"), reads, sudo)))
+    if sudo or os.geteuid() == 0:
+        return result
+    return replace(result, findings=[not_root(os.geteuid()), *result.findings])
 
 
 def progress_stream() -> TextIO | None:

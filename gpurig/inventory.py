@@ -194,6 +194,12 @@ def _validator() -> Draft202012Validator:
     return _Validator(schema())
 
 
+@cache
+def _spec_validator() -> Draft202012Validator:
+    """A host's `spec` alone, with the inventory schema's definitions."""
+    return _Validator({"$defs": schema()["$defs"], "$ref": "#/$defs/spec"})
+
+
 def load_inventory(paths: Iterable[str | Path]) -> Inventory:
     """Load, validate and merge inventory files; raise InventoryError listing every problem."""
     problems: list[Problem] = []
@@ -238,7 +244,8 @@ def _load_file(file: str) -> tuple[list[Problem], list[Host]]:
     return _load_text(file, text)
 
 
-def _load_text(file: str, text: str) -> tuple[list[Problem], list[Host]]:
+def _parse(file: str, text: str) -> tuple[list[Problem], Any]:
+    """Syntax problems (every duplicate key at once), or none and the round-trip document."""
     yaml = bounded_yaml()
     try:
         check_text(text)
@@ -246,22 +253,56 @@ def _load_text(file: str, text: str) -> tuple[list[Problem], list[Host]]:
         node = yaml.compose(text)
         duplicates = list(_duplicate_keys(file, node, ()))
         if duplicates:
-            return duplicates, []
-        doc = yaml.constructor.construct_document(node) if node is not None else None
+            return duplicates, None
+        return [], yaml.constructor.construct_document(node) if node is not None else None
     except YAMLError as exc:
         refusal = syntax_refusal(exc)
-        return [Problem(file, refusal.line, (), refusal.message)], []
+        return [Problem(file, refusal.line, (), refusal.message)], None
     except YamlRefused as exc:
-        return [Problem(file, exc.line, (), exc.message)], []
+        return [Problem(file, exc.line, (), exc.message)], None
+
+
+def _schema_problems(file: str, doc: Any, data: Any, validator: Any) -> list[Problem]:
+    problems = [p for err in validator.iter_errors(data) for p in _explain(file, doc, err)]
+    return list(dict.fromkeys(problems))  # `required` reports each missing key per error
+
+
+def _load_text(file: str, text: str) -> tuple[list[Problem], list[Host]]:
+    problems, doc = _parse(file, text)
+    if problems:
+        return problems, []
     data = _plain(doc)
-    problems = [p for err in _validator().iter_errors(data) for p in _explain(file, doc, err)]
-    problems = list(dict.fromkeys(problems))  # `required` reports each missing key per error
+    problems = _schema_problems(file, doc, data, _validator())
     checks = list(_semantic_problems(file, doc, data))
     if problems or checks:
         return problems + checks, []
     hosts = [_merge_host(file, doc, data, name) for name in data["hosts"]]
-    missing = [p for host in hosts for p in _missing_images(file, doc, host)]
+    missing = [
+        p
+        for host in hosts
+        for p in _missing_images(file, doc, ("hosts", host.name, "spec"), host.spec)
+    ]
     return missing, hosts if not missing else []
+
+
+def load_spec_file(path: str | Path, name: str) -> Host:
+    """Host `name` (this machine) from a file holding only its spec (`gpurig drift --local
+    --spec`), validated as an inventory host's `spec` is; raise InventoryError."""
+    file = str(path)
+    try:
+        problems, doc = _parse(file, read_text(file))
+    except YamlRefused as exc:
+        problems, doc = [Problem(file, exc.line, (), exc.message)], None
+    if problems:
+        raise InventoryError(problems)
+    data = _plain(doc)
+    problems = _schema_problems(file, doc, data, _spec_validator())
+    problems += _mount_problems(file, doc, (), data)
+    if not problems:
+        problems += _missing_images(file, doc, (), data, merged=False)
+    if problems:
+        raise InventoryError(sorted(problems, key=lambda p: p.line or 0))
+    return Host(name, "localhost", SshSettings(), (), normalise(data), file, 1)
 
 
 def _duplicate_keys(file: str, node: Node | None, path: KeyPath) -> Iterator[Problem]:
@@ -408,13 +449,11 @@ def _semantic_problems(file: str, doc: Any, data: Any) -> Iterator[Problem]:
             if reason:
                 where = (*prefix, "ssh", "host_key")
                 yield Problem(file, _line(doc, where), where, reason)
-        yield from _mount_problems(file, doc, prefix, level)
+        yield from _mount_problems(file, doc, (*prefix, "spec"), level.get("spec"))
 
 
-def _mount_problems(
-    file: str, doc: Any, prefix: KeyPath, level: Mapping[str, Any]
-) -> Iterator[Problem]:
-    spec = level.get("spec")
+def _mount_problems(file: str, doc: Any, path: KeyPath, spec: Any) -> Iterator[Problem]:
+    """Mount syntax in the spec at `path` of `doc`."""
     containers = spec.get("containers") if isinstance(spec, Mapping) else None
     if not isinstance(containers, Mapping):
         return
@@ -423,7 +462,7 @@ def _mount_problems(
         for index, mount in enumerate(mounts if isinstance(mounts, list) else []):
             reason = mount_problem(mount) if isinstance(mount, str) else None
             if reason:
-                where = (*prefix, "spec", "containers", name, "mounts", index)
+                where = (*path, "containers", name, "mounts", index)
                 yield Problem(file, _line(doc, where), where, f"{reason}; got {mount!r}")
 
 
@@ -444,15 +483,18 @@ def _merge_host(file: str, doc: Any, data: Mapping[str, Any], name: str) -> Host
     )
 
 
-def _missing_images(file: str, doc: Any, host: Host) -> Iterator[Problem]:
+def _missing_images(
+    file: str, doc: Any, path: KeyPath, spec: Mapping[str, Any], merged: bool = True
+) -> Iterator[Problem]:
     """Every container needs an image, but any level may supply it: check after merging."""
+    after = " after merging defaults, groups and host" if merged else ""
     expected = schema()["$defs"]["container"]["properties"]["image"]["x-expected"]
-    for name, container in host.spec.get("containers", {}).items():
+    for name, container in spec.get("containers", {}).items():
         if "image" not in container:
-            where = ("hosts", host.name, "spec", "containers", name)
+            where = (*path, "containers", name)
             yield Problem(
                 file,
                 _line(doc, where),
                 where,
-                f"no image after merging defaults, groups and host; expected {expected}",
+                f"no image{after}; expected {expected}",
             )

@@ -190,7 +190,13 @@ CASES: dict[str, Mutation] = {
     "gpu.zombie_vram": lambda spec, probe: probe["gpu"]["gpus"][0].update({"memory.used": "30000"}),
 }
 # Ids not produced by evaluate(spec, probe) mutations; each has its own test below.
-SEPARATE = {"host.unreachable", "host.key_changed", "probe.failed", "state.unreadable"}
+SEPARATE = {
+    "host.unreachable",
+    "host.key_changed",
+    "host.not_root",
+    "probe.failed",
+    "state.unreadable",
+}
 # The GPU health checks have their own table of recorded cases (tests/unit/test_gpu_checks.py).
 SEPARATE |= set(gpu_checks.rules()["checks"])
 

@@ -25,7 +25,7 @@ from ruamel.yaml import YAML
 
 from gpurig.cli import main
 from gpurig.compat import Finding
-from gpurig.inventory import InventoryError, format_path, load_inventory, schema
+from gpurig.inventory import InventoryError, format_path, load_inventory, load_spec_file, schema
 from gpurig.onboard import Check, render_checks
 from gpurig.pin import PinInputError, pin_text
 from gpurig.pyinfra_inventory import load_groups
@@ -305,6 +305,27 @@ def test_hostile_file_is_refused_within_a_second(
     [problem] = error.problems
     assert problem.file == str(path)
     assert fragment in problem.message, problem
+    if line is not None:
+        assert problem.line == line, problem
+
+
+# The files refused before their content is judged: a spec file (drift --local) reads as they do.
+SPEC_FILES = [f for f in FILES if f[0] not in ("python object tag", "mapping as key")]
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "line", "fragment"), SPEC_FILES, ids=[f[0] for f in SPEC_FILES]
+)
+def test_hostile_spec_file_is_refused_within_a_second(
+    faults: Any, tmp_path: Path, name: str, make: Callable[[Path], Path], line: int | None,
+    fragment: str,
+) -> None:  # fmt: skip
+    path = make(tmp_path)
+    error = faults.attempt(f"spec {name}", lambda: load_spec_file(path, "here"), InventoryError)
+    assert isinstance(error, InventoryError), f"{name} was accepted"
+    assert faults.refusal_times[f"spec {name}"] < REFUSAL_SECONDS
+    [problem] = error.problems
+    assert (problem.file, fragment in problem.message) == (str(path), True), problem
     if line is not None:
         assert problem.line == line, problem
 
