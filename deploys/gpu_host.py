@@ -9,8 +9,10 @@ from pyinfra import host
 
 from deploys import lock, snapshot
 from deploys.cleanup import cleanup
+from deploys.compose import compose
 from deploys.containers import containers
 from deploys.core_dumps import core_dumps
+from deploys.driver import driver
 from deploys.engine import engine
 from deploys.guard import refuse
 from deploys.nvidia_toolkit import nvidia_toolkit
@@ -27,13 +29,15 @@ if busy:
 snapshot.load(converge_reads(spec, allow))
 
 # Secrets first: their sources are checked before anything on the host changes. Code and
-# its environments, then the engine; cleanup runs last before containers start, so nothing
-# launched by this run is mistaken for a leftover.
+# its environments, then the engine and compose, the driver held before the toolkit; cleanup
+# runs last before containers start, so nothing launched by this run is mistaken for a leftover.
 secrets(spec)
 packages(spec)
 core_dumps(spec)
 repos(spec)
 engine(spec)
+compose(spec)
+driver(spec)
 nvidia_toolkit(spec)
 cleanup(spec)
 containers(spec, allow)

@@ -19,6 +19,10 @@ CONTAINER_RESTART = {"policy": "on-failure", "max_retries": 5}
 
 TOOLKIT_KEY = "https://nvidia.github.io/libnvidia-container/gpgkey"
 TOOLKIT_REPO = "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)"
+# Docker's release asset for x86_64 hosts; an aarch64 host declares the -aarch64 one's url.
+COMPOSE_URL = (
+    "https://github.com/docker/compose/releases/download/v{version}/docker-compose-linux-x86_64"
+)
 
 _TOP = {
     "engine": "none",
@@ -72,6 +76,11 @@ def normalise(spec: Mapping[str, Any]) -> dict[str, Any]:
     out["secrets"] = [{"mode": "0600", **s} for s in out["secrets"]]
     if out.get("nvidia_toolkit"):
         out["nvidia_toolkit"] = {"key": TOOLKIT_KEY, "repo": TOOLKIT_REPO, **out["nvidia_toolkit"]}
+    if out.get("driver"):
+        out["driver"] = {"hold": True, **out["driver"]}
+    if out.get("compose"):
+        url = COMPOSE_URL.format(version=out["compose"]["version"])
+        out["compose"] = {"url": url, **out["compose"]}
     return out
 
 

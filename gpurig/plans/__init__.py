@@ -15,7 +15,18 @@ from typing import Any
 from facts.gpurig_host import Read, required_reads
 from gpurig.change import Change
 from gpurig.container import FIELD_NAMES
-from gpurig.plans import cleanup, containers, core_dumps, engine, packages, repos, secrets, toolkit
+from gpurig.plans import (
+    cleanup,
+    compose,
+    containers,
+    core_dumps,
+    driver,
+    engine,
+    packages,
+    repos,
+    secrets,
+    toolkit,
+)
 
 Reader = Callable[..., Any]
 
@@ -26,6 +37,7 @@ CHANGE_IDS = (
     "repo.dirty", "repo.local_commits", "repo.attributes", "repo.ref", "repo.crlf", "repo.env",
     "repo.lockfile_missing", "engine.systemd", "engine.service", "engine.daemon_json",
     "engine.insecure_registries", "engine.registries", "engine.socket", "engine.docker_host",
+    "compose.plugin", "driver.unattended", "driver.hold", "driver.version", "driver.missing",
     "toolkit.keyring", "toolkit.apt", "toolkit.version", "toolkit.hold", "toolkit.runtime",
     "toolkit.oci_hook", "toolkit.cdi", "toolkit.gpu", "cleanup.ray_sessions",
     "cleanup.core_files", "cleanup.editable_finders", "cleanup.flashinfer_cache",
@@ -35,13 +47,16 @@ CHANGE_IDS = (
 
 
 # The converge's order: secrets first (sources checked before anything changes), code and its
-# environments, then the engine; cleanup last before containers start.
+# environments, then the engine and its compose plugin, the driver held before the toolkit
+# (whose CDI spec names the driver); cleanup last before containers start.
 PLANS: tuple[tuple[str, Callable[..., list[Change]]], ...] = (
     ("secrets", secrets.plan),
     ("packages", packages.plan),
     ("core_dumps", core_dumps.plan),
     ("repos", repos.plan),
     ("engine", engine.plan),
+    ("compose", compose.plan),
+    ("driver", driver.plan),
     ("toolkit", toolkit.plan),
     ("cleanup", cleanup.plan),
     ("containers", containers.plan),

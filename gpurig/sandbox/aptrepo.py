@@ -2,7 +2,9 @@
 toolkit repository (out of reach here), so the deploy's key, repository, pin and hold path
 runs for real: same flat layout (`deb [signed-by=...] URL /`), same package names and
 dependencies, two versions so a pin is observable. The packages hold small scripts, not the
-toolkit: nothing here touches a GPU."""
+toolkit: nothing here touches a GPU. Beside them: stand-ins for two of Ubuntu's NVIDIA driver
+packages (what a rental's image comes with; the driver concern holds them) and for Docker's
+compose plugin release binary, at the path GitHub serves it from."""
 
 from __future__ import annotations
 
@@ -18,6 +20,10 @@ from gpurig.fsutil import atomic_write
 from gpurig.sandbox.proc import SandboxError, run, spawn_daemon
 
 VERSIONS = ("1.17.8-1", "1.17.9-1")
+# Ubuntu's names and version style (gpurig/data/driver.yaml); no nvidia-smi: no GPU here.
+DRIVER_PACKAGES = ("nvidia-driver-580", "libnvidia-compute-580")
+DRIVER_VERSIONS = ("580.95.05-0ubuntu1", "580.105.08-0ubuntu1")
+COMPOSE_VERSIONS = ("2.29.7", "2.30.3")
 KEY_NAME = "gpurig sandbox apt repository <apt@sandbox.invalid>"
 TOOLS = ("dpkg-deb", "gpg", "gpgconf")
 
@@ -29,6 +35,7 @@ DEPENDS = {
     "nvidia-container-toolkit": "nvidia-container-toolkit-base (= {v}), "
     "libnvidia-container-tools (>= {v}), libnvidia-container-tools (<< 2.0.0)",
     "libnvidia-container-tools": "libnvidia-container1 (>= {v})",
+    "nvidia-driver-580": "libnvidia-compute-580 (= {v})",
 }
 
 
@@ -58,6 +65,27 @@ def _scripts(package: str, version: str) -> dict[str, str]:
     if package == "libnvidia-container-tools":
         return {"usr/bin/nvidia-container-cli": f"#!/bin/sh\necho '{tag}'\n"}
     return {f"usr/share/doc/{package}/STAND-IN": f"{tag}\n"}
+
+
+def compose_path(version: str) -> str:
+    """Where GitHub serves Docker's compose release binary for x86_64, below the host."""
+    return f"docker/compose/releases/download/v{version}/docker-compose-linux-x86_64"
+
+
+def compose_plugin(version: str) -> str:
+    """A stand-in compose plugin: it answers the docker CLI's plugin metadata call, so `docker
+    compose version` runs through a real docker CLI, and prints what the real one prints."""
+    metadata = (
+        f'{{"SchemaVersion":"0.1.0","Vendor":"Docker Inc.","Version":"v{version}",'
+        '"ShortDescription":"Docker Compose (gpurig sandbox stand-in)"}'
+    )
+    return (
+        "#!/bin/sh\n"
+        f"[ \"$1\" = docker-cli-plugin-metadata ] && {{ echo '{metadata}'; exit 0; }}\n"
+        '[ "$1" = compose ] && shift\n'
+        f'[ "$1" = version ] && {{ echo "Docker Compose version v{version}"; exit 0; }}\n'
+        "echo 'gpurig sandbox stand-in: only version works here' >&2; exit 1\n"
+    )
 
 
 def _control(package: str, version: str) -> str:
@@ -121,11 +149,11 @@ def build(top: Path) -> Path:
     home, out = Path(tempfile.mkdtemp(prefix="gpurig-gpg.")), staging / "repo"
     try:
         (out / "pool").mkdir(parents=True)
-        index = "".join(
-            _build_deb(package, version, staging, out / "pool")
-            for version in VERSIONS
-            for package in table("toolkit.yaml")["packages"]
-        )
+        builds = [(p, v) for v in VERSIONS for p in table("toolkit.yaml")["packages"]]
+        builds += [(p, v) for v in DRIVER_VERSIONS for p in DRIVER_PACKAGES]
+        index = "".join(_build_deb(p, v, staging, out / "pool") for p, v in builds)
+        for version in COMPOSE_VERSIONS:
+            atomic_write(out / compose_path(version), compose_plugin(version), mode=0o755)
         atomic_write(out / "Packages", index)
         atomic_write(out / "Release", _release(out, ["Packages"]))
         _gpg(home, "--pinentry-mode", "loopback", "--passphrase", "",

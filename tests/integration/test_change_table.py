@@ -7,6 +7,7 @@ or a stated reason why only the unit table (tests/unit/test_plans.py) can make i
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,7 +20,9 @@ from support import Sandbox, Upstream, gpurig, host_spec, remote, write_inventor
 from gpurig.checks import CHECK_IDS
 from gpurig.converge import converge
 from gpurig.plans import CHANGE_IDS
+from gpurig.plans.compose import PLUGIN
 from gpurig.plans.core_dumps import MANAGED_FILES
+from gpurig.plans.driver import UNATTENDED
 from gpurig.plans.engine import DOCKER_HOST_PROFILE, PODMAN_REGISTRIES
 from gpurig.plans.toolkit import KEYRING, OCI_HOOK, SOURCES_LIST, packages
 from gpurig.sandbox import aptrepo
@@ -28,6 +31,9 @@ DOCKER, PODMAN, POD = "full-2", "full-3", "fleet-002"
 CODE = "/srv/table"
 SECRET_A, SECRET_B = "/root/.gpurig-table-a", "/root/.gpurig-table-b"
 OLD, NEW = aptrepo.VERSIONS
+DRIVER_OLD, DRIVER_NEW = aptrepo.DRIVER_VERSIONS
+COMPOSE_OLD, COMPOSE_NEW = aptrepo.COMPOSE_VERSIONS
+DRIVER_PACKAGES = " ".join(aptrepo.DRIVER_PACKAGES)
 # An ELF header of type ET_CORE (what cleanup removes) and a text file merely named like one.
 ELF_CORE = (
     r"printf '\177ELF\002\001\001\000\000\000\000\000\000\000\000\000\004\000' > /tmp/core.4242"
@@ -101,13 +107,35 @@ def full_spec(sandbox: Sandbox, kind: str, upstream: tuple, secrets: dict[str, P
                  {"src": str(secrets["b"]), "dest": SECRET_B, "mode": "0640", "owner": "root"}],
         cleanup={"ray_sessions": True, "core_files": True},
     )  # fmt: skip
+    if kind == "docker":  # the host whose image came with a driver (see `specs`)
+        compose = (apt_dir(sandbox) / aptrepo.compose_path(COMPOSE_OLD)).read_bytes()
+        spec.update(
+            driver={"version": DRIVER_OLD.split("-")[0]},
+            compose={"version": COMPOSE_OLD, "sha256": hashlib.sha256(compose).hexdigest(),
+                     "url": f"{apt}/{aptrepo.compose_path(COMPOSE_OLD)}"},
+        )  # fmt: skip
     return spec
+
+
+def apt_dir(sandbox: Sandbox) -> Path:
+    return sandbox.top / "aptrepo" / "repo"
+
+
+def install_driver(sandbox: Sandbox) -> str:
+    """What a rental's image comes with: the (stand-in) driver packages, installed with dpkg
+    before gpurig ever runs, so no apt source for them is left behind."""
+    get = "import sys, urllib.request as u; u.urlretrieve(sys.argv[1], sys.argv[2])"
+    pool = f"{sandbox.apt_url}/pool"
+    fetch = " && ".join(f'python3 -c "{get}" {pool}/{p}_{DRIVER_OLD}_all.deb {p}.deb'
+                        for p in aptrepo.DRIVER_PACKAGES)  # fmt: skip
+    return f'cd "$(mktemp -d)" && {fetch} && dpkg -i ./*.deb >/dev/null'
 
 
 @pytest.fixture(scope="module")
 def specs(sandbox: Sandbox, upstream: tuple, secrets: dict[str, Path]) -> dict[str, dict]:
     for name in (DOCKER, PODMAN):
         remote(sandbox, name).check_output("mkdir -p /srv/data")
+    remote(sandbox, DOCKER).check_output(install_driver(sandbox))
     specs = {name: full_spec(sandbox, kind, upstream, secrets)
              for name, kind in ((DOCKER, "docker"), (PODMAN, "podman"))}  # fmt: skip
     return {**specs, POD: {"core_dumps": "disabled"}}
@@ -146,8 +174,9 @@ def sh(sandbox: Sandbox, host: str, commands: list[str]) -> None:
         shell.check_output(command)
 
 
-def rows(image: str, tag: str, url: str, first: str, pin: str) -> dict[str, Row]:
-    """The table, by label; built from the sandbox's image and the upstream's commits."""
+def rows(image: str, tag: str, url: str, first: str, pin: str, apt: str) -> dict[str, Row]:
+    """The table, by label; built from the sandbox's image, the upstream's commits and the
+    apt repository's URL."""
     drifted = (f"--shm-size 64m --user 0 --network bridge -e PYTHONUNBUFFERED=0 --restart no "
                f"{tag} sleep 1")  # fmt: skip
     return {
@@ -235,6 +264,48 @@ def rows(image: str, tag: str, url: str, first: str, pin: str) -> dict[str, Row]
                 f'test "$(git -C {CODE} rev-parse HEAD)" = {pin}',
                 f"! grep -q $'\\r' {CODE}/run.sh",
             ],
+        ),
+        "docker: driver hold, its unattended-upgrades file, compose plugin at another version": Row(
+            DOCKER,
+            [
+                "apt-mark unhold nvidia-driver-580 >/dev/null",
+                f"rm {UNATTENDED}",
+                f"curl -fsS -o {PLUGIN} {apt}/{aptrepo.compose_path(COMPOSE_NEW)}",
+            ],
+            {"driver.hold", "driver.unattended", "compose.plugin"},
+            check=[
+                f'test "$(apt-mark showhold {DRIVER_PACKAGES} | wc -l)" = 2',
+                "grep -q '\"nvidia-\";' " + UNATTENDED,
+                f"docker compose version | grep -qx 'Docker Compose version v{COMPOSE_OLD}'",
+            ],
+        ),
+        "docker: a driver that moved is refused; its packages are held again": Row(
+            DOCKER,
+            [
+                "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-change-held-packages "
+                + " ".join(f"{p}={DRIVER_NEW}" for p in aptrepo.DRIVER_PACKAGES)
+                + " >/dev/null 2>&1",
+            ],
+            {"driver.version", "driver.hold"},  # apt lets go of a hold when it installs
+            refused="never installs or replaces a kernel driver",
+            kept=[
+                f"dpkg-query -W -f='${{Version}}' nvidia-driver-580 | grep -qx {DRIVER_NEW}",
+                f'test "$(apt-mark showhold {DRIVER_PACKAGES} | wc -l)" = 2',
+            ],
+            restore=[
+                "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --allow-downgrades "
+                "--allow-change-held-packages "
+                + " ".join(f"{p}={DRIVER_OLD}" for p in aptrepo.DRIVER_PACKAGES)
+                + f" >/dev/null 2>&1 && apt-mark hold {DRIVER_PACKAGES} >/dev/null",
+            ],
+        ),
+        "pod: a driver declared on a host without one is refused": Row(
+            POD,
+            [],
+            {"driver.missing", "driver.unattended"},
+            refused="never installs or replaces a kernel driver",
+            spec=lambda s: s.update(driver={"version": "580.95.05"}),
+            check=[f"grep -q Package-Blacklist {UNATTENDED}"],
         ),
         "docker: a stopped container is started": Row(
             DOCKER, ["docker stop -t 0 train >/dev/null"], {"container.not_running"}
@@ -341,12 +412,12 @@ def rows(image: str, tag: str, url: str, first: str, pin: str) -> dict[str, Row]
     }
 
 
-LABELS = list(rows("image", "tag", "url", "0" * 40, "1" * 40))
+LABELS = list(rows("image", "tag", "url", "0" * 40, "1" * 40, "http://apt"))
 
 
 def test_every_change_id_has_a_row_or_a_reason():
     covered = set().union(
-        *(r.ids for r in rows("image", "tag", "url", "0" * 40, "1" * 40).values())
+        *(r.ids for r in rows("image", "tag", "url", "0" * 40, "1" * 40, "http://apt").values())
     )
     assert set(CHANGE_IDS) - covered == set(UNIT_ONLY), set(CHANGE_IDS) - covered - set(UNIT_ONLY)
     assert covered - set(CHANGE_IDS) <= set(CHECK_IDS)  # a refusal may come with a check
@@ -377,7 +448,8 @@ def test_change(
     label: str, sandbox: Sandbox, inventory: Path, specs: dict, upstream: tuple, tmp_path: Path
 ):
     repo, first, pin = upstream
-    row = rows(sandbox.state.images["train"], sandbox.train_image_tag, repo.url, first, pin)[label]
+    row = rows(sandbox.state.images["train"], sandbox.train_image_tag, repo.url, first, pin,
+               sandbox.apt_url)[label]  # fmt: skip
     path = inventory
     if row.spec:
         spec = copy.deepcopy(specs.get(row.host, {}))

@@ -3,17 +3,20 @@ readable by apt through a throwaway apt root, and pinnable the way the deploy pi
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pytest
 from gpu_fixtures import read_fixture
 
+from gpurig.plans import driver
 from gpurig.plans.toolkit import packages, preferences
 from gpurig.sandbox import aptrepo
 from gpurig.sandbox.proc import wait_port
@@ -94,9 +97,11 @@ def test_release_is_signed_by_the_exported_key(repo: Path, keyring: Path):
 
 def test_flat_layout_like_nvidia(repo: Path):
     assert {p.name for p in repo.iterdir()} == {
-        "InRelease", "Release", "Release.gpg", "Packages", "gpgkey", "pool",
+        "InRelease", "Release", "Release.gpg", "Packages", "gpgkey", "pool", "docker",
     }  # fmt: skip
-    assert len(list((repo / "pool").glob("*.deb"))) == len(PACKAGES) * len(aptrepo.VERSIONS)
+    driver = len(aptrepo.DRIVER_PACKAGES) * len(aptrepo.DRIVER_VERSIONS)
+    toolkit = len(PACKAGES) * len(aptrepo.VERSIONS)
+    assert len(list((repo / "pool").glob("*.deb"))) == toolkit + driver
 
 
 def test_built_once(repo: Path):
@@ -136,3 +141,27 @@ def test_stand_in_nvidia_ctk_prints_the_real_version_format(repo: Path, tmp_path
     shape = re.compile(r"NVIDIA Container Toolkit CLI version (\S+)\ncommit: \S+\n")
     assert shape.fullmatch(read_fixture("nvidia-ctk_version_1.12.0.txt"))
     assert shape.fullmatch(ours)[1] == OLD.rsplit("-", 1)[0]
+
+
+def test_stand_in_driver_packages_are_what_the_driver_concern_holds_and_judges(apt: AptRoot):
+    for name in aptrepo.DRIVER_PACKAGES:
+        assert any(fnmatchcase(name, glob) for glob in driver.globs())
+        assert driver.installed({name: {"version": "1", "held": False}})
+        policy = apt.run("apt-cache", "policy", name).stdout
+        assert all(v in policy for v in aptrepo.DRIVER_VERSIONS), policy
+    old = aptrepo.DRIVER_VERSIONS[0]
+    proc = apt.run("apt-get", "-s", "install", *(f"{p}={old}" for p in aptrepo.DRIVER_PACKAGES))
+    assert re.findall(r"^Inst (\S+) \((\S+)", proc.stdout, re.M) == [
+        ("libnvidia-compute-580", old), ("nvidia-driver-580", old)
+    ]  # fmt: skip
+
+
+def test_stand_in_compose_plugin_answers_the_docker_cli(repo: Path):
+    for version in aptrepo.COMPOSE_VERSIONS:
+        plugin = str(repo / aptrepo.compose_path(version))
+        meta = subprocess.run([plugin, "docker-cli-plugin-metadata"], capture_output=True,
+                              text=True, check=True).stdout  # fmt: skip
+        assert json.loads(meta)["Version"] == f"v{version}"
+        out = subprocess.run([plugin, "compose", "version"], capture_output=True, text=True,
+                             check=True).stdout  # fmt: skip
+        assert out == f"Docker Compose version v{version}\n"

@@ -22,6 +22,8 @@ SPEC = normalise(
         "engine": "podman",
         "podman_socket": True,
         "nvidia_toolkit": {"version": "1.17.8-1"},
+        "driver": {"version": "580.95.05"},
+        "compose": {"version": "2.29.7", "sha256": "a" * 64},
         "packages": ["sed", "gpurig-no-such-package"],
         "containers": {"train": {"image": "r/x@sha256:" + "a" * 64, "gpus": "all"}},
         "repos": {"/srv/code": {"url": "https://example.org/c.git", "ref": "b" * 40,

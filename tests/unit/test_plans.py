@@ -18,11 +18,11 @@ from facts.gpurig_container import ContainerInspect, CpuQuota
 from facts.gpurig_files import FileDigests
 from facts.gpurig_json import JsonFile
 from facts.gpurig_nvidia import CdiSpec, NvidiaGpus, ToolkitKeyring
-from facts.gpurig_packages import DebStatus
+from facts.gpurig_packages import DebStatus, DriverPackages
 from facts.gpurig_repo import LF_ATTRIBUTES, RepoState
 from facts.gpurig_units import Units
 from gpurig.container import FIELD_NAMES
-from gpurig.plans import CHANGE_IDS, core_dumps, engine, plan_host, toolkit
+from gpurig.plans import CHANGE_IDS, compose, core_dumps, driver, engine, plan_host, toolkit
 from gpurig.plans.repos import env_marker
 from gpurig.plans.secrets import SALT, local_digest
 from gpurig.spec import normalise
@@ -33,6 +33,8 @@ REF = "b" * 40
 LOCK = "1" * 64
 SECRET = str(Path(__file__).resolve().parent / "operations" / "netrc.sample")
 VERSION = "1.17.8-1"
+DRIVER = "590.48.01"
+COMPOSE_SHA = "d" * 64
 
 
 def spec_for(kind: str) -> dict[str, Any]:
@@ -44,6 +46,8 @@ def spec_for(kind: str) -> dict[str, Any]:
             "insecure_registries": ["10.0.0.5:5000"],
             "nvidia_toolkit": {"version": VERSION},
             "packages": ["tmux"],
+            "driver": {"version": DRIVER},
+            "compose": {"version": "2.29.7", "sha256": COMPOSE_SHA},
             "containers": {
                 "train": {
                     "image": f"registry.example/train@{DIGEST}", "shm_size": "1g", "user": "root",
@@ -85,6 +89,7 @@ def wanted_files(spec: dict[str, Any]) -> dict[str, str | None]:
     files: dict[str, str | None] = dict(core_dumps.MANAGED_FILES)
     files[toolkit.SOURCES_LIST] = toolkit.sources_list(spec["nvidia_toolkit"]["repo"])
     files[toolkit.PREFERENCES] = toolkit.preferences(toolkit.packages(), VERSION)
+    files[driver.UNATTENDED] = driver.unattended_conf()
     if spec["engine"] == "podman":
         files[engine.PODMAN_REGISTRIES] = engine.podman_registries(spec["insecure_registries"])
         files[engine.DOCKER_HOST_PROFILE] = engine.DOCKER_HOST_LINE
@@ -101,6 +106,7 @@ def converged(kind: str) -> dict[str, Any]:
         if c is not None
     }
     files["/root/.netrc"] = {"sha256": local_digest(SECRET), "mode": "600", "owner": "root"}
+    files[compose.PLUGIN] = {"sha256": COMPOSE_SHA, "mode": "755", "owner": "root"}
     return {
         "spec": spec,
         "files": files,
@@ -109,6 +115,15 @@ def converged(kind: str) -> dict[str, Any]:
                for p in ("tmux", "git", "docker.io", "podman", "ca-certificates", "curl",
                          "gnupg")},
             **{p: {"version": VERSION, "held": True} for p in toolkit.packages()},
+        },
+        # Ubuntu's names; nvidia-settings has a version of its own, the toolkit's packages
+        # are the toolkit's, a removed package (rc) is not installed: none of them is drift.
+        "driver_packages": {
+            "nvidia-driver-590": {"version": f"{DRIVER}-0ubuntu1", "held": True},
+            "libnvidia-compute-590:amd64": {"version": f"{DRIVER}-0ubuntu1", "held": True},
+            "nvidia-settings": {"version": "510.47.03-0ubuntu1", "held": True},
+            "libnvidia-container1": {"version": VERSION, "held": False},
+            "libnvidia-compute-580:amd64": {"version": None, "held": False},
         },
         "units": {"systemd": True, "units": {u: {"active": "active", "enabled": "enabled"}
                                               for u in ("docker", "podman.socket")}},
@@ -138,6 +153,9 @@ def reader(state: dict[str, Any]) -> Callable[..., Any]:
             return {p: state["files"].get(p) for p in kwargs["paths"]}
         if cls is DebStatus:
             return {p: state["packages"][p] for p in kwargs["packages"] if p in state["packages"]}
+        if cls is DriverPackages:
+            assert kwargs["globs"] == driver.globs()
+            return state["driver_packages"]
         simple = {Units: "units", JsonFile: "daemon_json", NvidiaGpus: "gpu",
                   ToolkitKeyring: "keyring", CdiSpec: "cdi", RepoState: "repo", RaySessions: "ray",
                   CoreFiles: "cores", EditableFinders: "finders", FlashinferCache: "flashinfer",
@@ -191,6 +209,13 @@ CASES: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
     "engine.registries": ("podman", _set("files", engine.PODMAN_REGISTRIES, "mode", value="600")),
     "engine.socket": ("podman", _set("units", "units", "podman.socket", "enabled", value="no")),
     "engine.docker_host": ("podman", _set("files", engine.DOCKER_HOST_PROFILE, value=None)),
+    "compose.plugin": ("docker", _set("files", compose.PLUGIN, "sha256", value="0" * 64)),
+    "driver.unattended": ("podman", _set("files", driver.UNATTENDED, value=None)),
+    "driver.hold": ("docker", _set("driver_packages", "libnvidia-compute-590:amd64", "held",
+                                   value=False)),
+    "driver.version": ("docker", _set("gpu", "driver", value="580.95.05")),
+    "driver.missing": ("docker", lambda s: (s.update(driver_packages={}),
+                                            s["gpu"].update(present=False, error="no GPU"))),
     "toolkit.keyring": ("docker", _set("keyring", "recorded_url", value="https://mirror/key")),
     "toolkit.apt": ("docker", _set("files", toolkit.SOURCES_LIST, "sha256", value="0" * 64)),
     "toolkit.version": ("docker", _pkg("libnvidia-container1", version="1.16.0-1", held=True)),
@@ -221,7 +246,8 @@ CASES: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
 }  # fmt: skip
 REFUSED = {"secret.source", "repo.not_checkout", "repo.origin", "repo.dirty",
            "repo.local_commits", "repo.lockfile_missing", "engine.systemd", "engine.daemon_json",
-           "toolkit.gpu", "container.engine", *(f"container.{f}" for f in FIELD_NAMES)}  # fmt: skip
+           "toolkit.gpu", "driver.version", "driver.missing", "container.engine",
+           *(f"container.{f}" for f in FIELD_NAMES)}  # fmt: skip
 
 
 def changes(kind: str, mutation: Callable[[dict[str, Any]], None] | None = None) -> list:
@@ -241,11 +267,12 @@ def test_every_change_id_has_a_case_and_every_case_an_id():
     source = " ".join(p.read_text() for p in PLANS_DIR.glob("*.py"))
     literal = set(
         re.findall(
-            r'"((?:packages|secret|core_dumps|repo|engine|toolkit|cleanup|container)\.[a-z_]+)"',
+            r'"((?:packages|secret|core_dumps|repo|engine|compose|driver|toolkit|cleanup|container)'
+            r'\.[a-z_]+)"',
             source,
         )
     )
-    literal.discard("toolkit.yaml")  # a data file's name, not an id
+    literal -= {"toolkit.yaml", "driver.yaml"}  # data files' names, not ids
     assert literal <= set(CHANGE_IDS), literal - set(CHANGE_IDS)
 
 
