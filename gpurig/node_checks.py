@@ -58,7 +58,8 @@ def _oom(_spec: Spec, probe: Probe) -> Iterator[Finding]:
     if kills:
         yield _finding(
             "host.oom_kill",
-            "the kernel OOM-killed processes in this host's cgroup (a pod's own memory limit)",
+            "the kernel OOM-killed processes in the cgroup this login sees as its root "
+            "(a rented pod's own memory limit, or the whole host)",
             "oom_kill 0",
             f"oom_kill {kills}",
             fix,

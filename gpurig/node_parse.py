@@ -63,20 +63,23 @@ def cgroup_count(proc_cgroups: str | None, stat: str | None) -> dict[str, Any] |
     """How many cgroups the host holds, dying ones included, and where that was read.
 
     cgroup v2: the root's cgroup.stat, 1 + nr_descendants + nr_dying_descendants (the count
-    /proc/cgroups prints for the v2 tree, which it may not list at all on newer kernels).
-    v1: the largest num_cgroups of /proc/cgroups' hierarchies.
+    /proc/cgroups prints for the v2 tree, which newer kernels may not list at all). v1: the
+    largest num_cgroups of /proc/cgroups' hierarchies. With both, the larger: inside a pod's
+    cgroup namespace cgroup.stat covers the pod only, /proc/cgroups the whole node.
     """
+    found = []
     if stat:
         values = parse_flat_keyed(stat, "cgroup.stat")
         live, dying = values.get("nr_descendants"), values.get("nr_dying_descendants")
         if live is None or dying is None:
             raise ValueError("cgroup.stat: no nr_descendants / nr_dying_descendants")
-        return {"count": 1 + live + dying, "dying": dying, "source": "cgroup.stat"}
+        found.append({"count": 1 + live + dying, "dying": dying, "source": "cgroup.stat"})
     counts = parse_proc_cgroups(proc_cgroups or "")
-    if not counts:
-        return None
-    controller = max(counts, key=lambda name: counts[name])
-    return {"count": counts[controller], "dying": None, "source": f"/proc/cgroups {controller}"}
+    if counts:
+        controller = max(counts, key=lambda name: counts[name])
+        source = f"/proc/cgroups {controller}"
+        found.append({"count": counts[controller], "dying": None, "source": source})
+    return max(found, key=lambda reading: reading["count"]) if found else None
 
 
 def percpu_bytes(memory_stat_percpu: str | None, meminfo_percpu: str | None) -> dict[str, Any]:

@@ -58,8 +58,14 @@ def test_proc_cgroups_recorded_on_a_v1_host() -> None:
 
 def test_cgroup_stat_recorded_from_a_cgroup2_root() -> None:
     stat = fixture("cgroup.stat_cgroup2-unified_linux-6.18.44.txt")
-    counted = node_parse.cgroup_count("ignored when cgroup.stat is read", stat)
+    counted = node_parse.cgroup_count(None, stat)
     assert counted == {"count": 56, "dying": 0, "source": "cgroup.stat"}
+    # Both read (a pod's namespace sees its own subtree in cgroup.stat): the larger counts.
+    both = node_parse.cgroup_count(fixture("proc_cgroups_v1-hybrid_linux-6.18.44.txt"), stat)
+    assert both == {"count": 594, "dying": None, "source": "/proc/cgroups memory"}
+    assert node_parse.cgroup_count("#subsys_name\thierarchy\tnum_cgroups\tenabled\n", stat) == (
+        counted
+    )
 
 
 def test_percpu_from_recorded_meminfo_and_memory_stat_first() -> None:
