@@ -8,22 +8,39 @@ script stays plain sh. It runs as one section of the host's one round trip (gpur
 from __future__ import annotations
 
 import json
+import re
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pyinfra.api import FactBase
 
-from gpurig import gpu_parse
+from gpurig import gpu_parse, node_parse
 
 SCRIPT_PATH = Path(__file__).with_name("probe.sh")
+
+# One declared environment's import check: (checkout, venv, module names).
+Imports = Sequence[Any]
+
+
+def _imports_argument(checkout: str, venv: str, modules: Iterable[str]) -> str:
+    """`CHECKOUT<TAB>VENV<TAB>name name`: names checked here, before they reach a command."""
+    for path in (checkout, venv):
+        if not path.startswith("/") or any(ord(c) < 32 or c == "\x7f" for c in path):
+            raise ValueError(f"imports: not an absolute path without control characters: {path!r}")
+    names = list(modules)
+    bad = [name for name in names if not node_parse.MODULE_NAME.fullmatch(name)]
+    if bad or not names:
+        raise ValueError(f"imports: not top-level module names: {bad or names!r}")
+    return f"{checkout}\t{venv}\t{' '.join(names)}"
 
 
 def script_arguments(
     engine: str | None = None,
     paths: Iterable[str] = (),
     containers: Iterable[str] = (),
+    imports: Iterable[Imports] = (),
 ) -> list[str]:
     """probe.sh's command line for these inputs (also what to type to run it by hand)."""
     args = ["--gpu-fields", ",".join(gpu_parse.QUERY_GPU_FIELDS)]
@@ -32,15 +49,24 @@ def script_arguments(
     for flag, values in (("--path", paths), ("--container", containers)):
         for value in values:
             args += [flag, value]
+    for checkout, venv, modules in imports:
+        args += ["--imports", _imports_argument(checkout, venv, modules)]
     return args
 
 
 def probe_kwargs(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """What the probe looks at for this (normalised) spec: headroom paths and containers."""
+    """What the probe looks at for this (normalised) spec: headroom paths, containers and the
+    declared environments' imports."""
+    imports = [
+        [path, repo["python"]["venv"], list(repo["python"]["imports"])]
+        for path, repo in spec["repos"].items()
+        if (repo.get("python") or {}).get("imports")
+    ]
     return {
         "engine": spec["engine"],
         "paths": ["/tmp", *spec["repos"]],
         "containers": list(spec["containers"]),
+        **({"imports": imports} if imports else {}),
     }
 
 
@@ -59,7 +85,43 @@ def _loads(text: str | None) -> tuple[Any, str | None]:
 
 
 def _int(text: str | None) -> int | None:
-    return int(text) if text and text.strip().lstrip("-").isdigit() else None
+    return int(text) if text and re.fullmatch(r"-?[0-9]+", text.strip()) else None
+
+
+def _checked(parse: Callable[..., Any], *texts: str | None) -> tuple[Any, str | None]:
+    """(parse(*texts), None), or (None, the parser's reason) for output of another shape."""
+    try:
+        return parse(*texts), None
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def parse_cgroup(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The cgroup section typed: limits and counters as ints, the leak and percpu readings."""
+    cgroup = dict(raw)
+    for key in ("memory_limit", "memory_usage"):
+        cgroup[key] = _int(cgroup.get(key))  # "max" (v2, no limit) becomes None
+    cgroup["oom_kill"], cgroup["oom_kill_error"] = _checked(node_parse.count, raw.get("oom_kill"))
+    cgroup["count"], cgroup["count_error"] = _checked(
+        node_parse.cgroup_count, raw.get("proc_cgroups"), raw.get("stat")
+    )
+    cgroup["percpu"], cgroup["percpu_error"] = _checked(
+        node_parse.percpu_bytes, raw.get("percpu"), raw.get("meminfo_percpu")
+    )
+    for key in ("proc_cgroups", "stat", "meminfo_percpu"):
+        cgroup.pop(key, None)
+    return cgroup
+
+
+def parse_imports(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """One environment's import report: parsed, or why not (None when its python is absent)."""
+    entry = {"checkout": raw.get("checkout"), "python": raw.get("python")}
+    report, error = None, None
+    if raw.get("ran") is True and not raw.get("report"):
+        error = "the environment's python printed nothing"
+    elif raw.get("ran") is True:
+        report, error = _checked(node_parse.parse_imports_report, raw["report"])
+    return {**entry, "report": report, "error": error}
 
 
 def parse_gpu(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -114,17 +176,17 @@ def parse_gpu(raw: Mapping[str, Any]) -> dict[str, Any]:
 def parse_probe(document: Mapping[str, Any]) -> dict[str, Any]:
     """Turn probe.sh's document into typed data: numbers as ints, embedded JSON parsed."""
     probe = dict(document)
-    cgroup = dict(probe.get("cgroup") or {})
-    for key in ("memory_limit", "memory_usage", "oom_kill"):
-        cgroup[key] = _int(cgroup.get(key))  # "max" (v2, no limit) becomes None
-    probe["cgroup"] = cgroup
+    probe["cgroup"] = parse_cgroup(probe.get("cgroup") or {})
     containers = []
     for raw in probe.get("containers") or []:
         torch, torch_error = _loads(raw.get("torch"))
+        oom_kill, oom_error = _checked(node_parse.count, raw.get("oom_kill"))
         containers.append(
-            {"name": raw["name"], "engine": raw.get("engine"), "torch": torch, "error": torch_error}
-        )
+            {"name": raw["name"], "engine": raw.get("engine"), "torch": torch, "error": torch_error,
+             "oom_kill": oom_kill, "oom_kill_error": oom_error}
+        )  # fmt: skip
     probe["containers"] = containers
+    probe["imports"] = [parse_imports(raw) for raw in probe.get("imports") or []]
     probe["gpu"] = parse_gpu(probe.get("gpu") or {})
     return probe
 
@@ -135,9 +197,13 @@ class Probe(FactBase[dict[str, Any]]):
     shell_executable = "sh"
 
     def command(
-        self, engine: str | None = None, paths: Iterable[str] = (), containers: Iterable[str] = ()
+        self,
+        engine: str | None = None,
+        paths: Iterable[str] = (),
+        containers: Iterable[str] = (),
+        imports: Iterable[Imports] = (),
     ) -> str:
-        args = script_arguments(engine, paths, containers)
+        args = script_arguments(engine, paths, containers, imports)
         return f"set -- {shlex.join(args)}\n{SCRIPT_PATH.read_text(encoding='utf-8')}"
 
     def process(self, output: list[str]) -> dict[str, Any]:

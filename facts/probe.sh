@@ -5,7 +5,7 @@
 # Raw tool outputs are embedded as JSON strings; facts/probe.py parses them.
 #
 # Run by hand:  sh facts/probe.sh [--engine docker|podman] [--path DIR]... [--container NAME]...
-#   [--gpu-fields index,name,...]
+#   [--gpu-fields index,name,...] [--imports 'CHECKOUT<TAB>VENV<TAB>module module...']...
 set -u
 LC_ALL=C
 export LC_ALL
@@ -14,7 +14,7 @@ NL='
 TAB=$(printf '\t')
 set -f # lists below are split on newlines, never globbed
 
-ENGINE='' PATHS='/' CONTAINERS='' GPU_FIELDS=''
+ENGINE='' PATHS='/' CONTAINERS='' GPU_FIELDS='' IMPORTS=''
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || { printf 'probe: %s needs a value\n' "$1" >&2; exit 2; }
   case $1 in
@@ -22,6 +22,7 @@ while [ $# -gt 0 ]; do
     --path) PATHS="$PATHS$NL$2" ;;
     --container) CONTAINERS="$CONTAINERS$NL$2" ;;
     --gpu-fields) GPU_FIELDS=$2 ;;
+    --imports) IMPORTS="$IMPORTS$NL$2" ;;
     *) printf 'probe: unknown argument %s\n' "$1" >&2; exit 2 ;;
   esac
   shift 2
@@ -82,25 +83,49 @@ section_host() {
   close_obj
 }
 
+# oom_kill from a cgroup's memory events, given its path under the mount: memory.events on v2
+# (counts the cgroup and its descendants), memory.oom_control on v1.
+oom_kill_at() {
+  if [ "$CGROUP_V2" = 1 ]; then sed -n 's/^oom_kill //p' "/sys/fs/cgroup$1/memory.events" 2>/dev/null
+  else sed -n 's/^oom_kill //p' "/sys/fs/cgroup/memory$1/memory.oom_control" 2>/dev/null; fi
+}
+
+# The memory cgroup of process $1, from /proc/PID/cgroup: `0::PATH` on v2, the line naming
+# the memory controller on v1.
+memory_cgroup_of() {
+  case $1 in '' | 0 | *[!0-9]*) return ;; esac
+  if [ "$CGROUP_V2" = 1 ]; then sed -n 's/^0:://p' "/proc/$1/cgroup" 2>/dev/null
+  else sed -n 's/^[0-9]*:\([^:]*,\)\{0,1\}memory\(,[^:]*\)\{0,1\}:\(.*\)$/\3/p' "/proc/$1/cgroup" 2>/dev/null; fi
+}
+
+CGROUP_V2=0
+[ -r /sys/fs/cgroup/cgroup.controllers ] && CGROUP_V2=1
+
 section_cgroup() {
   open_obj cgroup
-  if [ -r /sys/fs/cgroup/cgroup.controllers ]; then
+  if [ "$CGROUP_V2" = 1 ]; then
     kv_num version 2
     kv_str memory_limit "$(read_file /sys/fs/cgroup/memory.max)"
     kv_str memory_usage "$(read_file /sys/fs/cgroup/memory.current)"
-    kv_str oom_kill "$(sed -n 's/^oom_kill //p' /sys/fs/cgroup/memory.events 2>/dev/null)"
+    kv_str oom_kill "$(oom_kill_at '')"
     kv_str cpu_max "$(read_file /sys/fs/cgroup/cpu.max)"
+    kv_str stat "$(read_file /sys/fs/cgroup/cgroup.stat)"
+    kv_str percpu "$(sed -n 's/^percpu //p' /sys/fs/cgroup/memory.stat 2>/dev/null)"
   elif [ -d /sys/fs/cgroup/memory ]; then
     kv_num version 1
     kv_str memory_limit "$(read_file /sys/fs/cgroup/memory/memory.limit_in_bytes)"
     kv_str memory_usage "$(read_file /sys/fs/cgroup/memory/memory.usage_in_bytes)"
-    kv_str oom_kill "$(sed -n 's/^oom_kill //p' /sys/fs/cgroup/memory/memory.oom_control 2>/dev/null)"
+    kv_str oom_kill "$(oom_kill_at '')"
     quota=$(read_file /sys/fs/cgroup/cpu/cpu.cfs_quota_us)
     period=$(read_file /sys/fs/cgroup/cpu/cpu.cfs_period_us)
     kv_str cpu_max "${quota:+$quota $period}"
   else
     kv_num version ''
   fi
+  # Cgroup counts per hierarchy (v1; on v2 every controller prints the one tree's count) and
+  # the kernel's per-cpu memory, for leak checks on any cgroup version.
+  kv_str proc_cgroups "$(read_file /proc/cgroups)"
+  kv_str meminfo_percpu "$(sed -n 's/^Percpu:[[:space:]]*//p' /proc/meminfo 2>/dev/null)"
   close_obj
 }
 
@@ -195,14 +220,70 @@ section_containers() {
   open_arr containers
   for name in $CONTAINERS; do
     item; open_obj; kv_str name "$name"
-    running='' torch=''
+    running='' torch='' oom=''
     if [ -n "$cli" ] && have "$cli"; then
-      running=$(bounded "$cli" inspect --type container --format '{{.State.Running}}' -- "$name" 2>/dev/null)
-      [ "$running" = true ] &&
+      state=$(bounded "$cli" inspect --type container --format '{{.State.Running}} {{.State.Pid}}' -- "$name" 2>/dev/null)
+      running=${state%% *}
+      if [ "$running" = true ]; then
         torch=$(bounded "$cli" exec "$name" python3 -c "$TORCH_PY" 2>/dev/null </dev/null)
+        path=$(memory_cgroup_of "${state#* }")
+        [ -n "$path" ] && oom=$(oom_kill_at "$path")
+      fi
     fi
     kv_str engine "$cli"
     kv_str torch "$torch"
+    kv_str oom_kill "$oom"
+    close_obj
+  done
+  close_arr
+}
+
+# Where each named module of a declared environment resolves, printed as JSON by the
+# environment's own python started in the checkout (as a job started there would be). Names
+# arrive as arguments (gpurig checked them); find_spec locates a top-level module without
+# running it. Paths are resolved here, so the checker compares like with like.
+IMPORTS_PY='import importlib.util, json, os, site, sys, sysconfig
+real = lambda path: os.path.realpath(path or os.getcwd())
+sites = list(getattr(site, "getsitepackages", list)())
+if site.ENABLE_USER_SITE:
+    sites.append(site.getusersitepackages())
+paths = sysconfig.get_paths()
+modules = {}
+for name in sys.argv[1:]:
+    try:
+        spec = importlib.util.find_spec(name)
+    except Exception as exc:
+        modules[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        continue
+    if spec is None:
+        modules[name] = None
+        continue
+    located = spec.has_location and spec.origin
+    modules[name] = {"origin": real(spec.origin) if located else None,
+                     "locations": [real(p) for p in spec.submodule_search_locations or []]}
+print(json.dumps({"python": sys.version.split()[0], "site": [real(p) for p in sites],
+                  "stdlib": sorted({real(paths["stdlib"]), real(paths["platstdlib"])}),
+                  "modules": modules}))'
+
+section_imports() {
+  open_arr imports
+  for record in $IMPORTS; do
+    checkout=${record%%"$TAB"*}
+    rest=${record#*"$TAB"}
+    python=${rest%%"$TAB"*}/bin/python
+    modules=${rest#*"$TAB"}
+    item; open_obj
+    kv_str checkout "$checkout"
+    kv_str python "$python"
+    member ran; out=''
+    if [ -x "$python" ] && [ -d "$checkout" ]; then
+      printf true
+      # shellcheck disable=SC2086  # the names are split on blanks (never globbed: set -f)
+      out=$(cd "$checkout" && IFS=' ' && bounded "$python" -c "$IMPORTS_PY" $modules 2>/dev/null </dev/null)
+    else
+      printf false
+    fi
+    kv_str report "$out"
     close_obj
   done
   close_arr
@@ -275,6 +356,7 @@ section_disks
 section_core_dumps
 section_engine
 section_containers
+section_imports
 section_gpu
 printf '}\n'
 exit 0

@@ -1,5 +1,5 @@
 """Checks of what the converge cannot change: disk and inode headroom, /dev/shm, login shells,
-GPU presence and health, driver/CUDA/torch compatibility, crashing containers.
+GPU presence and health, driver/CUDA/torch compatibility, crashing containers, node health.
 
 Pure (no I/O) over the probe's document (facts/probe.py), so every rule is unit-tested on plain
 dicts; what the converge manages is judged by its plans (gpurig.plans), never here. Thresholds
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from gpurig import gpu_checks
+from gpurig import gpu_checks, node_checks
 from gpurig.compat import Finding, Severity, check_kernel_module, judge
 from gpurig.datafiles import table
 from gpurig.hostkeys import changed_message
@@ -26,7 +26,7 @@ CHECK_IDS = (
     "core_dumps.login_shell", "disk.free", "disk.inodes", "shm.size", "engine.api",
     "container.restarting", "gpu.missing", "gpu.unexpected", "compat.kernel_module",
     "compat.driver_cuda", "compat.torch_arch", "gpu.throttle", "gpu.ecc",
-    "gpu.zombie_vram", *gpu_checks.rules()["checks"],
+    "gpu.zombie_vram", *gpu_checks.rules()["checks"], *node_checks.rules()["checks"],
 )  # fmt: skip
 
 
@@ -267,6 +267,11 @@ def _gpu_checks(spec: Spec, probe: Probe) -> Iterator[Finding]:
     yield from gpu_checks.check(spec, probe.get("gpu") or {})
 
 
+def _node_checks(spec: Spec, probe: Probe) -> Iterator[Finding]:
+    """OOM kills, cgroup leaks, per-cpu memory, shadowed imports (gpurig/node_checks.py)."""
+    yield from node_checks.check(spec, probe)
+
+
 _RULES: tuple[Callable[[Spec, Probe], Iterator[Finding]], ...] = (
     _core_dumps,
     _disks,
@@ -277,6 +282,7 @@ _RULES: tuple[Callable[[Spec, Probe], Iterator[Finding]], ...] = (
     _compat,
     _gpu_health,
     _gpu_checks,
+    _node_checks,
 )
 
 

@@ -26,7 +26,8 @@ def rules() -> dict[str, Any]:
     return table("gpu_health.yaml")
 
 
-def _finding(
+def remedied(
+    row: Mapping[str, Any],
     check_id: str,
     message: str,
     expected: str,
@@ -35,7 +36,8 @@ def _finding(
     remediation: str | None = None,
     severity: str | None = None,
 ) -> Finding:
-    row = rules()["checks"][check_id]
+    """A finding from its table row (severity, remediation), the fix ending in the remediation's
+    words; gpurig.node_checks builds its findings the same way from its own table."""
     remedy = remediation or row["remediation"]
     how = rules()["remediations"][remedy]
     return Finding(
@@ -47,6 +49,19 @@ def _finding(
         f"{fix}; {how}" if fix else how,
         remedy,
     )
+
+
+def _finding(
+    check_id: str,
+    message: str,
+    expected: str,
+    actual: str,
+    fix: str,
+    remediation: str | None = None,
+    severity: str | None = None,
+) -> Finding:
+    row = rules()["checks"][check_id]
+    return remedied(row, check_id, message, expected, actual, fix, remediation, severity)
 
 
 def _who(health: Gpu) -> str:

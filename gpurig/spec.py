@@ -62,7 +62,7 @@ def _container(declared: Mapping[str, Any]) -> dict[str, Any]:
 def _repo(path: str, declared: Mapping[str, Any]) -> dict[str, Any]:
     out = {"line_endings": "lf", **declared}
     if declared.get("python"):
-        python = {"manager": "uv", "keep": [], **declared["python"]}
+        python = {"manager": "uv", "keep": [], "imports": [], **declared["python"]}
         python.setdefault("venv", f"{path}/.venv")
         out["python"] = python
     return out

@@ -187,6 +187,42 @@ def test_uv_environment_keeps_the_system_package(sandbox: Sandbox, converged: Pa
     ) == ("/usr/lib/python3/dist-packages/keepme/__init__.py 1.0")
 
 
+def _with_imports(converged: Path, path: Path, imports: list[str]) -> Path:
+    inventory = yaml.safe_load(converged.read_text())
+    inventory["hosts"][FLEET_HOST]["spec"]["repos"][PROJ]["python"]["imports"] = imports
+    path.write_text(yaml.safe_dump(inventory))
+    return path
+
+
+def test_declared_imports_shadowed_by_the_checkout_are_found(
+    sandbox: Sandbox, converged: Path, tmp_path: Path
+):
+    """The field notes' `docker/` case on a real environment: the environment's own python,
+    started in the checkout inside the drift's one round trip, says where each module comes
+    from. Untracked directories are not dirt, so only `env.imports` speaks."""
+    shell = remote(sandbox, FLEET_HOST)
+    shell.check_output(
+        f"mkdir {PROJ}/keepme {PROJ}/docker {PROJ}/alpha && touch {PROJ}/keepme/__init__.py"
+    )
+    names = ["alpha", "keepme", "docker", "json", "no_such_module"]
+    try:
+        findings = drift_findings(_with_imports(converged, tmp_path / "shadowed.yaml", names))
+    finally:
+        shell.check_output(f"rm -r {PROJ}/keepme {PROJ}/docker {PROJ}/alpha")
+    [imports] = [f for f in findings if f["id"] == "env.imports"]
+    assert imports["severity"] == "error" and imports["remediation"] == "reconverge"
+    assert imports["actual"] == (
+        f"keepme: from {PROJ}/keepme; docker: a directory without __init__.py: {PROJ}/docker; "
+        "no_such_module: not found"
+    )
+    assert not [f for f in findings if f["id"].startswith("repo.")], findings
+    # Without the directories: alpha from the environment, keepme from the system's
+    # dist-packages (kept), json from the standard library.
+    kept = _with_imports(converged, tmp_path / "clean.yaml", ["alpha", "keepme", "json"])
+    clean = drift_findings(kept)
+    assert "env.imports" not in {f["id"] for f in clean}, clean
+
+
 def test_changed_lockfile_is_drift_then_converged(
     sandbox: Sandbox, converged: Path, code: Upstream, proj: Upstream, tmp_path: Path
 ):

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from facts.probe import parse_gpu
-from gpurig import gpu_checks
+from gpurig import gpu_checks, node_checks
 from gpurig.checks import CHECK_IDS, check, key_changed, unreachable
 from gpurig.spec import normalise
 from tests.unit.gpu_fixtures import read_fixture
@@ -199,6 +199,8 @@ SEPARATE = {
 }
 # The GPU health checks have their own table of recorded cases (tests/unit/test_gpu_checks.py).
 SEPARATE |= set(gpu_checks.rules()["checks"])
+# So do the node health checks (tests/unit/test_node_checks.py).
+SEPARATE |= set(node_checks.rules()["checks"])
 
 
 def run(mutation: Mutation | None = None) -> list[Any]:

@@ -17,7 +17,8 @@ from gpurig.gpu_parse import QUERY_GPU_COMMAND, QUERY_GPU_FIELDS
 from tests.unit.gpu_fixtures import read_fixture
 
 TOP_LEVEL = {
-    "probe_version", "host", "cgroup", "disks", "shm", "core_dumps", "engine", "containers", "gpu",
+    "probe_version", "host", "cgroup", "disks", "shm", "core_dumps", "engine", "containers",
+    "imports", "gpu",
 }  # fmt: skip
 
 
@@ -66,7 +67,9 @@ def test_script_reports_absence_with_only_sh_cat_and_sed(tmp_path: Path) -> None
         "inodes_total": None, "inodes_free": None,
     }  # fmt: skip
     assert doc["engine"]["installed"] == {"docker": None, "podman": None}
-    assert doc["containers"] == [{"name": "train", "engine": "docker", "torch": None}]
+    assert doc["containers"] == [
+        {"name": "train", "engine": "docker", "torch": None, "oom_kill": None}
+    ]
     assert doc["gpu"]["nvidia_smi"] is False
 
 
