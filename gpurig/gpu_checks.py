@@ -51,17 +51,9 @@ def remedied(
     )
 
 
-def _finding(
-    check_id: str,
-    message: str,
-    expected: str,
-    actual: str,
-    fix: str,
-    remediation: str | None = None,
-    severity: str | None = None,
-) -> Finding:
-    row = rules()["checks"][check_id]
-    return remedied(row, check_id, message, expected, actual, fix, remediation, severity)
+def _finding(check_id: str, *args: Any, **kwargs: Any) -> Finding:
+    """remedied() with this module's table row for `check_id`."""
+    return remedied(rules()["checks"][check_id], check_id, *args, **kwargs)
 
 
 def _who(health: Gpu) -> str:
