@@ -209,8 +209,9 @@ def _engine(spec: Mapping[str, Any], probe: Mapping[str, Any]) -> Check:
 def _cgroup(spec: Mapping[str, Any], probe: Mapping[str, Any]) -> Check:
     cgroup = probe.get("cgroup") or {}
     memory, cpu = cgroup.get("memory_limit"), cgroup.get("cpu_max") or ""
-    limits = [f"memory {_gib(memory)}"] if memory is not None else []
-    if cpu and not cpu.startswith("max"):
+    # cgroup v1 says "no limit" as a huge page-rounded number and a quota of -1.
+    limits = [f"memory {_gib(memory)}"] if memory is not None and memory < 2**62 else []
+    if cpu and not cpu.startswith(("max", "-")):
         quota, period = [*cpu.split(), "100000"][:2]
         limits.append(f"{int(quota) / int(period):g} CPUs")
     if not limits:
@@ -457,11 +458,24 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _ERROR_LINE = re.compile(r"^(E: |fatal: |error: |Error response from daemon|.*: not found$)")
 
 
-def host_lines(log: str, name: str) -> list[str]:
-    """What pyinfra's log printed for host `name` (`[name] ...` lines), colours removed."""
+_OP_START = re.compile(r"^--> Starting operation: (.+?)\s*$")
+
+
+def failed_operation(log: str, name: str) -> tuple[str | None, list[str]]:
+    """The operation during which pyinfra's log says host `name` failed (`[name] Error...`),
+    and the lines the host printed in it; (None, []) when no operation failed there."""
     prefix = f"[{name}] "
-    lines = (_ANSI.sub("", raw).strip() for raw in log.splitlines())
-    return [line[len(prefix) :].strip() for line in lines if line.startswith(prefix)]
+    operation, lines = None, []
+    for raw in log.splitlines():
+        line = _ANSI.sub("", raw).strip()
+        started = _OP_START.match(line)
+        if started:
+            operation, lines = started.group(1), []
+        elif line.startswith(prefix):
+            lines.append(line[len(prefix) :].strip())
+            if lines[-1].startswith("Error"):
+                return operation, lines
+    return None, []
 
 
 def failure_reason(lines: list[str]) -> str:
@@ -474,38 +488,29 @@ def failure_reason(lines: list[str]) -> str:
     return own[-1] if own else "no output"
 
 
-def concerns(result: ConvergeResult, name: str) -> dict[str, dict[str, list[str]]]:
-    """{concern: {"changed": [operation], "failed": [operation]}} for host `name`; a concern
-    is the deploy an operation belongs to (`Packages | Install tmux`)."""
-    found: dict[str, dict[str, list[str]]] = {}
-    for key, ops in (("changed", result.changed), ("failed", result.errors)):
-        for op, hosts in ops.items():
-            if name in hosts:
-                concern, _, what = op.partition(" | ")
-                entry = found.setdefault(concern, {"changed": [], "failed": []})
-                entry[key].append(what or concern)
-    return found
-
-
-def summarise(result: ConvergeResult, name: str, log: Path) -> tuple[list[str], str | None]:
-    """Report lines per concern, and why the converge failed (None when it did not)."""
-    found = concerns(result, name)
-    reason = failure_reason(host_lines(result.stderr, name))
-    lines = []
-    for concern, ops in found.items():
-        if ops["failed"]:
-            lines.append(f"  {concern}: FAILED {', '.join(ops['failed'])}: {visible(reason)}")
-        if ops["changed"]:
-            lines.append(f"  {concern}: changed {', '.join(ops['changed'])}")
-    failed = next((c for c, ops in found.items() if ops["failed"]), None)
-    lines.append(f"  full log: {log}")
+def summarise(
+    result: ConvergeResult, name: str, log: Path
+) -> tuple[list[str], tuple[str | None, str] | None]:
+    """Report lines per concern (the deploy an operation belongs to: `Packages | Install
+    tmux`), and (concern, why) when the converge failed. Changes come from pyinfra's JSON;
+    the failure from its log, since pyinfra prints no JSON once its last host has failed."""
+    changed: dict[str, list[str]] = {}
+    for op, hosts in result.changed.items():
+        if name in hosts:
+            concern, _, what = op.partition(" | ")
+            changed.setdefault(concern, []).append(what or concern)
+    lines = [f"  {concern}: changed {', '.join(ops)}" for concern, ops in changed.items()]
     if result.returncode == 0:
-        return lines, None
-    if failed:
-        return lines, f"{failed}: {reason}"
+        return [*lines, f"  full log: {log}"], None
+    operation, output = failed_operation(result.stderr, name)
+    if operation is not None:
+        concern, _, what = operation.partition(" | ")
+        why = failure_reason(output)
+        lines.append(f"  {concern}: FAILED {what or concern}: {visible(why)}")
+        return [*lines, f"  full log: {log}"], (concern, why)
     tail = [_ANSI.sub("", x).strip() for x in result.stderr.strip().splitlines()[-3:]]
-    why = "; ".join(result.messages) or "; ".join(x for x in tail if x) or "pyinfra failed"
-    return lines, why
+    why = "; ".join(result.messages) or (tail[-1] if tail else "pyinfra failed")
+    return [*lines, f"  full log: {log}"], (None, why.removeprefix("--> "))
 
 
 def write_log(name: str, result: ConvergeResult) -> Path:
@@ -541,11 +546,15 @@ class Onboarded:
     accepted: accept.Accepted
 
 
+def changes(count: int) -> str:
+    return f"{count} change{'' if count == 1 else 's'}"
+
+
 def success_verdict(done: Onboarded, request: Request) -> str:
     """The one line a successful onboarding ends with."""
     inventory, name = shlex.quote(str(request.inventory)), shlex.quote(request.name)
     return visible(
-        f"onboard ok: {request.name} converged ({done.changes} changes), drift clean, "
+        f"onboard ok: {request.name} converged ({changes(done.changes)}), drift clean, "
         f"acceptance {done.accepted.verdict.status}; next: gpurig drift {inventory} --limit {name}"
     )
 
@@ -561,10 +570,10 @@ def onboard(
     result = converge([path], limit=[request.name])
     log = write_log(request.name, result)
     lines, failure = summarise(result, request.name, log)
-    echo(f"converge: {result.change_count} changes" + ("" if failure is None else ", failed"))
+    echo(f"converge: {'failed' if failure else changes(result.change_count)}")
     echo("\n".join(lines))
     if failure is not None:
-        concern, _, why = failure.partition(": ") if ": " in failure else (None, "", failure)
+        concern, why = failure
         raise OnboardError("converge", why, concern, "fix that on the host or in the spec")
     [report] = run_drift([host], cache_dir())
     if report.failed:
