@@ -73,6 +73,7 @@ class OnboardError(Exception):
     def reason(self) -> str:
         """The message's first line, without the step: what the verdict line quotes."""
         first = str(self).split("\n", 1)[0][len(self.step) + 2 :].rstrip(":")
+        first = first.removeprefix(f"{self.concern}: ")  # the verdict names it already
         return first if len(first) <= 240 else first[:237] + "..."
 
 

@@ -98,8 +98,7 @@ def test_unreachable_apt_source_is_refused_at_preflight(sandbox: Sandbox, tmp_pa
     assert "FAIL  sources" in proc.stdout
     verdict = proc.stderr.strip().splitlines()[-1]
     assert verdict.startswith(
-        f"onboard failed at preflight (sources): sources: cannot reach {dead} "
-        "(apt source for packages)"
+        f"onboard failed at preflight (sources): cannot reach {dead} (apt source for packages)"
     ), verdict
     assert "connection refused" in verdict
     assert verdict.endswith(

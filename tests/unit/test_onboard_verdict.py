@@ -8,8 +8,10 @@ from pathlib import Path
 
 from gpurig.converge import ConvergeResult
 from gpurig.onboard import (
+    Check,
     OnboardError,
     Request,
+    _cgroup,
     failed_operation,
     failure_verdict,
     sources_check,
@@ -66,7 +68,7 @@ def test_request_command_is_what_the_user_typed_quoted() -> None:
 def test_verdicts_name_the_step_why_and_next_command() -> None:
     refused = OnboardError("preflight", "sources: cannot reach http://x/ (apt)", "sources", "fix")
     assert failure_verdict(refused, REQUEST) == (
-        "onboard failed at preflight (sources): sources: cannot reach http://x/ (apt); fix, "
+        "onboard failed at preflight (sources): cannot reach http://x/ (apt); fix, "
         f"then: {REQUEST.command()}"
     )
     converge = OnboardError("converge", "E: Unable to locate package x", "Packages")
@@ -105,3 +107,12 @@ def test_sources_check_names_each_unreachable_source() -> None:
     )
     state["sources"]["results"]["deb.debian.org:80"] = None
     assert sources_check(state, 5).detail == "reached within 5 s: deb.debian.org:80, reg:5000"
+
+
+def test_cgroup_v1_no_limit_is_shown_as_none() -> None:
+    # What a cgroup v1 sandbox host printed: memory.limit_in_bytes's "unlimited", quota -1.
+    probe = {"cgroup": {"memory_limit": 9223372036854771712, "cpu_max": "-1 100000"}}
+    check = _cgroup({"engine": "docker"}, probe)
+    assert check == Check("cgroup", "ok", "no memory or CPU limit on this login's cgroup")
+    limited = {"cgroup": {"memory_limit": 8 * 1024**3, "cpu_max": "200000 100000"}}
+    assert _cgroup({"engine": "none"}, limited).detail == "limited to memory 8.0 GiB, 2 CPUs"
