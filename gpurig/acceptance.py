@@ -151,7 +151,10 @@ def judge_host(
 ) -> Verdict:
     """One host's acceptance: its GPU listing, the script's result (None: not run) and the
     exit status of `dcgmi diag -r 1` (None: DCGM not installed). dcgmi is judged by its exit
-    status alone (non-zero when a test fails or it cannot run); its table is kept, not parsed."""
+    status alone: it returns DCGM_ST_NVVS_ERROR (-30, exit 226) when any test reports an error
+    and DCGM_ST_NVVS_ISOLATE_ERROR for one that needs the GPU isolated (NVIDIA/DCGM
+    dcgmi/Diag.cpp at 72fa3feaa67d; 226 as seen by users: NVIDIA/DCGM issue #158). Its table is
+    kept in the record, not parsed: no real `-r 1` recording was found to test a parser on."""
     if not gpus:
         why = "no NVIDIA GPU on the host (nvidia-smi is missing or lists none)"
         if required:
