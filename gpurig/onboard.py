@@ -38,7 +38,7 @@ from gpurig.acceptance import DEFAULT_MARGIN
 from gpurig.checks import check
 from gpurig.compat import Finding
 from gpurig.converge import ConvergeResult, converge
-from gpurig.drift import probe_hosts, probe_of, probe_reads, run_drift
+from gpurig.drift import Then, probe_hosts, probe_of, probe_reads, run_drift
 from gpurig.fsutil import atomic_write, xdg_dir
 from gpurig.hostkeys import changed_message, fetch_host_key, fingerprint, is_mismatch
 from gpurig.inventory import Host, InventoryError, load_inventory, load_inventory_text
@@ -281,7 +281,7 @@ def sources_check(state: Mapping[str, Any], timeout: float) -> Check:
     return Check("sources", "ok", f"reached within {timeout:g} s: {reached}")
 
 
-def _reach(spec: Mapping[str, Any], timeout: float) -> Any:
+def _reach(spec: Mapping[str, Any], timeout: float) -> Then:
     """After the probe, on the same connection: try every endpoint the spec needs."""
 
     def then(pyinfra_host: Any, state: dict[str, Any]) -> dict[str, Any]:
