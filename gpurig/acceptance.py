@@ -9,7 +9,8 @@ mis-sold GPU fails onboarding with its numbers.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -65,7 +66,12 @@ DEFAULT_MARGIN = 0.35
 # float64 on GPU and CPU agree to rounding; a wrong answer is off by far more than this.
 MAX_REL_ERROR = 1e-9
 
-Status = Literal["pass", "fail", "no-gpu", "no-baseline"]
+# "unmeasured": the host has a GPU but no torch where the script ran (no declared container with
+# GPUs, and none on the host), so nothing could be timed; reported, not failed.
+Status = Literal["pass", "fail", "no-gpu", "no-baseline", "unmeasured"]
+# `nvidia-smi -L`: one `GPU <index>: <name> (UUID: GPU-...)` line per GPU; MIG devices are
+# indented below their GPU and are not counted.
+_GPU_LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: GPU-[0-9a-fA-F-]+\)$")
 
 
 @dataclass(frozen=True)
@@ -128,3 +134,42 @@ def judge(result: Mapping[str, Any], margin: float = DEFAULT_MARGIN) -> Verdict:
                 f"({row['model']} peak {row[key]} {unit} less {margin:.0%})"
             )
     return Verdict("fail" if reasons else "pass", reasons, figures)
+
+
+def gpu_names(listing: str) -> list[str]:
+    """The GPU names `nvidia-smi -L` lists, in index order; [] when it lists none."""
+    found = [_GPU_LINE.match(line.rstrip()) for line in listing.splitlines()]
+    return [m.group(2) for m in sorted(filter(None, found), key=lambda m: int(m.group(1)))]
+
+
+def judge_host(
+    gpus: Sequence[str],
+    result: Mapping[str, Any] | None,
+    dcgmi_exit: int | None,
+    required: bool,
+    margin: float = DEFAULT_MARGIN,
+) -> Verdict:
+    """One host's acceptance: its GPU listing, the script's result (None: not run) and the
+    exit status of `dcgmi diag -r 1` (None: DCGM not installed). dcgmi is judged by its exit
+    status alone: it returns DCGM_ST_NVVS_ERROR (-30, exit 226) when any test reports an error
+    and DCGM_ST_NVVS_ISOLATE_ERROR for one that needs the GPU isolated (NVIDIA/DCGM
+    dcgmi/Diag.cpp at 72fa3feaa67d; 226 as seen by users: NVIDIA/DCGM issue #158). Its table is
+    kept in the record, not parsed: no real `-r 1` recording was found to test a parser on."""
+    if not gpus:
+        why = "no NVIDIA GPU on the host (nvidia-smi is missing or lists none)"
+        if required:
+            return Verdict("fail", [f"{why}, and the spec says gpu: required"])
+        return Verdict("no-gpu", [why])
+    if result is None:
+        return Verdict("fail", ["the acceptance script printed no result"], {"gpus": list(gpus)})
+    if result.get("gpu") is False and "torch" not in result:
+        reason = f"{result.get('reason')}: nothing timed (declare a container with GPUs, or "
+        return Verdict("unmeasured", [reason + "install torch on the host)"], dict(result))
+    if result.get("gpu") is False:
+        reason = f"CUDA does not initialise: {result.get('reason')} (torch {result.get('torch')})"
+        return Verdict("fail", [reason], dict(result))
+    verdict = judge(result, margin)
+    if dcgmi_exit in (None, 0):
+        return verdict
+    reasons = [*verdict.reasons, f"dcgmi diag -r 1 failed (exit {dcgmi_exit}); see its output"]
+    return Verdict("fail", reasons, verdict.figures)

@@ -200,7 +200,14 @@ def _confirm(question: str) -> bool:
     type=click.FloatRange(min=0.1),
     default=10.0,
     show_default=True,
-    help="Seconds to reach SSH.",
+    help="Seconds to reach SSH, and for the host to reach each source its spec needs.",
+)
+@click.option(
+    "--margin",
+    type=click.FloatRange(0, 100, max_open=True),
+    default=35.0,
+    show_default=True,
+    help="Percent below the GPU model's baseline that acceptance still passes.",
 )
 def onboard(
     address: str,
@@ -212,21 +219,73 @@ def onboard(
     groups: tuple[str, ...],
     yes: bool,
     timeout: float,
+    margin: float,
 ) -> None:
-    """Take a fresh rental to converged and verified, and record it in INVENTORY.
+    """Take a fresh rental to converged, verified and accepted, and record it in INVENTORY.
 
-    Preflight is read-only; a refusal names its step (preflight, record, converge, verify).
+    Preflight is read-only; a refusal names its step (preflight, record, converge, verify,
+    accept). The last line is the verdict and the command to run next. Exit 0 onboarded
+    (a host without a GPU that does not require one included), 1 refused.
     """
     # Imported here: the console script (gpurig.entry) has patched gevent in by now.
-    from gpurig.onboard import OnboardError, Request
+    from gpurig.onboard import OnboardError, Request, failure_verdict, success_verdict
     from gpurig.onboard import onboard as run_onboard
 
-    request = Request(address, name, inventory, port, user, key, groups, timeout, yes)
+    request = Request(address, name, inventory, port, user, key, groups, timeout, yes, margin / 100)
     try:
-        run_onboard(request, confirm=_confirm, echo=click.echo)
+        done = run_onboard(request, confirm=_confirm, echo=click.echo)
     except OnboardError as exc:
-        click.echo(str(exc), err=True)
+        click.echo(f"{exc}\n{failure_verdict(exc, request)}", err=True)
         raise SystemExit(1) from None
+    click.echo(success_verdict(done, request))
+
+
+@main.command()
+@click.argument("host")
+@click.option(
+    "--inventory",
+    "inventories",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="Inventory file (repeat); else $GPURIG_INVENTORY or inventories/*.yaml.",
+)
+@click.option(
+    "--margin",
+    type=click.FloatRange(0, 100, max_open=True),
+    default=35.0,
+    show_default=True,
+    help="Percent below the GPU model's baseline that still passes.",
+)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+def accept(host: str, inventories: tuple[str, ...], margin: float, fmt: str) -> None:
+    """Measure HOST's GPU (CUDA, a checked matmul, TFLOPS, memory bandwidth, dcgmi diag -r 1)
+    against its model's baseline and record the figures.
+
+    Exit 0 passed, or nothing to judge (no GPU on a host whose spec does not require one, no
+    baseline for the model, no torch to measure with); 1 failed; 2 bad input."""
+    from gpurig.converge import REPO_ROOT
+    from gpurig.inventory import InventoryError, load_inventory
+    from gpurig.pyinfra_inventory import inventory_paths
+
+    paths = list(inventories) or inventory_paths(REPO_ROOT)
+    try:
+        hosts = load_inventory(paths).hosts
+    except InventoryError as exc:
+        click.echo(str(exc), err=True)
+        raise SystemExit(2) from None
+    found = next((h for h in hosts if h.name == host), None)
+    if found is None:
+        click.echo(f"{', '.join(map(str, paths))}: no host named {host}", err=True)
+        raise SystemExit(2)
+    # Imported here: the console script (gpurig.entry) has patched gevent in by now.
+    from gpurig import accept as acceptance
+    from gpurig.pyinfra_inventory import cache_dir
+
+    accepted = acceptance.measure(found, cache_dir(), margin / 100)
+    saved = acceptance.save(found, accepted)
+    click.echo(acceptance.render(found, accepted, fmt), nl=False)
+    click.echo(f"recorded in {saved}", err=True)
+    raise SystemExit(1 if accepted.failed else 0)
 
 
 @main.command()

@@ -25,6 +25,7 @@ class ConvergeResult:
     errors: dict[str, list[str]] = field(default_factory=dict)
     failed_hosts: list[str] = field(default_factory=list)
     stderr: str = ""
+    stdout: str = ""  # pyinfra's --json document, kept for the log
     messages: list[str] = field(default_factory=list)  # what gpurig makes of a failure
 
     @property
@@ -55,7 +56,7 @@ def converge(
     argv += ["inventory.py", deploy]
     env = {**os.environ, "GPURIG_INVENTORY": os.pathsep.join(str(p) for p in inventories)}
     proc = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
-    result = ConvergeResult(proc.returncode, stderr=proc.stderr)
+    result = ConvergeResult(proc.returncode, stderr=proc.stderr, stdout=proc.stdout)
     if proc.stdout.strip():
         result.changed, result.errors, result.failed_hosts = parse_results(proc.stdout)
     result.messages = key_changed_messages(inventories, mismatched_hosts(proc.stderr))

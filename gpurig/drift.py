@@ -142,8 +142,12 @@ def connect_failure(host: Host, error: str) -> Finding:
     return key_changed(host.name, host.source, error) if is_mismatch(error) else unreachable(error)
 
 
+# A further read on the same connection, given what the first one found (onboarding's reach).
+Then = Callable[[PyinfraHost, dict[str, Any]], dict[str, Any]]
+
+
 def _read_host(
-    host: PyinfraHost, reads: list[Read], sudo: bool | None
+    host: PyinfraHost, reads: list[Read], sudo: bool | None, then: Then | None = None
 ) -> tuple[dict[str, Any] | None, str | None]:
     try:
         host.connect(show_errors=False, raise_exceptions=True)
@@ -159,6 +163,8 @@ def _read_host(
             _ignore_errors=True,
             **arguments,
         )
+        if then is not None:
+            state = then(host, state)
     except (OSError, EOFError) as exc:  # the host died mid-command: its failure only
         return None, f"connection lost: {exc or type(exc).__name__}"
     finally:
@@ -179,6 +185,7 @@ def probe_hosts(
     progress: TextIO | None = None,
     sudo: bool | None = None,
     reads: Callable[[Mapping[str, Any]], list[Read]] = drift_reads,
+    then: Then | None = None,
 ) -> list[Probed]:
     """Connect (strict host keys) and read `hosts` in parallel; results in inventory order."""
     known_hosts = write_known_hosts(hosts, cache)
@@ -188,7 +195,8 @@ def probe_hosts(
 
     def probe(host: Host) -> Probed:
         pyinfra_host = inventory.get_host(host.name)
-        return Probed(host, *_read_host(pyinfra_host, reads(normalise(host.spec)), sudo))
+        read = reads(normalise(host.spec))
+        return Probed(host, *_read_host(pyinfra_host, read, sudo, then))
 
     done: dict[str, Probed] = {}
     for result in state.pool.imap_unordered(probe, hosts):

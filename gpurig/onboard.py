@@ -1,18 +1,27 @@
 """`gpurig onboard`: a fresh rental to a converged, verified host recorded in the inventory.
 
-Four steps, each refusing at the first thing wrong and named in the error: preflight
-(read-only: host key, login, then the drift probe judged for a new host), record (the inventory
-edited in place with its comments and order kept), converge (this host only), verify (drift
-clean). A preflight refusal leaves the inventory byte for byte as it was.
+Five steps, each refusing at the first thing wrong and named in the error: preflight
+(read-only: host key, login, the drift probe judged for a new host, and the sources the spec
+needs reached from the host), record (the inventory edited in place with its comments and order
+kept), converge (this host only, summarised per concern; pyinfra's log kept in a file), verify
+(drift clean), accept (gpurig.accept). A preflight refusal leaves the inventory byte for byte
+as it was. Every run ends with one verdict line: the step, why, and the command to run next.
+
+The host is recorded before the converge, not after: the converge runs from the inventory file
+(its host key is what pyinfra checks strictly), and a host the converge has begun to change is a
+managed host that `gpurig drift` should see. Running the same `gpurig onboard` again is the way
+on after a failure: preflight finds the key as recorded and the converge finishes the job.
 """
 
 from __future__ import annotations
 
 import io
 import re
+import shlex
 import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,12 +31,15 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 from ruamel.yaml.util import load_yaml_guess_indent
 
-from facts.gpurig_host import Snapshot
+from facts.gpurig_host import Read, Snapshot, Unreadable
+from facts.gpurig_reach import AptSources, Reach
+from gpurig import accept, sources
+from gpurig.acceptance import DEFAULT_MARGIN
 from gpurig.checks import check
 from gpurig.compat import Finding
-from gpurig.converge import converge
-from gpurig.drift import probe_hosts, probe_of, probe_reads, run_drift
-from gpurig.fsutil import atomic_write
+from gpurig.converge import ConvergeResult, converge
+from gpurig.drift import Then, probe_hosts, probe_of, probe_reads, run_drift
+from gpurig.fsutil import atomic_write, xdg_dir
 from gpurig.hostkeys import changed_message, fetch_host_key, fingerprint, is_mismatch
 from gpurig.inventory import Host, InventoryError, load_inventory, load_inventory_text
 from gpurig.pyinfra_inventory import cache_dir
@@ -47,12 +59,22 @@ _MAPPING_INDENT = re.compile(r"^[^\s#][^\n]*:[ \t]*\n(?:[ \t]*(?:#[^\n]*)?\n)*( 
 
 
 class OnboardError(Exception):
-    """A refusal; str() starts with the step that refused (`preflight: ...`)."""
+    """A refusal; str() starts with the step that refused (`preflight: ...`). `concern` narrows
+    the step (the failed check or converge concern); `advice` says what to fix."""
 
-    def __init__(self, step: str, message: str) -> None:
-        self.step = step
+    def __init__(
+        self, step: str, message: str, concern: str | None = None, advice: str | None = None
+    ) -> None:
+        self.step, self.concern, self.advice = step, concern, advice
         # Messages quote hosts (probe errors, GPU names): their control characters escaped.
         super().__init__(step + ": " + visible(message, keep="\n"))
+
+    @property
+    def reason(self) -> str:
+        """The message's first line, without the step: what the verdict line quotes."""
+        first = str(self).split("\n", 1)[0][len(self.step) + 2 :].rstrip(":")
+        first = first.removeprefix(f"{self.concern}: ")  # the verdict names it already
+        return first if len(first) <= 240 else first[:237] + "..."
 
 
 @dataclass(frozen=True)
@@ -77,6 +99,24 @@ class Request:
     groups: tuple[str, ...] = ()
     timeout: float = 10.0
     yes: bool = False
+    margin: float = DEFAULT_MARGIN
+
+    def command(self) -> str:
+        """This onboarding as a command line: what to run again once a failure is fixed."""
+        argv = ["gpurig", "onboard", self.address, "--name", self.name]
+        argv += ["--inventory", str(self.inventory)]
+        for flag, value in (("--port", self.port), ("--user", self.user), ("--key", self.key)):
+            if value is not None:
+                argv += [flag, str(value)]
+        for group in self.groups:
+            argv += ["--group", group]
+        if self.yes:
+            argv.append("--yes")
+        if self.timeout != Request.timeout:
+            argv += ["--timeout", f"{self.timeout:g}"]
+        if self.margin != DEFAULT_MARGIN:
+            argv += ["--margin", f"{self.margin * 100:g}"]
+        return shlex.join(argv)
 
 
 def split_address(address: str, user: str | None) -> tuple[str | None, str]:
@@ -170,8 +210,9 @@ def _engine(spec: Mapping[str, Any], probe: Mapping[str, Any]) -> Check:
 def _cgroup(spec: Mapping[str, Any], probe: Mapping[str, Any]) -> Check:
     cgroup = probe.get("cgroup") or {}
     memory, cpu = cgroup.get("memory_limit"), cgroup.get("cpu_max") or ""
-    limits = [f"memory {_gib(memory)}"] if memory is not None else []
-    if cpu and not cpu.startswith("max"):
+    # cgroup v1 says "no limit" as a huge page-rounded number and a quota of -1.
+    limits = [f"memory {_gib(memory)}"] if memory is not None and memory < 2**62 else []
+    if cpu and not cpu.startswith(("max", "-")):
         quota, period = [*cpu.split(), "100000"][:2]
         limits.append(f"{int(quota) / int(period):g} CPUs")
     if not limits:
@@ -202,6 +243,63 @@ def probe_checks(host: Host, probe: Mapping[str, Any]) -> list[Check]:
         _engine(spec, probe),
         _cgroup(spec, probe),
     ]
+
+
+# What to fix when a preflight check fails, for the verdict line (default: "fix that").
+ADVICE = {
+    "sources": "fix the host's network or its sources (apt lists, the spec's URLs)",
+    "root": "log in as root or give the login passwordless sudo",
+    "disk": "free space on the host or lower `checks` in the spec",
+    "os": "onboard a host with a supported OS",
+}
+
+
+def source_reads(spec: Mapping[str, Any]) -> list[Read]:
+    """The probe, and the host's apt sources: one round trip."""
+    return [*probe_reads(spec), (AptSources, {})]
+
+
+def sources_check(state: Mapping[str, Any], timeout: float) -> Check:
+    """Whether the host reached every source its spec needs (state["sources"], from _reach)."""
+    found = state.get("sources") or {}
+    if "error" in found:
+        return Check("sources", "warn", f"apt sources not checked: {found['error']}")
+    results, needed = found.get("results") or {}, found.get("needed") or []
+    failed = [
+        f"cannot reach {s.what} ({s.concern}) at {s.endpoint}: {results[str(s.endpoint)]}"
+        for s in needed
+        if results.get(str(s.endpoint), "not tried")
+    ]
+    skipped = found.get("skipped") or []
+    if failed:
+        return Check("sources", "FAIL", "; ".join(failed + skipped))
+    if skipped:
+        return Check("sources", "warn", "not checked: " + "; ".join(skipped))
+    if not needed:
+        return Check("sources", "ok", "nothing to fetch for this spec")
+    reached = ", ".join(str(e) for e in sources.by_endpoint(needed))
+    return Check("sources", "ok", f"reached within {timeout:g} s: {reached}")
+
+
+def _reach(spec: Mapping[str, Any], timeout: float) -> Then:
+    """After the probe, on the same connection: try every endpoint the spec needs."""
+
+    def then(pyinfra_host: Any, state: dict[str, Any]) -> dict[str, Any]:
+        try:
+            apt = Snapshot(state)(AptSources)
+        except Unreadable as exc:
+            return {**state, "sources": {"error": str(exc)}}
+        needed, skipped = sources.needed(spec, apt["files"], apt["proxies"])
+        targets = [(e.host, e.port) for e in sources.by_endpoint(needed)]
+        results = {}
+        if targets:
+            results = pyinfra_host.get_fact(
+                Reach, targets=targets, timeout=timeout, _sudo=False, _timeout=int(timeout) + 30
+            )
+        found = {"needed": needed, "skipped": skipped, "results": results}
+        return {**state, "sources": found}
+
+    return then
 
 
 def _yaml(text: str) -> YAML:
@@ -313,7 +411,8 @@ def preflight(
     edited = edit_inventory(text, request.name, address, ssh, request.groups)
     host = _candidate(request, text, address, ssh)
     # As the login itself (no sudo), so the probe can say whether that login can become root.
-    [result] = probe_hosts([host], cache_dir(), sudo=False, reads=probe_reads)
+    reach = _reach(normalise(host.spec), request.timeout)
+    [result] = probe_hosts([host], cache_dir(), sudo=False, reads=source_reads, then=reach)
     if result.connect_error is not None:
         if is_mismatch(result.connect_error):
             raise OnboardError("preflight", changed_message(host.name, str(path)))
@@ -329,10 +428,12 @@ def preflight(
         raise OnboardError("preflight", f"the probe failed: {probe['error']}")
     checks += [Check("login", "ok", f"{host.ssh.user or 'default user'}@{host.address}")]
     checks += probe_checks(host, probe)
+    checks.append(sources_check(values, request.timeout))
     echo(render_checks(checks).rstrip("\n"))
-    failed = [f"{c.name}: {c.detail}" for c in checks if c.status == "FAIL"]
+    failed = [c for c in checks if c.status == "FAIL"]
     if failed:
-        raise OnboardError("preflight", "; ".join(failed))
+        message = "; ".join(f"{c.name}: {c.detail}" for c in failed)
+        raise OnboardError("preflight", message, failed[0].name, ADVICE.get(failed[0].name))
     return original, edited, host
 
 
@@ -353,22 +454,143 @@ def record(path: Path, original: bytes, text: str) -> None:
         raise OnboardError("record", f"{path} did not validate and was restored:\n{exc}") from None
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# A line of a failed command's output that says what went wrong (apt, git, docker, sh).
+_ERROR_LINE = re.compile(r"^(E: |fatal: |error: |Error response from daemon|.*: not found$)")
+
+
+_OP_START = re.compile(r"^--> Starting operation: (.+?)\s*$")
+
+
+def failed_operation(log: str, name: str) -> tuple[str | None, list[str]]:
+    """The operation during which pyinfra's log says host `name` failed (`[name] Error...`),
+    and the lines the host printed in it; (None, []) when no operation failed there."""
+    prefix = f"[{name}] "
+    operation, lines = None, []
+    for raw in log.splitlines():
+        line = _ANSI.sub("", raw).strip()
+        started = _OP_START.match(line)
+        if started:
+            operation, lines = started.group(1), []
+        elif line.startswith(prefix):
+            lines.append(line[len(prefix) :].strip())
+            if lines[-1].startswith("Error"):
+                return operation, lines
+    return None, []
+
+
+def failure_reason(lines: list[str]) -> str:
+    """The line of a failed operation's output that says why: the last error-shaped line,
+    else the last line that is not pyinfra's own `Error: ...` summary."""
+    errors = [line for line in lines if _ERROR_LINE.match(line)]
+    if errors:
+        return errors[-1]
+    own = [line for line in lines if not line.startswith(("Error", ">>>"))]
+    return own[-1] if own else "no output"
+
+
+def summarise(
+    result: ConvergeResult, name: str, log: Path
+) -> tuple[list[str], tuple[str | None, str] | None]:
+    """Report lines per concern (the deploy an operation belongs to: `Packages | Install
+    tmux`), and (concern, why) when the converge failed. Changes come from pyinfra's JSON;
+    the failure from its log, since pyinfra prints no JSON once its last host has failed."""
+    changed: dict[str, list[str]] = {}
+    for op, hosts in result.changed.items():
+        if name in hosts:
+            concern, _, what = op.partition(" | ")
+            changed.setdefault(concern, []).append(what or concern)
+    lines = [f"  {concern}: changed {', '.join(ops)}" for concern, ops in changed.items()]
+    if result.returncode == 0:
+        return [*lines, f"  full log: {log}"], None
+    operation, output = failed_operation(result.stderr, name)
+    if operation is not None:
+        concern, _, what = operation.partition(" | ")
+        why = failure_reason(output)
+        lines.append(f"  {concern}: FAILED {what or concern}: {visible(why)}")
+        return [*lines, f"  full log: {log}"], (concern, why)
+    tail = [_ANSI.sub("", x).strip() for x in result.stderr.strip().splitlines()[-3:]]
+    why = "; ".join(result.messages) or (tail[-1] if tail else "pyinfra failed")
+    return [*lines, f"  full log: {log}"], (None, why.removeprefix("--> "))
+
+
+def write_log(name: str, result: ConvergeResult) -> Path:
+    """pyinfra's whole output for this converge, kept under the user's state directory."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+    path = xdg_dir("XDG_STATE_HOME", ".local/state", "logs") / f"onboard-{safe}-{stamp}.log"
+    atomic_write(path, f"{result.stderr}\n--- pyinfra --json ---\n{result.stdout}", 0o600)
+    return path
+
+
+def failure_verdict(exc: OnboardError, request: Request) -> str:
+    """The one line a failed onboarding ends with: step, why, what to fix, what to run."""
+    where = f"{exc.step} ({exc.concern})" if exc.concern else exc.step
+    inventory = shlex.quote(str(request.inventory))
+    name = shlex.quote(request.name)
+    following = {
+        "verify": f"gpurig drift {inventory} --limit {name}",
+        "accept": f"gpurig accept {name} --inventory {inventory}",
+    }.get(exc.step, request.command())
+    advice = exc.advice or "fix that"
+    if exc.step in ("converge", "verify", "accept"):
+        advice += f" ({request.name} is recorded in {request.inventory})"
+    return visible(f"onboard failed at {where}: {exc.reason}; {advice}, then: {following}")
+
+
+@dataclass(frozen=True)
+class Onboarded:
+    """What a successful onboarding did: the verified report and the acceptance."""
+
+    report: HostReport
+    changes: int
+    accepted: accept.Accepted
+
+
+def changes(count: int) -> str:
+    return f"{count} change{'' if count == 1 else 's'}"
+
+
+def success_verdict(done: Onboarded, request: Request) -> str:
+    """The one line a successful onboarding ends with."""
+    inventory, name = shlex.quote(str(request.inventory)), shlex.quote(request.name)
+    return visible(
+        f"onboard ok: {request.name} converged ({changes(done.changes)}), drift clean, "
+        f"acceptance {done.accepted.verdict.status}; next: gpurig drift {inventory} --limit {name}"
+    )
+
+
 def onboard(
     request: Request, confirm: Callable[[str], bool], echo: Callable[[str], None]
-) -> HostReport:
-    """Preflight, record, converge, verify; raises OnboardError naming the step that refused."""
+) -> Onboarded:
+    """Preflight, record, converge, verify, accept; raises OnboardError naming the step."""
     original, edited, host = preflight(request, confirm, echo)
     path = request.inventory.resolve()  # pyinfra runs from the repository root
     record(path, original, edited)
     echo(f"record: {request.name} written to {request.inventory}")
     result = converge([path], limit=[request.name])
-    if result.returncode != 0:
-        failed = [f"{op} failed" for op in result.errors]
-        tail = "\n".join(result.stderr.strip().splitlines()[-20:])
-        raise OnboardError("converge", "\n".join(result.messages or failed or [tail]))
-    echo(f"converge: {result.change_count} changes")
+    log = write_log(request.name, result)
+    lines, failure = summarise(result, request.name, log)
+    echo(f"converge: {'failed' if failure else changes(result.change_count)}")
+    echo("\n".join(lines))
+    if failure is not None:
+        concern, why = failure
+        raise OnboardError("converge", why, concern, "fix that on the host or in the spec")
     [report] = run_drift([host], cache_dir())
     if report.failed:
-        raise OnboardError("verify", f"drift is not clean:\n{to_table([report])}")
-    echo(f"verify: drift clean; {request.name} is onboarded")
-    return report
+        raise OnboardError(
+            "verify", f"drift is not clean:\n{to_table([report])}", advice="see each finding's fix"
+        )
+    echo("verify: drift clean")
+    accepted = accept.measure(host, cache_dir(), request.margin)
+    saved = accept.save(host, accepted)
+    echo(f"accept: {accept.summary(accepted)}\n  recorded in {saved}")
+    if accepted.failed:
+        raise OnboardError(
+            "accept",
+            accept.summary(accepted),
+            "gpu",
+            "a GPU below its baseline or failing diagnostics: send these figures to the provider, "
+            "or judge with another --margin",
+        )
+    return Onboarded(report, result.change_count, accepted)

@@ -1,0 +1,69 @@
+"""Acceptance measured on the host: its GPU listing, the acceptance script's JSON (inside the
+declared GPU container, or on the host) and `dcgmi diag -r 1` when DCGM is installed.
+
+Run only when a GPU is listed; judged by gpurig.acceptance, which never trusts what it parses.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shlex
+from typing import Any
+
+from pyinfra.api import FactBase
+
+from gpurig.acceptance import ACCEPTANCE_SCRIPT, gpu_names, parse_result
+
+DCGMI_TIMEOUT = 300  # level 1 takes under a minute (DCGM's docs); a hung diag must not hang us
+MAX_OUTPUT = 65536
+
+
+class Acceptance(FactBase[dict[str, Any]]):
+    """{"gpus": [name], "result": dict | None, "error": str | None, "dcgmi": {...} | None}."""
+
+    shell_executable = "sh"
+
+    @staticmethod
+    def default() -> dict[str, Any]:
+        return {"gpus": [], "result": None, "error": None, "dcgmi": None}
+
+    def command(self, engine: str | None = None, container: str | None = None) -> str:
+        self._marker = m = f"--gpurig-accept-{secrets.token_hex(8)}"
+        python = f"python3 -c {shlex.quote(ACCEPTANCE_SCRIPT)}"
+        if container:  # the engine and the name come from the validated inventory
+            python = f"{shlex.quote(engine or 'docker')} exec {shlex.quote(container)} {python}"
+        return f"""\
+listing=$(command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>&1)
+printf '%s\\n' {m}-gpus "$listing" | head -c {MAX_OUTPUT}; echo
+printf '%s\\n' {m}-result
+printf '%s\\n' "$listing" | grep -q '^GPU [0-9]' || exit 0
+{python} 2>&1 | tail -c {MAX_OUTPUT}; echo
+command -v dcgmi >/dev/null 2>&1 || exit 0
+out=$(timeout {DCGMI_TIMEOUT} dcgmi diag -r 1 2>&1); rc=$?
+printf '%s %s\\n' {m}-dcgmi "$rc"
+printf '%s\\n' "$out" | head -c {MAX_OUTPUT}
+"""
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        m = self._marker
+        sections: dict[str, list[str]] = {}
+        current: list[str] | None = None
+        dcgmi_exit = None
+        for line in output:
+            if line in (f"{m}-gpus", f"{m}-result"):
+                current = sections.setdefault(line[len(m) + 1 :], [])
+            elif line.startswith(f"{m}-dcgmi ") and line.split()[1].isdigit():
+                dcgmi_exit, current = int(line.split()[1]), sections.setdefault("dcgmi", [])
+            elif current is not None:
+                current.append(line)
+        found = self.default()
+        found["gpus"] = gpu_names("\n".join(sections.get("gpus", [])))
+        text = "\n".join(sections.get("result", []))
+        if text.strip():
+            try:
+                found["result"] = parse_result(text)
+            except ValueError as exc:
+                found["error"] = f"{exc}: {text.strip()[-300:]}"
+        if dcgmi_exit is not None:
+            found["dcgmi"] = {"exit": dcgmi_exit, "output": "\n".join(sections["dcgmi"])}
+        return found

@@ -1,0 +1,128 @@
+"""What onboarding's preflight reads to judge whether the host reaches its sources.
+
+`AptSources` prints the host's apt source files and apt's proxy settings (parsed strictly by
+gpurig.sources); `Reach` tries a TCP connection to each checked endpoint from the host itself,
+all at once, each bounded by the timeout, so a blocked network costs one timeout, not one per
+source and never apt's minutes of retries.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+from pyinfra.api import FactBase
+
+from gpurig.sources import Endpoint, checked_host
+
+SOURCE_FILES = (
+    "/etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources"
+)
+MAX_FILE_BYTES = 65536
+_PROXY = re.compile(r'^Acquire::(https?)::Proxy "([^"]*)";$')
+
+
+class AptSources(FactBase[dict[str, Any]]):
+    """{"files": {path: text}, "proxies": {scheme: url}}; a host without apt has no files."""
+
+    shell_executable = "sh"
+
+    @staticmethod
+    def default() -> dict[str, Any]:
+        return {"files": {}, "proxies": {}}
+
+    def command(self) -> str:
+        self._marker = f"--gpurig-apt-{secrets.token_hex(8)}"
+        return (
+            f"for f in {SOURCE_FILES}; do\n"
+            f'  [ -f "$f" ] && printf \'%s %s\\n\' {self._marker} "$f" '
+            f'&& head -c {MAX_FILE_BYTES} "$f" && echo\n'
+            "done\n"
+            f"printf '%s\\n' {self._marker}\n"
+            "command -v apt-config >/dev/null 2>&1 && apt-config dump 2>/dev/null"
+            " | grep -E '^Acquire::https?::Proxy \"' || true"
+        )
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        files: dict[str, list[str]] = {}
+        current: list[str] | None = None
+        proxies: dict[str, str] = {}
+        for line in output:
+            if line == self._marker:
+                current = None
+            elif line.startswith(self._marker + " "):
+                current = files.setdefault(line[len(self._marker) + 1 :], [])
+            elif current is not None:
+                current.append(line)
+            else:
+                match = _PROXY.match(line)
+                if match:
+                    proxies[match.group(1)] = match.group(2)
+        return {"files": {p: "\n".join(lines) for p, lines in files.items()}, "proxies": proxies}
+
+
+# What bash prints when a connection fails, in words a user acts on.
+_REASONS = (
+    ("connection refused", ("Connection refused",)),
+    (
+        "the name does not resolve",
+        ("Name or service not known", "name resolution", "No address associated"),
+    ),
+    ("no route to the host", ("No route to host", "Network is unreachable")),
+)
+
+
+def reason(code: int, error: str, timeout: float) -> str:
+    """Why a connection attempt failed, from the exit code and bash's message."""
+    if code in (124, 137):
+        return f"no answer within {timeout:g} s"
+    if code == 127 and "no bash" in error:
+        return "not checked: the host has no bash to test with"
+    for words, phrases in _REASONS:
+        if any(p in error for p in phrases):
+            return words
+    return f"could not connect (exit {code}: {error.strip()[:120] or 'no message'})"
+
+
+class Reach(FactBase[dict[str, Any]]):
+    """{endpoint text: None when it connected, else why not}, for `targets` tried in parallel."""
+
+    shell_executable = "sh"
+
+    @staticmethod
+    def default() -> dict[str, Any]:
+        return {}
+
+    def command(self, targets: Sequence[tuple[str, int]], timeout: float) -> str:
+        self._targets = [Endpoint(host, port) for host, port in targets]
+        self._timeout = timeout
+        lines = [
+            "try() {",
+            "  if command -v bash >/dev/null 2>&1; then",
+            f'    err=$(timeout {timeout:g} bash -c \'exec 3<>"/dev/tcp/$1/$2"\' _ "$2" "$3" '
+            "2>&1); rc=$?",
+            '  else err="no bash"; rc=127; fi',
+            "  printf '%s %s %s\\n' \"$1\" \"$rc\" \"$(printf '%s' \"$err\" | tr '\\n' ' ')\"",
+            "}",
+        ]
+        for index, target in enumerate(self._targets):
+            # Checked again here: only a host name or address and a number reach the shell.
+            host, port = shlex.quote(checked_host(target.host)), int(target.port)
+            lines.append(f"try {index} {host} {port} &")
+        lines.append("wait")
+        return "\n".join(lines)
+
+    def process(self, output: list[str]) -> dict[str, Any]:
+        results: dict[str, Any] = {}
+        for line in output:
+            index, code, error = [*line.split(" ", 2), ""][:3]
+            if not (index.isdigit() and code.isdigit()) or int(index) >= len(self._targets):
+                continue
+            target = str(self._targets[int(index)])
+            results[target] = None if code == "0" else reason(int(code), error, self._timeout)
+        for target in self._targets:  # a try that printed nothing did not connect
+            results.setdefault(str(target), "the host printed no result")
+        return results

@@ -1,0 +1,121 @@
+"""Acceptance wiring: the GPU listing read from real `nvidia-smi -L` outputs, one host's
+verdict from recorded H100 results, the fact's command run here (no GPU), the record and the
+`gpurig accept` refusals that need no host."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from gpu_fixtures import read_fixture
+
+from facts.gpurig_acceptance import Acceptance
+from gpurig import accept, acceptance
+from gpurig.cli import main
+from gpurig.inventory import load_inventory_text
+
+H100 = acceptance.parse_result(read_fixture("acceptance_h100_580.159.04_vm.jsonl").splitlines()[0])
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB6w8YgX1fT9tJmA1q0N3s0p2Yk6mVn2r8xqB5b3QdJc"
+INVENTORY = f"""\
+version: 1
+hosts:
+  gpu-1:
+    address: 192.0.2.10
+    ssh: {{user: root, host_key: "{KEY}"}}
+    spec: {{gpu: required}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("fixture", "names"),
+    [
+        ("nvidia-smi-L_h100_580.159.04_vm.txt", ["NVIDIA H100 80GB HBM3"]),
+        # MIG devices are listed under their GPU: the GPUs alone are counted
+        ("nvidia-smi-L_a100-sxm4-80gb-x4_mig-on-gpu0_535.54.03.txt", ["NVIDIA A100-SXM4-80GB"] * 4),
+        ("nvidia-smi-L_titan-v_rtx5880ada_no-mig_570.86.15.txt",
+         ["NVIDIA TITAN V", "NVIDIA RTX 5880 Ada Generation"]),
+    ],
+)  # fmt: skip
+def test_gpu_names_from_real_listings(fixture: str, names: list[str]) -> None:
+    assert acceptance.gpu_names(read_fixture(fixture)) == names
+
+
+def test_no_gpu_is_not_a_failure_unless_the_spec_requires_one() -> None:
+    assert acceptance.judge_host([], None, None, required=False).status == "no-gpu"
+    required = acceptance.judge_host([], None, None, required=True)
+    assert required.status == "fail" and "gpu: required" in required.reasons[0]
+
+
+def test_gpu_without_torch_is_unmeasured_but_cuda_not_initialising_fails() -> None:
+    gpus = ["NVIDIA H100 80GB HBM3"]
+    no_torch = {"gpu": False, "reason": "torch not importable: No module named 'torch'"}
+    assert acceptance.judge_host(gpus, no_torch, None, False).status == "unmeasured"
+    no_cuda = {"gpu": False, "reason": "torch.cuda.is_available() is False", "torch": "2.11.0"}
+    verdict = acceptance.judge_host(gpus, no_cuda, None, False)
+    assert verdict.status == "fail" and verdict.reasons[0].startswith("CUDA does not initialise")
+
+
+def test_recorded_h100_passes_and_a_failed_dcgmi_fails_it() -> None:
+    gpus = ["NVIDIA H100 80GB HBM3"]
+    assert acceptance.judge_host(gpus, H100, 0, True).status == "pass"
+    failed = acceptance.judge_host(gpus, H100, 226, True)
+    assert failed.status == "fail"
+    assert failed.reasons == ["dcgmi diag -r 1 failed (exit 226); see its output"]
+    assert failed.figures["bf16_tflops"] == H100["bf16_tflops"]
+
+
+def test_fact_on_a_machine_without_gpu_reports_none() -> None:
+    fact = Acceptance()
+    out = subprocess.run(["sh", "-c", fact.command()], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert fact.process(out.stdout.splitlines()) == Acceptance.default()
+
+
+def test_fact_reads_a_recorded_listing_and_result() -> None:
+    fact = Acceptance()
+    command = fact.command(engine="docker", container="train")
+    assert "docker exec train python3 -c " in command
+    marker = fact._marker
+    listing = read_fixture("nvidia-smi-L_h100_580.159.04_vm.txt")
+    result = read_fixture("acceptance_h100_580.159.04_vm.jsonl").splitlines()[1]
+    lines = [f"{marker}-gpus", *listing.splitlines(), f"{marker}-result", result]
+    found = fact.process(lines)
+    assert found["gpus"] == ["NVIDIA H100 80GB HBM3"] and found["result"]["bf16_tflops"] == 790.3
+    assert found["dcgmi"] is None
+
+
+def test_record_and_reports(tmp_path: Path) -> None:
+    [host] = load_inventory_text(INVENTORY, str(tmp_path / "fleet.yaml")).hosts
+    found = {"gpus": ["NVIDIA H100 80GB HBM3"], "result": H100, "error": None, "dcgmi": None}
+    accepted = accept.judged(host, found, 0.35)
+    assert not accepted.failed and accepted.ran_in == "host"
+    path = accept.save(host, accepted, tmp_path / "state")
+    assert path.parent.parent == tmp_path / "state" and path.name == "gpu-1.json"
+    record = json.loads(path.read_text())
+    assert record["status"] == "pass" and record["figures"]["copy_gbps"] == 3001.1
+    assert record["figures"]["baseline"]["model"] == "H100 SXM5 80GB"
+    table = accept.render(host, accepted, "table").splitlines()
+    assert table[0].split() == ["host", "gpu-1"]
+    assert ["bf16_tflops", "793.3"] in map(str.split, table)
+    assert json.loads(accept.render(host, accepted, "json")) == record
+    assert accept.summary(accepted).startswith("pass: NVIDIA H100 80GB HBM3: bf16 793.3 TFLOPS")
+
+
+def test_a_hosts_odd_output_reaches_the_report_escaped(tmp_path: Path) -> None:
+    [host] = load_inventory_text(INVENTORY, str(tmp_path / "fleet.yaml")).hosts
+    odd = {"gpu": None, "reason": "boom\x1b[2J\nforged line"}
+    found = {"gpus": ["NVIDIA H100 80GB HBM3"], "result": odd, "error": None, "dcgmi": None}
+    accepted = accept.judged(host, found, 0.35)
+    assert accepted.failed
+    for text in (accept.summary(accepted), accept.render(host, accepted, "table")):
+        assert "\x1b" not in text and "forged line" in text and "\nforged" not in text
+
+
+def test_accept_refuses_an_unknown_host(tmp_path: Path) -> None:
+    inventory = tmp_path / "fleet.yaml"
+    inventory.write_text(INVENTORY)
+    result = CliRunner().invoke(main, ["accept", "nope", "--inventory", str(inventory)])
+    assert result.exit_code == 2 and "no host named nope" in result.output
