@@ -33,6 +33,15 @@ class LazyGroup(click.Group):
         return super().get_command(ctx, name)
 
 
+MARGIN = click.option(
+    "--margin",
+    type=click.FloatRange(0, 100, max_open=True),
+    default=35.0,
+    show_default=True,
+    help="Percent below the GPU model's baseline that acceptance still passes.",
+)
+
+
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gpurig")
 def main() -> None:
@@ -202,13 +211,7 @@ def _confirm(question: str) -> bool:
     show_default=True,
     help="Seconds to reach SSH, and for the host to reach each source its spec needs.",
 )
-@click.option(
-    "--margin",
-    type=click.FloatRange(0, 100, max_open=True),
-    default=35.0,
-    show_default=True,
-    help="Percent below the GPU model's baseline that acceptance still passes.",
-)
+@MARGIN
 def onboard(
     address: str,
     name: str,
@@ -249,13 +252,7 @@ def onboard(
     type=click.Path(dir_okay=False),
     help="Inventory file (repeat); else $GPURIG_INVENTORY or inventories/*.yaml.",
 )
-@click.option(
-    "--margin",
-    type=click.FloatRange(0, 100, max_open=True),
-    default=35.0,
-    show_default=True,
-    help="Percent below the GPU model's baseline that still passes.",
-)
+@MARGIN
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
 def accept(host: str, inventories: tuple[str, ...], margin: float, fmt: str) -> None:
     """Measure HOST's GPU (CUDA, a checked matmul, TFLOPS, memory bandwidth, dcgmi diag -r 1)
