@@ -46,8 +46,9 @@ def exit_code(reports: Sequence[HostReport]) -> int:
 
 
 def _finding_dict(f: Finding) -> dict[str, str]:
-    row = {"id": f.id, "severity": f.severity, "expected": f.expected, "actual": f.actual,
-           "fix": f.fix}  # fmt: skip
+    # The message names the finding's subject (which checkout, container, file, GPU).
+    row = {"id": f.id, "severity": f.severity, "message": f.message, "expected": f.expected,
+           "actual": f.actual, "fix": f.fix}  # fmt: skip
     if f.remediation:
         row["remediation"] = f.remediation
     return row
@@ -64,7 +65,7 @@ def _fix(f: Finding) -> str:
 
 
 def to_json(reports: Sequence[HostReport]) -> str:
-    """`{"hosts": [{"name", "reachable", "findings": [{"id", "severity", "expected", ...}]}]}`."""
+    """`{"hosts": [{"name", "reachable", "findings": [{"id", "severity", "message", ...}]}]}`."""
     hosts = [
         {
             "name": r.name,

@@ -26,8 +26,8 @@ def test_json_is_exactly_the_contract() -> None:
         ("a100-1", True), ("pod-7", True), ("h100", False), ("clean", True),
     ]  # fmt: skip
     assert doc["hosts"][0]["findings"][0] == {
-        "id": "repo.crlf", "severity": "error", "expected": "LF line endings",
-        "actual": "run.sh", "fix": "convert them",
+        "id": "repo.crlf", "severity": "error", "message": "CRLF scripts",
+        "expected": "LF line endings", "actual": "run.sh", "fix": "convert them",
     }  # fmt: skip
 
 
