@@ -99,7 +99,8 @@ def measure(argv: list[str], env: dict[str, str], ok: Callable[[int, str], bool]
         stdout = out.read()
         if not ok(code, stdout):
             raise SystemExit(
-                f"{' '.join(argv)} failed ({code}):\n{stdout[-1500:]}{err.read()[-2000:]}"
+                f"{' '.join(argv)} failed ({code}):\n{unreachable(stdout) or stdout[-1500:]}"
+                f"{err.read()[-2000:]}"
             )
     return Run(seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss)
 
@@ -111,6 +112,18 @@ def exit_0(code: int, _: str) -> bool:
 def drift_reached_every_host(code: int, stdout: str) -> bool:
     """Findings (exit 1) still make a full run; an unreachable host does not."""
     return code in (0, 1) and all(h["reachable"] for h in json.loads(stdout)["hosts"])
+
+
+def unreachable(stdout: str) -> str:
+    """The unreachable hosts of a drift JSON report and why, a line each ("" if none or not
+    drift's JSON)."""
+    try:
+        hosts = json.loads(stdout)["hosts"]
+    except (ValueError, KeyError, TypeError):
+        return ""
+    down = [(h["name"], (h["findings"] or [{}])[0].get("actual", "?")) for h in hosts
+            if not h["reachable"]]  # fmt: skip
+    return "".join(f"{name}: {why}\n" for name, why in down)
 
 
 @dataclass(frozen=True)
@@ -332,7 +345,11 @@ def time_fleet(
         due = [m for m in args.methods if not cells[m].skipped]
         due = [m for m in due if m != ANSIBLE or round_ < args.ansible_repeat]
         for method, (argv, env, ok) in commands(fleet, book, scratch, due).items():
-            cells[method].runs.append(measure(argv, env, ok))
+            try:
+                cells[method].runs.append(measure(argv, env, ok))
+            except SystemExit as failed:  # the table says so; the other cells go on
+                print(failed, file=sys.stderr, flush=True)
+                cells[method] = Cell([], f"failed in round {round_ + 1}: see stderr")
     return cells
 
 

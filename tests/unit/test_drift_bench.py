@@ -3,6 +3,7 @@ writes for relayed hosts, its measurement of a process tree, the relay it starts
 
 from __future__ import annotations
 
+import json
 import shutil
 import socket
 import socketserver
@@ -100,6 +101,14 @@ def test_drift_must_reach_every_host() -> None:
     assert bench.drift_reached_every_host(1, found)
     assert not bench.drift_reached_every_host(1, unreachable)
     assert not bench.drift_reached_every_host(2, "")
+
+
+def test_a_failed_drift_says_which_hosts_were_unreachable_and_why() -> None:
+    down = {"id": "host.unreachable", "actual": "connect timed out"}
+    report = {"hosts": [{"name": "a", "reachable": True, "findings": []},
+                        {"name": "b", "reachable": False, "findings": [down]}]}  # fmt: skip
+    assert bench.unreachable(json.dumps(report)) == "b: connect timed out\n"
+    assert bench.unreachable("Traceback ...") == ""
 
 
 class Echo(socketserver.BaseRequestHandler):
