@@ -435,8 +435,8 @@ def goals(results: Results) -> Iterator[str]:
     """Issue 12's goals, cell by cell: met or not, with the ratio."""
     for method, (only_rtt, limit) in GOALS.items():
         for (rtt, size), cells in results.items():
-            cell = cells[method]
-            if (only_rtt is not None and rtt != only_rtt) or cell.skipped:
+            cell = cells.get(method)
+            if cell is None or (only_rtt is not None and rtt != only_rtt) or cell.skipped:
                 continue
             ratio = cell.seconds / cells[SSH].seconds
             verdict = "met" if ratio <= limit else "NOT met"
