@@ -46,6 +46,20 @@ def required_reads(plan: Callable[[Callable[..., Any]], object]) -> list[Read]:
     return list(recorder.reads.values())
 
 
+def sections(output: list[str], marker: str) -> dict[str, list[str]]:
+    """Output split at lines `MARKER` or `MARKER LABEL` ({label or "": lines}; lines before the
+    first marker dropped). The marker carries a per-run nonce, so no file or tool output can
+    start a section by accident."""
+    found: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in output:
+        if line == marker or line.startswith(f"{marker} "):
+            current = found.setdefault(line[len(marker) + 1 :], [])
+        elif current is not None:
+            current.append(line)
+    return found
+
+
 class HostState(FactBase[dict[str, Any]]):
     """The outputs of many facts from one command: {read_key: value or Unreadable}."""
 
@@ -69,17 +83,10 @@ class HostState(FactBase[dict[str, Any]]):
         return "\n".join(parts)
 
     def process(self, output: list[str]) -> dict[str, Any]:
-        sections: dict[int, list[str]] = {}
-        current: list[str] | None = None
-        prefix = f"{self._marker} "
-        for line in output:
-            if line.startswith(prefix) and line[len(prefix) :].isdigit():
-                current = sections.setdefault(int(line[len(prefix) :]), [])
-            elif current is not None:
-                current.append(line)
+        parts = sections(output, self._marker)
         state: dict[str, Any] = {}
         for index, (fact, cls, kwargs) in enumerate(self._facts):
-            lines = sections.get(index, [])
+            lines = parts.get(str(index), [])
             while lines and not lines[-1]:
                 lines.pop()
             try:

@@ -16,6 +16,7 @@ from typing import Any
 
 from pyinfra.api import FactBase
 
+from facts.gpurig_host import sections
 from gpurig.sources import Endpoint, checked_host
 
 SOURCE_FILES = (
@@ -47,21 +48,12 @@ class AptSources(FactBase[dict[str, Any]]):
         )
 
     def process(self, output: list[str]) -> dict[str, Any]:
-        files: dict[str, list[str]] = {}
-        current: list[str] | None = None
-        proxies: dict[str, str] = {}
-        for line in output:
-            if line == self._marker:
-                current = None
-            elif line.startswith(self._marker + " "):
-                current = files.setdefault(line[len(self._marker) + 1 :], [])
-            elif current is not None:
-                current.append(line)
-            else:
-                match = _PROXY.match(line)
-                if match:
-                    proxies[match.group(1)] = match.group(2)
-        return {"files": {p: "\n".join(lines) for p, lines in files.items()}, "proxies": proxies}
+        files = sections(output, self._marker)
+        proxies = [_PROXY.match(line) for line in files.pop("", [])]  # after the bare marker
+        return {
+            "files": {p: "\n".join(lines) for p, lines in files.items()},
+            "proxies": {m.group(1): m.group(2) for m in proxies if m},
+        }
 
 
 # What bash prints when a connection fails, in words a user acts on.
