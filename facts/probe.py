@@ -173,8 +173,24 @@ def parse_gpu(raw: Mapping[str, Any]) -> dict[str, Any]:
     return gpu
 
 
+# The document's shape: what each member must be (host output is checked, never assumed).
+SHAPE = {"host": dict, "cgroup": dict, "disks": list, "shm": dict, "core_dumps": dict,
+         "engine": dict, "containers": list, "imports": list, "gpu": dict}  # fmt: skip
+
+
+def _shaped(document: Mapping[str, Any]) -> None:
+    """Refuse a document whose members are not the script's shapes (ValueError)."""
+    for key, kind in SHAPE.items():
+        value = document.get(key)
+        if value is not None and not isinstance(value, kind):
+            raise ValueError(f"probe member {key!r} is not a JSON {kind.__name__}")
+        if kind is list and any(not isinstance(item, dict) for item in value or []):
+            raise ValueError(f"probe member {key!r} holds something other than objects")
+
+
 def parse_probe(document: Mapping[str, Any]) -> dict[str, Any]:
     """Turn probe.sh's document into typed data: numbers as ints, embedded JSON parsed."""
+    _shaped(document)
     probe = dict(document)
     probe["cgroup"] = parse_cgroup(probe.get("cgroup") or {})
     containers = []

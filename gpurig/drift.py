@@ -41,8 +41,9 @@ from gpurig.spec import normalise
 PROBE_TIMEOUT = 120  # seconds for the whole command; engines and GPUs can be slow to answer
 
 
-# What odd host output raises while it is judged: that part becomes `state.unreadable`.
-ODD_OUTPUT = (Unreadable, KeyError, TypeError, ValueError, AttributeError)
+# What odd host output raises while it is judged (a parser's refusal): that part becomes
+# `state.unreadable`. A KeyError or TypeError is a bug in gpurig and fails its tests.
+ODD_OUTPUT = (Unreadable, ValueError)
 
 
 def drift_reads(spec: Mapping[str, Any]) -> list[Read]:
@@ -50,14 +51,14 @@ def drift_reads(spec: Mapping[str, Any]) -> list[Read]:
 
     def everything(read: Any) -> None:
         plan_host(spec, read)
-        read(Probe, **probe_kwargs(spec))
+        probe_of(spec, read)
 
     return required_reads(everything)
 
 
 def probe_reads(spec: Mapping[str, Any]) -> list[Read]:
-    """The probe's read alone: what onboarding judges before the host is converged."""
-    return required_reads(lambda read: read(Probe, **probe_kwargs(spec)))
+    """The probe's reads alone: what onboarding judges before the host is converged."""
+    return required_reads(lambda read: probe_of(spec, read))
 
 
 def _unreadable(what: str, exc: Exception) -> Finding:
@@ -71,15 +72,32 @@ def _unreadable(what: str, exc: Exception) -> Finding:
     )
 
 
-def probe_of(spec: Mapping[str, Any], read: Snapshot) -> dict[str, Any] | None:
-    """The probe's document with each declared container's inspect (from its one reader)."""
+def internal_error(exc: Exception) -> Finding:
+    """A bug in gpurig met while judging a host: said as ours, never as the host's output."""
+    return finding(
+        "gpurig.internal_error",
+        "error",
+        "gpurig failed while judging this host (a bug in gpurig, not in the host)",
+        "a report",
+        f"{type(exc).__name__}: {exc}"[:300],
+        "report it with `gpurig drift -v` output; the other hosts' reports are complete",
+    )
+
+
+def probe_of(spec: Mapping[str, Any], read: Any) -> dict[str, Any] | None:
+    """The probe's document with each declared container's inspect (from its one reader).
+    Every read is made by the spec alone, before anything read is looked at, so recording
+    this function lists all it needs (onboarding's snapshot holds exactly that)."""
     probe = read(Probe, **probe_kwargs(spec))
-    if not probe or probe.get("error") or spec["engine"] == "none":
+    inspects = {}
+    if spec["engine"] != "none":
+        inspects = {
+            name: read(ContainerInspect, engine=spec["engine"], container=name)
+            for name in spec["containers"]
+        }
+    if not probe or probe.get("error"):
         return probe
-    containers = [
-        {**c, "inspect": read(ContainerInspect, engine=spec["engine"], container=c["name"])}
-        for c in probe.get("containers") or []
-    ]
+    containers = [{**c, "inspect": inspects.get(c["name"])} for c in probe.get("containers") or []]
     return {**probe, "containers": containers}
 
 
@@ -224,8 +242,8 @@ def report(result: Probed) -> HostReport:
         spec = normalise(result.host.spec)
         findings = evaluate(spec, result.state)
         return HostReport(name, True, findings, fleet_facts(spec, result.state))
-    except Exception as exc:  # a guard for the fleet: this host's report says what broke
-        return HostReport(name, True, [_unreadable("evaluation", exc)])
+    except Exception as exc:  # a bug in gpurig: this host's report says so, the others go on
+        return HostReport(name, True, [internal_error(exc)])
 
 
 def run_drift(

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 import testinfra
 import yaml
-from support import Sandbox, gpurig
+from support import Sandbox, gpurig, host_spec
 
 from gpurig.converge import converge
 from gpurig.hostkeys import changed_message
@@ -243,3 +243,30 @@ def test_recreated_host_with_a_new_key_is_refused_everywhere(sandbox: Sandbox, t
     assert verdict.startswith(f"onboard failed at preflight: {message[:80]}")
     assert verdict.endswith(f"then: {shlex.join(onboard_argv(inventory, address))}")
     assert inventory.read_bytes() == before
+
+
+@pytest.mark.parametrize("engine", ["docker", "podman"])
+def test_onboard_into_a_group_with_a_container(sandbox: Sandbox, tmp_path: Path, engine: str):
+    """The README's shape: a group declaring an engine and a `train` container. Preflight
+    probes the declared container before the host is converged (it once raised KeyError)."""
+    rec = sandbox.state.hosts[HOST]
+    inventory = fresh_inventory(sandbox, tmp_path / "fleet.yaml")
+    document = yaml.safe_load(inventory.read_text())
+    spec = host_spec(engine, sandbox.state.images["train"])
+    spec["checks"] = document["groups"]["full"]["spec"]["checks"]
+    document["groups"]["train"] = {"spec": {**spec, "gpu": "absent"}}
+    inventory.write_text(yaml.safe_dump(document, sort_keys=False))
+    root_shell(sandbox).check_output("mkdir -p /srv/data")
+    state = tmp_path / "state"
+    argv = [a if a != "full" else "train" for a in onboard_argv(inventory, rec.address)[1:]]
+    proc = gpurig(*argv, env={"XDG_STATE_HOME": str(state)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stdout.strip().splitlines()[-1].startswith(f"onboard ok: {HOST} converged")
+    assert yaml.safe_load(inventory.read_text())["hosts"][HOST]["groups"] == ["train"]
+    running = root_shell(sandbox).check_output(
+        f"{engine} container inspect --format '{{{{.State.Running}}}}' train"
+    )
+    assert running == "true"
+    drift = gpurig("drift", str(inventory), "--limit", HOST, "--format", "json")
+    assert drift.returncode == 0, drift.stdout

@@ -112,3 +112,18 @@ def test_fleet_facts_come_from_the_same_read():
     facts = fleet_facts(SPEC, values)
     assert facts["kernel"] == os.uname().release
     assert facts["code"] == {"/srv/code": None} and facts["image"] == {"train": None}
+
+
+@pytest.mark.parametrize("engine", ["docker", "podman"])
+def test_the_probes_own_reads_hold_the_declared_containers_inspect(engine: str):
+    """Onboarding records only the probe's reads before converging: judging them must find
+    every read it makes (a spec with a container once raised KeyError in preflight)."""
+    from facts.gpurig_container import ContainerInspect
+    from gpurig.drift import probe_of, probe_reads
+
+    spec = normalise({**SPEC, "engine": engine, "podman_socket": engine == "podman"})
+    reads = probe_reads(spec)
+    assert (ContainerInspect, {"engine": engine, "container": "train"}) in reads
+    _, values = run_here(reads)
+    probe = probe_of(spec, Snapshot(values))
+    assert [c["name"] for c in probe["containers"]] == ["train"]

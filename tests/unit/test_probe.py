@@ -177,3 +177,21 @@ def test_process_reads_nvml_mismatch() -> None:
     text = read_fixture("driver_mismatch_nvml-570.124.txt")
     gpu = parse_probe({"gpu": {"nvidia_smi": True, "query": text, "compute_apps": text}})["gpu"]
     assert gpu["nvml_mismatch"] == "570.124"
+
+
+@pytest.mark.parametrize(
+    "document",
+    [{"host": []}, {"gpu": "x"}, {"containers": {"name": "train"}}, {"containers": ["train"]},
+     {"imports": [1]}, {"disks": "none"}],
+)  # fmt: skip
+def test_a_document_of_another_shape_is_unreadable_host_output(document: dict) -> None:
+    """Host output of another shape is the host's (state.unreadable), never a crash in the
+    judges that gpurig would report as its own bug."""
+    from facts.gpurig_host import HostState, Snapshot, Unreadable
+
+    fact = HostState()
+    fact.command(reads=[(Probe, {})])
+    marker = fact._marker
+    values = fact.process([f"{marker} 0", json.dumps(document)])
+    with pytest.raises(Unreadable, match="probe member"):
+        Snapshot(values)(Probe)
