@@ -122,15 +122,27 @@ class CoreFiles(FactBase[dict[str, int]]):
         }  # fmt: skip
 
 
+# The host's own python3 (root's, from the fixed PATH gpurig_host sets for root), isolated (-I:
+# no working directory, user site or PYTHON* variables on its path) and started in /, so no
+# file another account placed beside it is imported; environments are only read, never run.
+ISOLATED_PYTHON = "command -v python3 >/dev/null || exit 0\ncd / && python3 -I -c"
+
 # Reads setuptools' editable finders (MAPPING = {package: source dir}); a finder is stale
-# when none of its sources exists. Prints the finder and the .pth files that import it.
+# when none of its sources exists. Prints the finder and the .pth files that import it. Only
+# regular files are read, at most 1 MiB each (a FIFO or a huge file in a venv is skipped).
 _FINDERS = """\
 import ast, glob, os, sys
+def text(path):
+    if not os.path.isfile(path):
+        return ""
+    with open(path, errors="replace") as f:
+        return f.read(1 << 20)
 for venv in sys.argv[1:]:
-    pattern = os.path.join(venv, "lib", "python*", "site-packages", "__editable___*_finder.py")
+    pattern = os.path.join(glob.escape(venv), "lib", "python*", "site-packages",
+                           "__editable___*_finder.py")
     for finder in sorted(glob.glob(pattern)):
         mapping = {}
-        for node in ast.parse(open(finder).read()).body:
+        for node in ast.parse(text(finder)).body:
             target = getattr(node, "target", None) or (getattr(node, "targets", None) or [None])[0]
             if getattr(target, "id", None) == "MAPPING":
                 mapping = ast.literal_eval(node.value)
@@ -139,7 +151,7 @@ for venv in sys.argv[1:]:
         module = os.path.basename(finder)[:-3]
         site = os.path.dirname(finder)
         pths = [p for p in sorted(glob.glob(os.path.join(site, "__editable__.*.pth")))
-                if module in open(p).read()]
+                if module in text(p)]
         print("\\t".join([finder, *pths]))
 """
 
@@ -155,7 +167,7 @@ class EditableFinders(FactBase[dict[str, list[str]]]):
     def command(self, venvs: Sequence[str]) -> str:
         self._venvs = [v.rstrip("/") for v in venvs]  # process() keeps paths inside them
         args = " ".join(shlex.quote(v) for v in venvs)
-        return f"command -v python3 >/dev/null || exit 0\npython3 -c {shlex.quote(_FINDERS)} {args}"
+        return f"{ISOLATED_PYTHON} {shlex.quote(_FINDERS)} {args}"
 
     def process(self, output: list[str]) -> dict[str, list[str]]:
         return {
@@ -168,19 +180,32 @@ class EditableFinders(FactBase[dict[str, list[str]]]):
         }  # fmt: skip
 
 
+# When flashinfer was installed, for each python: the host's own python3 finds it on its path;
+# an environment's site-packages is searched without starting its interpreter (whose .pth
+# files its owner writes).
+_FLASHINFER = """\
+import glob, importlib.machinery, importlib.util, os, sys
+for python in sys.argv[1:]:
+    if python == "python3":
+        spec = importlib.util.find_spec("flashinfer")
+    else:
+        venv = os.path.dirname(os.path.dirname(python))
+        sites = glob.glob(os.path.join(glob.escape(venv), "lib", "python3*", "site-packages"))
+        spec = importlib.machinery.PathFinder.find_spec("flashinfer", sites)
+    if spec and spec.origin:
+        print("installed\\t%d\\t%s" % (os.path.getmtime(spec.origin), python))
+"""
+
+
 class FlashinferCache(FactBase[dict[str, Any]]):
     """`~/.cache/flashinfer` (its path, size in KiB and newest mtime) and when flashinfer was
-    installed for each of `pythons` that has it (the package's mtime)."""
+    installed for each of `pythons` (`VENV/bin/python`, or `python3`: the host's own)."""
 
     @staticmethod
     def default() -> dict[str, Any]:
         return {"cache": None, "installed": {}}
 
     def command(self, pythons: Sequence[str]) -> str:
-        spec = (
-            "import importlib.util as u, os; s = u.find_spec('flashinfer'); "
-            "print(int(os.path.getmtime(s.origin)) if s and s.origin else '')"
-        )
         return "\n".join(
             [
                 TAB,
@@ -188,11 +213,7 @@ class FlashinferCache(FactBase[dict[str, Any]]):
                 '[ -d "$c" ] || exit 0',
                 "newest=$(find \"$c\" -printf '%T@\\n' | sort -n | tail -n 1)",
                 'echo "cache${T}$c${T}$(du -sk "$c" | cut -f1)${T}${newest%.*}"',
-                f"for py in {' '.join(shlex.quote(p) for p in pythons)}; do",
-                '  command -v "$py" >/dev/null || continue',
-                f'  t=$("$py" -c {shlex.quote(spec)} 2>/dev/null)',
-                '  [ -n "$t" ] && echo "installed${T}$t${T}$py"',
-                "done",
+                f"{ISOLATED_PYTHON} {shlex.quote(_FLASHINFER)} {shlex.join(pythons)} 2>/dev/null",
                 "exit 0",
             ]
         )

@@ -46,18 +46,34 @@ def required_reads(plan: Callable[[Callable[..., Any]], object]) -> list[Read]:
     return list(recorder.reads.values())
 
 
+# Every line a section prints reaches us behind this prefix; a marker line never has it.
+PREFIX = "|"
+
+
+def section(marker: str, label: str, body: str) -> str:
+    """Shell printing `MARKER LABEL` (label: a shell word), then the body's output with every
+    line prefixed. No output can start a section, whatever it prints, even from someone who
+    read the marker's nonce in /proc (a file named after it once forged the probe)."""
+    return f"printf '\\n%s %s\\n' '{marker}' {label}\n(\n{body}\n) </dev/null | sed 's/^/{PREFIX}/'"
+
+
 def sections(output: list[str], marker: str) -> dict[str, list[str]]:
-    """Output split at lines `MARKER` or `MARKER LABEL` ({label or "": lines}; lines before the
-    first marker dropped). The marker carries a per-run nonce, so no file or tool output can
-    start a section by accident."""
+    """Output split at lines `MARKER` or `MARKER LABEL` ({label or "": lines}); only prefixed
+    lines are a section's (others, and lines before the first marker, are dropped)."""
     found: dict[str, list[str]] = {}
     current: list[str] | None = None
     for line in output:
-        if line == marker or line.startswith(f"{marker} "):
+        if line.startswith(PREFIX):
+            if current is not None:
+                current.append(line[len(PREFIX) :])
+        elif line == marker or line.startswith(f"{marker} "):
             current = found.setdefault(line[len(marker) + 1 :], [])
-        elif current is not None:
-            current.append(line)
     return found
+
+
+# Root reads with the system's own tools: no PATH entry another account could write (a SLURM
+# prolog has no PATH at all; a login's PATH may hold a user's directory).
+ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class HostState(FactBase[dict[str, Any]]):
@@ -75,10 +91,9 @@ class HostState(FactBase[dict[str, Any]]):
         self._marker = f"--gpurig-section-{secrets.token_hex(8)}"
         # Each fact's own instance parses its section: some keep what command() was given.
         self._facts = [(cls(), cls, kwargs) for cls, kwargs in reads]
-        parts = []
+        parts = [f'[ "$(id -u 2>/dev/null)" = 0 ] && PATH={ROOT_PATH} && export PATH']
         for index, (fact, _, kwargs) in enumerate(self._facts):
-            body = fact.command(**kwargs)
-            parts.append(f"printf '\\n%s\\n' '{self._marker} {index}'\n(\n{body}\n) </dev/null")
+            parts.append(section(self._marker, str(index), fact.command(**kwargs)))
         parts.append("exit 0")
         return "\n".join(parts)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from pyinfra.api import FactBase
 
-from facts.gpurig_host import sections
+from facts.gpurig_host import section, sections
 from gpurig.sources import Endpoint, checked_host
 
 SOURCE_FILES = (
@@ -37,14 +37,15 @@ class AptSources(FactBase[dict[str, Any]]):
 
     def command(self) -> str:
         self._marker = f"--gpurig-apt-{secrets.token_hex(8)}"
-        return (
-            f"for f in {SOURCE_FILES}; do\n"
-            f'  [ -f "$f" ] && printf \'%s %s\\n\' {self._marker} "$f" '
-            f'&& head -c {MAX_FILE_BYTES} "$f" && echo\n'
-            "done\n"
-            f"printf '%s\\n' {self._marker}\n"
+        proxies = (
             "command -v apt-config >/dev/null 2>&1 && apt-config dump 2>/dev/null"
             " | grep -E '^Acquire::https?::Proxy \"' || true"
+        )
+        read = f'head -c {MAX_FILE_BYTES} "$f"; echo'
+        return (
+            f"for f in {SOURCE_FILES}; do\n"
+            f'  [ -f "$f" ] || continue\n{section(self._marker, chr(34) + "$f" + chr(34), read)}\n'
+            f"done\n{section(self._marker, chr(34) + chr(34), proxies)}"
         )
 
     def process(self, output: list[str]) -> dict[str, Any]:

@@ -115,7 +115,8 @@ def parse_cgroup(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 def parse_imports(raw: Mapping[str, Any]) -> dict[str, Any]:
     """One environment's import report: parsed, or why not (None when its python is absent)."""
-    entry = {"checkout": raw.get("checkout"), "python": raw.get("python")}
+    entry = {"checkout": raw.get("checkout"), "python": raw.get("python"),
+             "run_as": _int(raw.get("run_as")), "refused": raw.get("refused") or None}  # fmt: skip
     report, error = None, None
     if raw.get("ran") is True and not raw.get("report"):
         error = "the environment's python printed nothing"

@@ -265,24 +265,72 @@ print(json.dumps({"python": sys.version.split()[0], "site": [real(p) for p in si
                   "stdlib": sorted({real(paths["stdlib"]), real(paths["platstdlib"])}),
                   "modules": modules}))'
 
+# Who can change a path: the owner of it and of every directory above it, one uid a line, or
+# "shared PATH" where a group or other users may write (or "unknown PATH" without stat).
+writers() {
+  p=$(readlink -f -- "$1" 2>/dev/null) || { printf 'unknown %s\n' "$1"; return; }
+  while :; do
+    info=$(stat -c '%u %a' -- "$p" 2>/dev/null) || { printf 'unknown %s\n' "$p"; return; }
+    case ${info#* } in *[2367]? | *[2367]) printf 'shared %s\n' "$p"; return ;; esac
+    printf '%s\n' "${info%% *}"
+    [ "$p" = / ] && return
+    p=${p%/*}
+    [ -n "$p" ] || p=/
+  done
+}
+
+# Who may run an environment's python: one account able to change all it executes (the
+# checkout, first on sys.path; the environment; the interpreter). This login when that is
+# root or itself; as root, the one other owner (setpriv drops to it); otherwise nobody: it
+# is not run, so a file another account planted never runs as root. Sets RUN_AS and REFUSED.
+import_runner() {
+  RUN_AS='' REFUSED='' others='' count=0
+  me=$(id -u 2>/dev/null) || { REFUSED='no id to tell who this login is'; return; }
+  for w in $(writers "$1"; writers "$2"; writers "$3"); do
+    case $w in
+      "shared "*) REFUSED="other accounts may write ${w#shared }"; return ;;
+      "unknown "*) REFUSED="cannot tell who may change ${w#unknown } (no readlink or stat)"; return ;;
+      0 | "$me") ;;
+      *) case " $others " in *" $w "*) ;; *) others="$others $w" count=$((count + 1)) ;; esac ;;
+    esac
+  done
+  others=${others# }
+  if [ "$count" = 0 ]; then return; fi
+  if [ "$count" -gt 1 ]; then REFUSED="owned by several accounts (uids $others)"; return; fi
+  if [ "$me" != 0 ]; then REFUSED="owned by uid $others, not by this login"; return; fi
+  have setpriv || { REFUSED="owned by uid $others and no setpriv to run it as that account"; return; }
+  RUN_AS=$others
+}
+
 section_imports() {
   open_arr imports
   for record in $IMPORTS; do
     checkout=${record%%"$TAB"*}
     rest=${record#*"$TAB"}
-    python=${rest%%"$TAB"*}/bin/python
+    venv=${rest%%"$TAB"*}
+    python=$venv/bin/python
     modules=${rest#*"$TAB"}
     item; open_obj
     kv_str checkout "$checkout"
     kv_str python "$python"
-    member ran; out=''
+    out='' RUN_AS='' REFUSED=''
     if [ -x "$python" ] && [ -d "$checkout" ]; then
-      printf true
+      import_runner "$checkout" "$venv" "$python"
       # shellcheck disable=SC2086  # the names are split on blanks (never globbed: set -f)
-      out=$(cd "$checkout" && IFS=' ' && bounded "$python" -c "$IMPORTS_PY" $modules 2>/dev/null </dev/null)
+      if [ -n "$REFUSED" ]; then :
+      elif [ -n "$RUN_AS" ]; then
+        gid=$(id -g "$RUN_AS" 2>/dev/null) || REFUSED="uid $RUN_AS has no account"
+        [ -z "$REFUSED" ] && out=$(cd "$checkout" && IFS=' ' && bounded setpriv --reuid="$RUN_AS" \
+          --regid="$gid" --clear-groups --reset-env "$python" -c "$IMPORTS_PY" $modules 2>/dev/null </dev/null)
+      else
+        out=$(cd "$checkout" && IFS=' ' && bounded "$python" -c "$IMPORTS_PY" $modules 2>/dev/null </dev/null)
+      fi
+      member ran; json_bool [ -z "$REFUSED" ]
     else
-      printf false
+      member ran; printf false
     fi
+    kv_str run_as "$RUN_AS"
+    kv_str refused "$REFUSED"
     kv_str report "$out"
     close_obj
   done

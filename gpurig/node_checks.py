@@ -121,6 +121,16 @@ def _imports(spec: Spec, probe: Probe) -> Iterator[Finding]:
     for path, repo in spec["repos"].items():
         wanted = (repo.get("python") or {}).get("imports") or []
         entry = by_checkout.get(path)
+        if wanted and entry and entry.get("refused"):
+            yield _finding(
+                "env.imports_unchecked",
+                f"the imports of {path} were not checked: gpurig runs an environment's python "
+                "only as the one account that can change it",
+                "the checkout and its environment changeable by one account",
+                entry["refused"],
+                f"{path} and {repo['python']['venv']}, and the directories above them",
+            )
+            continue
         if not wanted or not entry or (entry["report"] is None and entry["error"] is None):
             continue  # no environment to ask: repo.env reports it missing
         fix = (

@@ -5,9 +5,13 @@ and the session ends with one line saying what was tried and how it went.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -73,3 +77,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         if config.option.verbose > 0:
             for name, seconds in sorted(tally.refusal_times.items(), key=lambda i: -i[1]):
                 terminalreporter.write_line(f"  {seconds * 1000:8.1f} ms  {name}")
+
+
+@pytest.fixture
+def private_dir() -> Iterator[Path]:
+    """A directory that only root may change, nor any directory above it: the probe runs an
+    environment's python only there (pytest's tmp_path lies under /tmp, which anyone writes)."""
+    top = Path(tempfile.mkdtemp(prefix="gpurig-test-", dir="/srv" if os.geteuid() == 0 else None))
+    top.chmod(0o755)
+    yield top
+    shutil.rmtree(top)

@@ -31,19 +31,25 @@ FIXTURES = Path(__file__).parents[1] / "fixtures" / "code"
 GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@t"]
 
 
-def sh(command: str, env: dict[str, str] | None = None) -> str:
+def sh(command: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
     proc = subprocess.run(
-        ["sh", "-c", command], capture_output=True, text=True, env={**os.environ, **(env or {})}
+        ["sh", "-c", command],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
     )
     assert proc.returncode == 0, f"{command}\n{proc.stderr}"
     return proc.stdout
 
 
-def fact(cls: type, env: dict[str, str] | None = None, **kwargs: Any) -> Any:
+def fact(
+    cls: type, env: dict[str, str] | None = None, cwd: Path | None = None, **kwargs: Any
+) -> Any:
     """The fact's command run here, its output through process(), or default() when there is
     none: what pyinfra does."""
     instance = cls()
-    lines = sh(instance.command(**kwargs), env).splitlines()
+    lines = sh(instance.command(**kwargs), env, cwd).splitlines()
     return instance.process(lines) if lines else instance.default()
 
 
@@ -305,17 +311,35 @@ def test_flashinfer_cache_older_than_the_package_is_stale(tmp_path: Path):
     os.utime(cache / "kernel.so", (1000, 1000))
     os.utime(cache, (1000, 1000))
     os.utime(cache.parent, (1000, 1000))
-    package = tmp_path / "site" / "flashinfer"
+    venv = tmp_path / "venv"
+    package = venv / "lib" / "python3.11" / "site-packages" / "flashinfer"
     package.mkdir(parents=True)
     (package / "__init__.py").write_text("")
-    env = {"HOME": str(tmp_path / "home"), "PYTHONPATH": str(tmp_path / "site")}
-    found = fact(FlashinferCache, env=env, pythons=["python3"])
+    # The environment's interpreter is never started: a .pth file there would run code.
+    (package.parent / "boom.pth").write_text(f"import os; os.mkdir({str(tmp_path / 'ran')!r})\n")
+    pythons = [f"{venv}/bin/python", "python3"]
+    # PYTHONPATH is ignored (python3 -I): it could name a directory another account writes.
+    env = {"HOME": str(tmp_path / "home"), "PYTHONPATH": str(package.parent)}
+    found = fact(FlashinferCache, env=env, pythons=pythons)
     assert found["cache"]["path"] == str(cache.parent) and found["cache"]["mtime"] == 1000
-    assert found["installed"]["python3"] > 1000
+    assert found["installed"] == {f"{venv}/bin/python": found["installed"][pythons[0]]}
+    assert found["installed"][pythons[0]] > 1000
     assert cleanup_plan.flashinfer_stale(found)
     os.utime(package / "__init__.py", (500, 500))
-    assert not cleanup_plan.flashinfer_stale(fact(FlashinferCache, env=env, pythons=["python3"]))
-    assert fact(FlashinferCache, env={"HOME": str(tmp_path)}, pythons=["python3"])["cache"] is None
+    assert not cleanup_plan.flashinfer_stale(fact(FlashinferCache, env=env, pythons=pythons))
+    assert fact(FlashinferCache, env={"HOME": str(tmp_path)}, pythons=pythons)["cache"] is None
+    assert not (tmp_path / "ran").exists()
+
+
+def test_python_facts_never_import_from_the_working_directory(tmp_path: Path):
+    """A glob.py (or any module the facts' python imports) where the shell stands never runs."""
+    for module in ("glob", "ast", "importlib"):
+        (tmp_path / f"{module}.py").write_text(f"import os; os.mkdir({str(tmp_path / 'ran')!r})\n")
+    (tmp_path / "home" / ".cache" / "flashinfer").mkdir(parents=True)
+    env = {"HOME": str(tmp_path / "home")}
+    fact(EditableFinders, env=env, cwd=tmp_path, venvs=[str(tmp_path / "venv")])
+    fact(FlashinferCache, env=env, cwd=tmp_path, pythons=["python3"])
+    assert not (tmp_path / "ran").exists()
 
 
 def test_ray_sessions_fact_sees_live_ray_and_the_latest_session():

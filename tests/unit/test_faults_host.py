@@ -128,7 +128,7 @@ def test_odd_output_in_one_section_spoils_only_its_concern(faults: Any):
     lines = out.stdout.splitlines()
     probe_marker = next(i for i, (cls, _) in enumerate(reads) if cls is Probe)
     at = lines.index(f"{fact._marker} {probe_marker}")
-    lines[at + 1] = '{"host": [Unknown Error]' + "\x1b]8;;http://x\x07"
+    lines[at + 1] = '|{"host": [Unknown Error]' + "\x1b]8;;http://x\x07"
     faults.injected += 1
     values = fact.process(lines)
     probe_key = read_key(Probe, reads[probe_marker][1])

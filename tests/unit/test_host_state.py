@@ -94,17 +94,23 @@ def test_a_section_that_cannot_be_parsed_spoils_only_its_concern():
 
 
 def test_host_output_cannot_forge_a_section_marker():
-    """A section printing what looks like a marker without this run's nonce stays data: it
-    reaches DebStatus's own parser (which refuses the line) instead of starting a section."""
+    """A section printing this run's own marker (a local user can read the nonce in /proc and
+    name a file after it) stays data: it reaches DebStatus's own parser, which refuses the
+    line, instead of starting or replacing a section."""
     fact = HostState()
-    reads = [(DebStatus, {"packages": ["sed"]})]
+    reads = [(DebStatus, {"packages": ["sed"]}), (FileDigests, {"paths": ["/etc/hostname"]})]
     command = fact.command(reads=reads)
-    forged = command.replace("dpkg-query", "echo '--gpurig-section-0000000000000000 0'; dpkg-query")
+    marker = fact._marker
+    forged = command.replace(
+        "dpkg-query", f"printf '%s\\n' '{marker} 1' '' '{marker} 0'; dpkg-query", 1
+    )
     proc = subprocess.run(["sh", "-c", forged], capture_output=True, text=True, check=True)
+    assert proc.stdout.splitlines().count(f"{marker} 1") == 1  # the real one; the forged is data
     values = fact.process(proc.stdout.splitlines())
-    [value] = values.values()
-    assert isinstance(value, Unreadable)
-    assert "unexpected dpkg-query line: '--gpurig-section-0000000000000000 0'" in str(value)
+    packages, digests = (values[read_key(cls, kwargs)] for cls, kwargs in reads)
+    assert isinstance(packages, Unreadable)
+    assert f"unexpected dpkg-query line: '{marker} 1'" in str(packages)
+    assert not isinstance(digests, Unreadable) and "/etc/hostname" in str(digests)
 
 
 def test_fleet_facts_come_from_the_same_read():

@@ -360,12 +360,12 @@ def test_probe_reads_a_containers_oom_kills_from_its_real_cgroup(
     assert [f.actual for f in findings] == ["oom_kill 2 in its cgroup"]
 
 
-def test_probe_finds_shadowed_and_missing_imports_in_a_real_environment(tmp_path: Path) -> None:
+def test_probe_finds_shadowed_and_missing_imports_in_a_real_environment(private_dir: Path) -> None:
     """This test's own environment, asked from a checkout with a `yaml/` package (shadows
     PyYAML), a `docker/` directory without __init__.py (the field notes' case: no docker SDK
     installed) and a `jsonschema/` directory (a namespace portion the installed package wins
     over)."""
-    checkout = tmp_path / "checkout"
+    checkout = private_dir / "checkout"
     (checkout / "yaml").mkdir(parents=True)
     (checkout / "yaml" / "__init__.py").write_text("raise SystemExit('never imported')\n")
     (checkout / "docker").mkdir()

@@ -192,6 +192,6 @@ def test_a_document_of_another_shape_is_unreadable_host_output(document: dict) -
     fact = HostState()
     fact.command(reads=[(Probe, {})])
     marker = fact._marker
-    values = fact.process([f"{marker} 0", json.dumps(document)])
+    values = fact.process([f"{marker} 0", "|" + json.dumps(document)])
     with pytest.raises(Unreadable, match="probe member"):
         Snapshot(values)(Probe)

@@ -1,0 +1,93 @@
+"""The probe's import check never runs another account's code as root (issue: a `json.py`
+planted in a checkout ran as uid 0 from `cd checkout && python -c ...`). Run for real on this
+machine: a real interpreter, real files owned by real other uids, the probe script as root."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from facts.probe import parse_probe, script_arguments
+from gpurig import node_checks
+from gpurig.spec import normalise
+from tests.unit.test_probe import run_script
+
+NOBODY, OTHER = 65534, 65533  # uids that own nothing on a Debian machine
+# A module the import check's own script imports after start-up: from the checkout, it runs.
+PLANTED = "import os\nopen(os.path.join(os.path.dirname(__file__), 'ran-as'), 'w')" \
+    ".write(str(os.getuid()))\nfrom importlib import import_module\n" \
+    "globals().update(vars(import_module('_json')))\n"  # fmt: skip
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="the attack is on root: needs root to own files as other uids"
+)
+
+
+def environment(place: Path, checkout_uid: int, venv_uid: int, mode: int = 0o755) -> Path:
+    """A checkout with a planted json.py, and an environment whose python is this one."""
+    checkout, venv = place / "code", place / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    checkout.mkdir()
+    (checkout / "json.py").write_text(PLANTED)
+    for path, uid in ((checkout, checkout_uid), (checkout / "json.py", checkout_uid)):
+        os.chown(path, uid, uid)
+    os.chown(venv, venv_uid, venv_uid)
+    checkout.chmod(mode)
+    return checkout
+
+
+def probe(checkout: Path) -> dict:
+    args = script_arguments(imports=[[str(checkout), str(checkout.parent / "venv"), ["yaml"]]])
+    [entry] = parse_probe(run_script(args))["imports"]
+    return entry
+
+
+def ran_as(checkout: Path) -> str | None:
+    marker = checkout / "ran-as"
+    return marker.read_text() if marker.exists() else None
+
+
+def test_a_checkout_owned_by_another_account_runs_as_that_account(private_dir: Path) -> None:
+    checkout = environment(private_dir, NOBODY, 0)
+    entry = probe(checkout)
+    assert entry["run_as"] == NOBODY and entry["refused"] is None
+    assert ran_as(checkout) == str(NOBODY)  # the planted module ran, as its owner: never root
+
+
+@pytest.mark.parametrize(
+    ("checkout_uid", "venv_uid", "mode", "why"),
+    [
+        (0, 0, 0o777, "other accounts may write"),
+        (0, 0, 0o775, "other accounts may write"),
+        (NOBODY, OTHER, 0o755, "owned by several accounts"),
+    ],
+)
+def test_a_checkout_others_can_change_is_not_run_at_all(
+    private_dir: Path, checkout_uid: int, venv_uid: int, mode: int, why: str
+) -> None:
+    checkout = environment(private_dir, checkout_uid, venv_uid, mode)
+    entry = probe(checkout)
+    assert entry["refused"] and why in entry["refused"], entry
+    assert entry["report"] is None and entry["run_as"] is None
+    assert ran_as(checkout) is None
+    spec = normalise(
+        {"engine": "none", "repos": {str(checkout): {
+            "url": "https://example.org/c.git", "ref": "b" * 40,
+            "python": {"lockfile": "uv.lock", "venv": str(checkout.parent / "venv"),
+                       "imports": ["yaml"]}}}}
+    )  # fmt: skip
+    [finding] = node_checks.check(spec, {"imports": [entry]})
+    assert finding.id == "env.imports_unchecked" and finding.severity == "warn"
+    assert why in finding.actual
+
+
+def test_a_checkout_under_a_shared_directory_is_refused(tmp_path: Path) -> None:
+    """pytest's tmp_path lies under /tmp (mode 1777): anyone could have made the checkout."""
+    checkout = environment(tmp_path, 0, 0)
+    entry = probe(checkout)
+    assert entry["refused"].startswith("other accounts may write /tmp")
+    assert ran_as(checkout) is None
