@@ -133,6 +133,7 @@ def drift(
 
     With --local, check the machine this runs on (a SLURM prolog, a pod's start script, a CI
     job) as host NAME of INVENTORY (--as NAME) or as the spec in a file (--spec FILE).
+
     --textfile DIR writes the results for Prometheus (node_exporter's textfile collector): one
     file per node with --local, one file with a `host` label per host from a controller."""
     import platform

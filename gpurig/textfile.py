@@ -94,22 +94,22 @@ def families(
         ),
         Family(
             "gpurig_drift_findings_by_severity",
-            "Findings of this severity in the last gpurig drift run.",
+            "Findings of this severity in the last drift run.",
             tuple(per_severity),
         ),
         Family(
             "gpurig_drift_last_run_success",
-            "1 if the last gpurig drift run read and judged the host, 0 if it could not.",
+            "1 if the last drift run read and judged the host, 0 if it could not.",
             tuple(success),
         ),
         Family(
             "gpurig_drift_last_run_timestamp_seconds",
-            "When the last gpurig drift run finished, in seconds since the Unix epoch.",
+            "When the last drift run finished, in seconds since the Unix epoch.",
             (({}, round(finished, 3)),),
         ),
         Family(
             "gpurig_drift_last_run_duration_seconds",
-            "How long the last gpurig drift run took, reading and judging every host.",
+            "How long the last drift run took, reading and judging every host.",
             (({}, round(duration, 3)),),
         ),
         Family(

@@ -133,8 +133,8 @@ def test_controller_textfile_labels_each_fleet_host(
     sandbox: Sandbox, tmp_path: Path, exporter: Exporter
 ) -> None:
     specs = {
-        "fleet-1": {"engine": "none", "core_dumps": "enabled", "packages": [ABSENT]},
-        "fleet-2": {"engine": "none", "core_dumps": "enabled", "packages": ["dpkg"]},
+        "fleet-001": {"engine": "none", "core_dumps": "enabled", "packages": [ABSENT]},
+        "fleet-002": {"engine": "none", "core_dumps": "enabled", "packages": ["dpkg"]},
     }
     inventory = write_inventory(sandbox, tmp_path / "inventory.yaml", specs)
     limits = [arg for name in specs for arg in ("--limit", name)]
@@ -142,8 +142,8 @@ def test_controller_textfile_labels_each_fleet_host(
     assert proc.returncode == 1, proc.stdout + proc.stderr
     series = scrape(exporter)
     assert series["node_textfile_scrape_error", ()] == 0
-    assert finding(series, "packages.missing", host="fleet-1") == 1
-    assert finding(series, "packages.missing", host="fleet-2") == 0
+    assert finding(series, "packages.missing", host="fleet-001") == 1
+    assert finding(series, "packages.missing", host="fleet-002") == 0
     for name in specs:
         assert series["gpurig_drift_last_run_success", (("host", name),)] == 1
     assert series["gpurig_drift_last_run_duration_seconds", ()] > 0
