@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import time
 from pathlib import Path
 from typing import ClassVar, TextIO
 
@@ -112,6 +113,12 @@ def validate(inventories: tuple[str, ...]) -> None:
 )
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--output", type=click.File("w", encoding="utf-8"), help="Write here, not stdout.")
+@click.option(
+    "--textfile",
+    type=click.Path(exists=True, file_okay=False, writable=True, path_type=Path),
+    metavar="DIR",
+    help="Also write DIR/gpurig_drift.prom for node_exporter's textfile collector.",
+)
 def drift(
     inventory: str | None,
     limits: tuple[str, ...],
@@ -120,11 +127,15 @@ def drift(
     spec_file: str | None,
     fmt: str,
     output: TextIO | None,
+    textfile: Path | None,
 ) -> None:
     """Check hosts read-only against their spec: exit 0 clean, 1 drift, 2 invalid input.
 
     With --local, check the machine this runs on (a SLURM prolog, a pod's start script, a CI
-    job) as host NAME of INVENTORY (--as NAME) or as the spec in a file (--spec FILE)."""
+    job) as host NAME of INVENTORY (--as NAME) or as the spec in a file (--spec FILE).
+
+    --textfile DIR writes the results for Prometheus (node_exporter's textfile collector): one
+    file per node with --local, one file with a `host` label per host from a controller."""
     import platform
 
     from gpurig.inventory import InventoryError, load_inventory, load_spec_file
@@ -149,12 +160,22 @@ def drift(
     from gpurig.pyinfra_inventory import cache_dir
     from gpurig.report import exit_code, render
 
+    started = time.monotonic()
     if local:
         reports = [drift_local(selected[0])]
     else:
         reports = run_drift(selected, cache_dir(), progress_stream())
+    duration = time.monotonic() - started
     stream = output or sys.stdout
     stream.write(render(reports, fmt, colour=output is None and stream.isatty()))
+    if textfile is not None:
+        from gpurig import textfile as prom
+
+        try:
+            prom.write(textfile, prom.render(reports, time.time(), duration, host_label=not local))
+        except OSError as exc:
+            click.echo(f"gpurig drift: --textfile {textfile}: {exc.strerror or exc}", err=True)
+            raise SystemExit(1) from None
     raise SystemExit(exit_code(reports))
 
 
