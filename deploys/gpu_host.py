@@ -19,6 +19,7 @@ from deploys.nvidia_toolkit import nvidia_toolkit
 from deploys.packages import packages
 from deploys.repos import repos
 from deploys.secrets import secrets
+from facts.gpurig_host import Unreadable
 from gpurig.plans import converge_reads
 
 spec = host.data.get("spec")  # normalised when the inventory was loaded (gpurig.spec)
@@ -26,18 +27,22 @@ allow = str(host.data.get("allow_recreate", "")).lower() in ("1", "true", "yes")
 busy = lock.hold()
 if busy:
     refuse(name="One converge at a time", reason=busy)
-snapshot.load(converge_reads(spec, allow))
+try:
+    snapshot.load(converge_reads(spec, allow))
 
-# Secrets first: their sources are checked before anything on the host changes. Code and
-# its environments, then the engine and compose, the driver held before the toolkit; cleanup
-# runs last before containers start, so nothing launched by this run is mistaken for a leftover.
-secrets(spec)
-packages(spec)
-core_dumps(spec)
-repos(spec)
-engine(spec)
-compose(spec)
-driver(spec)
-nvidia_toolkit(spec)
-cleanup(spec)
-containers(spec, allow)
+    # Secrets first: their sources are checked before anything on the host changes. Code and
+    # its environments, then the engine and compose, the driver held before the toolkit;
+    # cleanup runs last before containers start, so nothing launched by this run is mistaken
+    # for a leftover.
+    secrets(spec)
+    packages(spec)
+    core_dumps(spec)
+    repos(spec)
+    engine(spec)
+    compose(spec)
+    driver(spec)
+    nvidia_toolkit(spec)
+    cleanup(spec)
+    containers(spec, allow)
+except Unreadable as exc:  # what this host printed: it fails alone (raised, it stops every host)
+    refuse(name="Read the host", reason=f"the host's output could not be read: {exc}")

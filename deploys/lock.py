@@ -1,18 +1,56 @@
 """One converge at a time per host. The lock is a `flock` on the host held by a command on
 its own SSH channel for as long as this converge is connected: when the run ends, or the
 machine running it dies or loses the network, sshd ends the session and the lock goes with it,
-so a killed converge never leaves a stale lock behind."""
+so a killed converge never leaves a stale lock behind.
+
+The host's answer is untrusted and may never come: it is read as bytes, at most one short
+line, within a timeout; whatever goes wrong refuses this host alone (an exception here would
+stop pyinfra's whole run)."""
 
 from __future__ import annotations
 
 import shlex
 
+from paramiko.ssh_exception import SSHException
 from pyinfra import host
 
-LOCK = "/run/gpurig-converge.lock"
+# In a directory only root may enter: any local user could otherwise hold the lock.
+LOCK_DIR = "/run/gpurig"
+LOCK = f"{LOCK_DIR}/converge.lock"
+# A login without root or sudo (user scope) locks its own runs only, in a directory it owns.
+USER_LOCK = '"${XDG_RUNTIME_DIR:-$HOME/.cache}/gpurig/converge.lock"'
 BUSY = 75  # flock -E: the lock is held by another converge
+TIMEOUT = 30  # seconds for the host to answer
+HELD = b"held"
 # By host name: the channels must outlive the deploy file's run, until pyinfra disconnects.
 _HELD: dict[str, object] = {}
+
+
+def lock_command(as_root: bool, sudo: bool) -> str:
+    """The command that takes the lock, says `held`, and keeps it until its stdin closes."""
+    hold = f"flock -n -E {BUSY} \"$lock\" sh -c 'echo held; exec cat >/dev/null'"
+    if as_root:
+        script = (
+            f"umask 077 && mkdir -p {LOCK_DIR} && chmod 700 {LOCK_DIR} && lock={LOCK} && {hold}"
+        )
+    else:
+        script = f'umask 077 && lock={USER_LOCK} && mkdir -p "${{lock%/*}}" && {hold}'
+    return f"{'sudo -n ' if sudo else ''}sh -c {shlex.quote(script)}"
+
+
+def first_line(channel: object, limit: int = 64) -> bytes | None:
+    """The first line the channel prints (at most `limit` bytes), or None if it closed or
+    stayed silent for TIMEOUT seconds."""
+    data = b""
+    try:
+        while b"\n" not in data and len(data) < limit:
+            chunk = channel.recv(limit - len(data))  # type: ignore[attr-defined]
+            if not chunk:
+                return None
+            data += chunk
+    except TimeoutError:  # socket.timeout, raised by a channel with a timeout
+        return None
+    return data.split(b"\n", 1)[0].strip()
 
 
 def hold() -> str | None:
@@ -21,16 +59,26 @@ def hold() -> str | None:
     client = getattr(host.connector, "client", None)
     if client is None or host.name in _HELD:
         return None
-    sudo = "" if host.data.get("ssh_user") in (None, "root") else "sudo -n "
-    command = f"{sudo}flock -n -E {BUSY} {shlex.quote(LOCK)} sh -c 'echo held; exec cat >/dev/null'"
-    channel = client.get_transport().open_session()
-    channel.exec_command(command)
-    answer = channel.makefile("r").readline().strip()
-    if answer == "held":
-        _HELD[host.name] = channel
-        return None
-    status = channel.recv_exit_status()
-    channel.close()
+    sudo = bool(host.data.get("_sudo"))
+    as_root = sudo or host.data.get("ssh_user") in (None, "root")
+    where = LOCK if as_root else "the login's own converge lock"
+    try:
+        channel = client.get_transport().open_session(timeout=TIMEOUT)
+        channel.settimeout(TIMEOUT)
+        channel.exec_command(lock_command(as_root, sudo))
+        answer = first_line(channel)
+        if answer == HELD:
+            _HELD[host.name] = channel
+            return None
+        status = channel.exit_status if channel.status_event.wait(TIMEOUT) else None
+        channel.close()
+    except (OSError, EOFError, SSHException) as exc:
+        return f"could not take the converge lock {where}: {exc or type(exc).__name__}"
     if status == BUSY:
-        return f"another converge is running on this host (it holds {LOCK}); try again when it ends"
-    return f"could not take the converge lock {LOCK} (exit {status}; is flock installed?)"
+        return (
+            f"another converge is running on this host (it holds {where}); try again when it ends"
+        )
+    if answer is None and status is None:
+        return f"could not take the converge lock {where}: no answer within {TIMEOUT} s"
+    said = (answer or b"").decode("utf-8", "replace")[:40]
+    return f"could not take the converge lock {where} (exit {status}, said {said!r}; flock?)"

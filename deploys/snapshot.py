@@ -16,9 +16,14 @@ from facts.gpurig_host import HostState, Read, Snapshot
 _SNAPSHOTS: dict[str, Snapshot] = {}
 
 
+# Seconds for the whole read: a host that stops answering fails alone, as in drift.
+TIMEOUT = 120
+
+
 def load(reads: Sequence[Read]) -> None:
     """Read every fact in `reads` with one remote command."""
-    _SNAPSHOTS[host.name] = Snapshot(host.get_fact(HostState, reads=list(reads)))
+    state = host.get_fact(HostState, reads=list(reads), _timeout=TIMEOUT)
+    _SNAPSHOTS[host.name] = Snapshot(state)
 
 
 def read(cls: type[FactBase], **kwargs: Any) -> Any:

@@ -22,7 +22,8 @@ Spec = Mapping[str, Any]
 
 # Every id a check can carry (tests check each one has a case that makes it fire).
 CHECK_IDS = (
-    "host.unreachable", "host.key_changed", "host.not_root", "probe.failed", "state.unreadable",
+    "host.unreachable", "host.key_changed", "host.sudo_password", "host.not_root",
+    "probe.failed", "state.unreadable",
     "core_dumps.login_shell", "disk.free", "disk.inodes", "shm.size", "engine.api",
     "container.restarting", "gpu.missing", "gpu.unexpected", "compat.kernel_module",
     "compat.driver_cuda", "compat.torch_arch", "gpu.throttle", "gpu.ecc",
@@ -51,6 +52,27 @@ def unreachable(error: str) -> Finding:
         "SSH connection",
         error,
         "check the host is up, its address, port and key, and that its host key is recorded",
+    )
+
+
+def sudo_refused_message(host_name: str) -> str:
+    """What to tell the operator when a host's sudo asked for a password."""
+    return (
+        f"{host_name}: sudo asks this login for a password; gpurig never sends one (log in as "
+        "root, give the login passwordless sudo, or declare `scope: user` to manage only what "
+        "the login owns)"
+    )
+
+
+def sudo_password(name: str) -> Finding:
+    """The finding for a login whose sudo asks for a password (never sent: pyinfra_guard)."""
+    return finding(
+        "host.sudo_password",
+        "error",
+        sudo_refused_message(name),
+        "root, passwordless sudo, or `scope: user`",
+        "sudo: a password is required",
+        "log in as root, give the login passwordless sudo, or declare `scope: user` in its spec",
     )
 
 

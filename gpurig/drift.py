@@ -26,7 +26,8 @@ from facts.gpurig_host import HostState, Read, Snapshot, Unreadable, required_re
 from facts.gpurig_packages import DebStatus
 from facts.gpurig_repo import RepoState
 from facts.probe import Probe, probe_kwargs
-from gpurig.checks import check, finding, key_changed, unreachable
+from gpurig import pyinfra_guard
+from gpurig.checks import check, finding, key_changed, sudo_password, unreachable
 from gpurig.compat import Finding
 from gpurig.container import running_image
 from gpurig.hostkeys import is_mismatch
@@ -155,8 +156,15 @@ class Probed:
     connect_error: str | None = None
 
 
+# The read's error for a login whose sudo asked for a password (never sent).
+SUDO_PASSWORD = "sudo: a password is required"
+
+
 def connect_failure(host: Host, error: str) -> Finding:
-    """`host.key_changed` when the recorded host key was refused, else `host.unreachable`."""
+    """`host.key_changed` when the recorded host key was refused, `host.sudo_password` when
+    sudo asked for a password, else `host.unreachable`."""
+    if error == SUDO_PASSWORD:
+        return sudo_password(host.name)
     return key_changed(host.name, host.source, error) if is_mismatch(error) else unreachable(error)
 
 
@@ -181,6 +189,8 @@ def _read_host(
             _ignore_errors=True,
             **arguments,
         )
+        if host.connector_data.get(pyinfra_guard.SUDO_REFUSED):
+            return None, SUDO_PASSWORD
         if then is not None:
             state = then(host, state)
     except (OSError, EOFError) as exc:  # the host died mid-command: its failure only
@@ -190,8 +200,10 @@ def _read_host(
     return state, None
 
 
-def _quiet_pyinfra() -> None:
-    """pyinfra and paramiko log connection and fact errors themselves; they are findings here."""
+def _prepare_pyinfra() -> None:
+    """gpurig's guards on pyinfra's run (pyinfra_guard); pyinfra and paramiko log connection
+    and fact errors themselves, and they are findings here."""
+    pyinfra_guard.install()
     for name in ("pyinfra", "paramiko"):
         logging.getLogger(name).addHandler(logging.NullHandler())
         logging.getLogger(name).propagate = False
@@ -212,7 +224,7 @@ def probe_hosts(
     # open-files limit allows). All hosts at once made 300 key exchanges queue for one
     # process's CPU: 61 of 300 hosts at 150 ms failed them ("No existing session").
     state = State(inventory, Config())
-    _quiet_pyinfra()
+    _prepare_pyinfra()
 
     def probe(host: Host) -> Probed:
         pyinfra_host = inventory.get_host(host.name)
@@ -286,7 +298,7 @@ def drift_local(host: Host) -> HostReport:
     `run_drift`, run by pyinfra's @local connector (sh in a subprocess, no SSH)."""
     inventory = Inventory((["@local"], {}))
     State(inventory, Config())
-    _quiet_pyinfra()
+    _prepare_pyinfra()
     sudo = local_sudo()
     reads = drift_reads(normalise(host.spec))
     result = report(Probed(host, *_read_host(inventory.get_host("@local"), reads, sudo)))

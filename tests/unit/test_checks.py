@@ -193,6 +193,7 @@ CASES: dict[str, Mutation] = {
 SEPARATE = {
     "host.unreachable",
     "host.key_changed",
+    "host.sudo_password",  # test_pyinfra_guard.py and integration/test_hostile_hosts.py
     "host.not_root",
     "probe.failed",
     "state.unreadable",
