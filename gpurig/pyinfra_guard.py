@@ -1,7 +1,8 @@
 """What gpurig changes in pyinfra 3.10's run, so one host cannot stop the others or reach the
 operator. Installed by inventory.py (every converge) and by drift, onboarding and `up`.
 
-- A host that dies in the middle of an operation fails alone. pyinfra catches OSError and
+- A host that dies in the middle of an operation, or whose output an operation cannot read,
+  fails alone. pyinfra catches OSError and
   SSHException around each shell command, but not what a host dying inside a file upload
   raises: paramiko's EOFError, or pyinfra's own ConnectError when the SFTP channel cannot open.
   It escapes the host's greenlet and `greenlet.get()` re-raises it for the whole run.
@@ -27,6 +28,7 @@ from pyinfra.api import operations
 from pyinfra.api.exceptions import ConnectError
 from pyinfra.connectors import local, ssh, util
 
+from facts.gpurig_host import Unreadable
 from gpurig.checks import sudo_refused_message
 
 # The lines sudo prints when it would have to ask (pyinfra's own list).
@@ -44,6 +46,14 @@ def _guard_operations() -> None:
     def guarded(state: Any, host: Any, op_hash: str) -> bool:
         try:
             return run(state, host, op_hash)
+        except Unreadable as exc:  # an operation read what the host printed, and it was odd
+            host.log_styled(
+                f"the host's output could not be read ({exc}); this host stops here, the "
+                "others go on",
+                fg="red",
+                log_func=logger.error,
+            )
+            return False
         except (EOFError, ConnectError, SSHException, OSError) as exc:
             host.log_styled(
                 f"connection lost in the middle of an operation ({exc or 'EOF'}); this host "
