@@ -198,7 +198,7 @@ def _tally(profiles: Iterable[str]) -> str:
 def _mig_slices(declared: Sequence[Mapping[str, Any]], gpu: Gpu) -> Iterator[Finding]:
     """The node's MIG slices, counted by profile, against gpu_expect.mig_slices (a profile
     listed twice counts twice)."""
-    wanted = Counter({d["profile"]: 0 for d in declared})
+    wanted: Counter[str] = Counter()
     for entry in declared:
         wanted[entry["profile"]] += entry["count"]
     expected = _tally(wanted.elements())
