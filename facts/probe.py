@@ -11,6 +11,7 @@ import json
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +136,7 @@ def parse_gpu(raw: Mapping[str, Any]) -> dict[str, Any]:
         "ecc_uncorrectable": (raw.get("smi_xml"), gpu_parse.parse_ecc_uncorrectable),
         "health": (raw.get("smi_xml"), gpu_parse.parse_health_xml),
         "container_cli": (raw.get("container_cli"), gpu_parse.parse_container_cli_info),
+        "listing": (raw.get("listing"), gpu_parse.parse_smi_list),
     }
     for key, (text, parser) in parsers.items():
         gpu[key], gpu[f"{key}_error"] = None, None
@@ -145,8 +147,9 @@ def parse_gpu(raw: Mapping[str, Any]) -> dict[str, Any]:
                 gpu[f"{key}_error"] = str(exc)
             else:
                 gpu[key] = vars(value) if key == "kernel_module" else value
-    if gpu["health"] is not None:
-        gpu["health"] = [vars(g) for g in gpu["health"]]
+    for key in ("health", "listing"):
+        if gpu[key] is not None:
+            gpu[key] = [asdict(g) for g in gpu[key]]
     gpu["kernel_module_l4t"] = bool(gpu["kernel_module"]) and gpu_parse.is_l4t_module(
         gpu_parse.KernelModule(**gpu["kernel_module"]), raw.get("proc_version") or ""
     )

@@ -341,10 +341,12 @@ section_gpu() {
   open_obj gpu
   member nvidia_smi; json_bool have nvidia-smi
   kv_str proc_version "$(read_file /proc/driver/nvidia/version)"
-  query='' apps='' xml='' nvlink=''
+  query='' apps='' xml='' nvlink='' listing=''
   if have nvidia-smi; then
     [ -n "$GPU_FIELDS" ] &&
       query=$(bounded nvidia-smi --query-gpu="$GPU_FIELDS" --format=csv,noheader,nounits 2>&1)
+    # GPUs with their MIG devices (profile and UUID): only -L names the slices.
+    listing=$(bounded nvidia-smi -L 2>&1)
     apps=$(bounded nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits 2>&1)
     xml=$(bounded nvidia-smi -q -x 2>/dev/null)
     nvlink=$(bounded nvidia-smi nvlink -s 2>/dev/null)
@@ -353,6 +355,7 @@ section_gpu() {
   kv_str compute_apps "$apps"
   kv_str smi_xml "$xml"
   kv_str nvlink "$nvlink"
+  kv_str listing "$listing"
   # Device nodes CUDA needs (nvidia-uvm is created on first use by nvidia-modprobe) and the
   # NVSwitches that make fabric manager mandatory.
   member uvm_device; json_bool [ -c /dev/nvidia-uvm ]

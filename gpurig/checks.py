@@ -230,7 +230,8 @@ def _compat(_spec: Spec, probe: Probe) -> Iterator[Finding]:
         return
     if module:
         yield from check_kernel_module(driver, module)
-    capabilities = sorted({g["compute_cap"] for g in gpus if g.get("compute_cap")})
+    # A MIG slice is judged by its parent GPU's capability (it has none of its own).
+    capabilities = gpu_checks.job_capabilities(gpu)
     for container in probe.get("containers") or []:
         torch = container.get("torch") or {}
         if not torch.get("cuda"):

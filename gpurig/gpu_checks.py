@@ -9,14 +9,16 @@ kernel log lines. Ids, severities, remediations and sources live in gpurig/data/
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from gpurig.compat import Finding
 from gpurig.datafiles import table
 
 Gpu = Mapping[str, Any]
-# The spec key this module reads: gpu_expect: {count: N, model: "H100", mig: enabled|disabled}.
+# The spec key this module reads: gpu_expect: {count: N, model: "H100", mig: enabled|disabled,
+# mig_slices: [{profile: 3g.20gb, count: 2}]}.
 EXPECT_KEY = "gpu_expect"
 _LOG_LINES_MAX = 5
 
@@ -126,27 +128,106 @@ def _expected(spec: Mapping[str, Any], gpu: Gpu) -> Iterator[Finding]:
             "; ".join(f"GPU {g.get('index')} {g.get('name')} uuid {g.get('uuid')}" for g in wrong),
             "compare with the rental order",
         )
-    mig = expect.get("mig")
+    yield from _mig_mode(expect.get("mig"), gpu)
+    if "mig_slices" in expect:
+        yield from _mig_slices(expect["mig_slices"], gpu)
+
+
+def _mig_mode(declared: str | None, gpu: Gpu) -> Iterator[Finding]:
+    """MIG mode per GPU: as declared once the GPU is next reset, and no change waiting."""
     for health in _health(gpu):
         current = (health.get("mig_current") or "").lower()
-        pending = (health.get("mig_pending") or "").lower()
-        if mig and current and current != mig:
+        pending = (health.get("mig_pending") or "").lower() or current
+        later = f", {pending} after the next reset" if pending != current else ""
+        if declared and current and pending != declared:
             yield _finding(
                 "gpu.mig_mode",
-                f"MIG is {current} on a GPU declared {mig}",
-                f"MIG {mig}",
-                f"{_who(health)}: MIG {current}",
-                f"nvidia-smi -i INDEX -mig {1 if mig == 'enabled' else 0} as root, then reset",
+                f"MIG is {current} on a GPU declared {declared}{later}",
+                f"MIG {declared}",
+                f"{_who(health)}: MIG {current}{later}",
+                f"as root: nvidia-smi -i {health.get('pci')} -mig "
+                f"{1 if declared == 'enabled' else 0}, then reset the GPU",
             )
-        elif current and pending and pending != current:
+        elif current and pending != current:
             yield _finding(
-                "gpu.mig_mode",
-                "a MIG mode change is pending until the GPU is reset",
-                f"MIG {current}",
-                f"{_who(health)}: MIG pending {pending}",
+                "gpu.mig_pending",
+                f"a MIG mode change waits for a GPU reset: MIG stays {current} until then",
+                f"MIG {pending} in effect, nothing pending",
+                f"{_who(health)}: MIG {current} now, {pending} after the next reset",
                 "reset the GPU to apply it",
-                remediation="reset-gpu",
             )
+
+
+def mig_slices(gpu: Gpu) -> list[dict[str, Any]]:
+    """Every MIG device `nvidia-smi -L` listed, with its parent GPU.
+
+    A slice has no compute capability of its own (CUDA reports its parent's), so each carries
+    the parent's `compute_cap` from the query row with the parent's UUID (None if not read).
+    """
+    rows = {g.get("uuid"): g for g in gpu.get("gpus") or []}
+    slices = []
+    for parent in gpu.get("listing") or []:
+        capability = (rows.get(parent["uuid"]) or {}).get("compute_cap")
+        for device in parent["mig"]:
+            slices.append(
+                {**device, "gpu_index": parent["index"], "gpu_name": parent["name"],
+                 "gpu_uuid": parent["uuid"], "capability": capability}
+            )  # fmt: skip
+    return slices
+
+
+def job_capabilities(gpu: Gpu) -> list[str]:
+    """The compute capabilities a job can be given: each MIG slice's parent's, and each GPU's
+    own where MIG is off (a MIG GPU without slices offers none). Without a listing, every
+    GPU's."""
+    rows = gpu.get("gpus") or []
+    if gpu.get("listing") is None:
+        return sorted({g["compute_cap"] for g in rows if g.get("compute_cap")})
+    whole = {g.get("uuid") for g in rows if g.get("mig.mode.current") != "Enabled"}
+    caps = {s["capability"] for s in mig_slices(gpu)}
+    caps |= {g.get("compute_cap") for g in rows if g.get("uuid") in whole}
+    return sorted(c for c in caps if c)
+
+
+def _tally(profiles: Iterable[str]) -> str:
+    """'2 x 3g.20gb + 1 x 1g.10gb', or 'none'."""
+    counts = Counter(profiles)
+    return " + ".join(f"{n} x {p}" for p, n in sorted(counts.items())) or "none"
+
+
+def _mig_slices(declared: Sequence[Mapping[str, Any]], gpu: Gpu) -> Iterator[Finding]:
+    """The node's MIG slices, counted by profile, against gpu_expect.mig_slices (a profile
+    listed twice counts twice)."""
+    wanted: Counter[str] = Counter()
+    for entry in declared:
+        wanted[entry["profile"]] += entry["count"]
+    expected = _tally(wanted.elements())
+    listing = gpu.get("listing")
+    if listing is None:
+        why = gpu.get("listing_error") or "nvidia-smi -L printed nothing"
+        yield _finding(
+            "gpu.mig_slices",
+            "the MIG slices could not be read",
+            expected,
+            f"unreadable: {why}",
+            "run nvidia-smi -L on the node",
+        )
+        return
+    found = mig_slices(gpu)
+    if Counter(s["profile"] for s in found) == wanted:
+        return
+    where = "; ".join(
+        f"GPU {g['index']} {g['name']}: {_tally(d['profile'] for d in g['mig'])}" for g in listing
+    )
+    yield _finding(
+        "gpu.mig_slices",
+        f"the node has {len(found)} MIG slices ({_tally(s['profile'] for s in found)}), "
+        f"{expected} were declared",
+        expected,
+        where or "no GPU listed",
+        "the cluster admin or provider sets the MIG layout (nvidia-smi mig -cgi PROFILES -C as "
+        "root, or nvidia-mig-parted)",
+    )
 
 
 def _link(gpu: Gpu) -> Iterator[Finding]:

@@ -480,6 +480,63 @@ def parse_health_text(text: str) -> list[GpuHealth]:
     return [_health(pci, fields.get, xml=False) for pci, fields in gpus.items()]
 
 
+# --- nvidia-smi -L: GPUs and their MIG devices -------------------------------------------------
+
+# A MIG profile as NVIDIA names it (go-nvlib's MigProfile grammar): [<C>c.]<G>g.<GB>gb, then
+# optional +attributes or -attributes ('3g.20gb', '1c.3g.71gb', '1g.18gb+me'). The inventory
+# schema's gpu_expect.mig_slices keys use the same pattern (a test keeps them equal).
+MIG_PROFILE = (
+    r"(?:[1-9][0-9]?c\.)?[1-9][0-9]?g\.[1-9][0-9]{0,3}gb"
+    r"(?:[+-][a-z][a-z0-9.]{0,15}(?:,[a-z][a-z0-9.]{0,15}){0,3})?"
+)
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_LIST_GPU_RE = re.compile(rf"GPU (\d+): (.{{1,96}}?) \(UUID: (GPU-{_UUID})\)")
+# 470+ drivers name a MIG device MIG-<uuid>; 450/460 named it MIG-GPU-<parent uuid>/<GI>/<CI>.
+_LIST_MIG_RE = re.compile(
+    rf"\s+MIG ({MIG_PROFILE})\s+Device\s+(\d+): \(UUID: (MIG-{_UUID}|MIG-(GPU-{_UUID})/\d+/\d+)\)"
+)
+
+
+@dataclass(frozen=True)
+class MigDevice:
+    """One MIG device (a slice) as `nvidia-smi -L` lists it under its GPU."""
+
+    index: int
+    profile: str
+    uuid: str
+
+
+@dataclass(frozen=True)
+class ListedGpu:
+    """One GPU line of `nvidia-smi -L` and the MIG devices listed under it."""
+
+    index: int
+    name: str
+    uuid: str
+    mig: list[MigDevice]
+
+
+def parse_smi_list(text: str) -> list[ListedGpu]:
+    """Parse `nvidia-smi -L`: GPU lines, each followed by its indented MIG device lines.
+
+    Any other line (an NVML failure, 'No devices were found', a MIG line before any GPU, an
+    old-style MIG UUID naming another GPU) raises, so a listing is never half read.
+    """
+    gpus: list[ListedGpu] = []
+    for line in text.splitlines():
+        line = line.rstrip()
+        if not line:
+            continue
+        gpu, mig = _LIST_GPU_RE.fullmatch(line), _LIST_MIG_RE.fullmatch(line)
+        if gpu:
+            gpus.append(ListedGpu(int(gpu[1]), gpu[2], gpu[3], []))
+        elif mig and gpus and mig[4] in (None, gpus[-1].uuid):
+            gpus[-1].mig.append(MigDevice(int(mig[2]), mig[1], mig[3]))
+        else:
+            raise ValueError(f"not a GPU or MIG device line of nvidia-smi -L: {line[:120]!r}")
+    return gpus
+
+
 # --- NVLink, kernel GPU events, nvidia-container-cli --------------------------------------------
 
 

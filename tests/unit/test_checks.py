@@ -275,3 +275,27 @@ def test_compat_runs_on_the_nvml_mismatch_version() -> None:
     )
     ids = [f.id for f in run(mismatch)]
     assert "compat.kernel_module" in ids
+
+
+def test_torch_on_a_mig_host_is_judged_by_the_slices_parent_gpu() -> None:
+    """A MIG slice has no capability of its own: torch must fit its parent's (H100: 9.0)."""
+    mig = {
+        "nvidia_smi": True,
+        "query": read_fixture("nvidia-smi_query-gpu_csv_h100-mig_590.48.01.txt"),
+        "listing": read_fixture("nvidia-smi-L_h100-80gb-mig_590.48.01.txt"),
+        "compute_apps": "",
+    }
+    ampere_only = _both(
+        _set("probe.gpu", parse_gpu(mig)), _set("probe.containers.0.torch.arch_list", ["sm_80"])
+    )
+    (finding,) = [f for f in run(ampere_only) if f.id.startswith("compat.")]
+    assert (finding.id, finding.severity, finding.expected) == (
+        "compat.torch_arch",
+        "error",
+        "sm_90",
+    )
+    assert "capability 9.0 (Hopper)" in finding.message
+    # MIG on but no slice created: no device a job could get, so no arch to judge.
+    gpu_line = mig["listing"].splitlines()[0]
+    no_slices = _both(ampere_only, _set("probe.gpu", parse_gpu({**mig, "listing": gpu_line})))
+    assert [f.id for f in run(no_slices) if f.id.startswith("compat.")] == []

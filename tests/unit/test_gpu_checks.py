@@ -16,6 +16,7 @@ H100 = {
     "smi_xml": "nvidia-smi-q-x_h100_580.159.04_vm.xml",
     "proc_version": "proc_driver_nvidia_version_580.159.04_open_nixbld.txt",
     "nvlink": "nvidia-smi_nvlink-s_h100-single_580.159.04_vm.txt",
+    "listing": "nvidia-smi-L_h100_580.159.04_vm.txt",
     "xid_lines": "kernel_nvrm_boot_h100_580.159.04_vm.txt",
     # The default table shows "No running processes found"; the apps query then prints nothing.
     "compute_apps": "",
@@ -167,3 +168,150 @@ def test_host_state_checks() -> None:
     assert ids(gpu_checks.check({}, unbuilt)) == ["gpu.module_missing"]
     # A container without modinfo cannot tell: no finding.
     assert gpu_checks.check({}, gpu_facts(proc_version=None, smi_xml=None)) == []
+
+
+# --- MIG: mode, slices, and a slice judged by its parent GPU ----------------------------------
+
+# One H100 with MIG on, recorded whole (utkuozdemir/nvidia_gpu_exporter captures): its query
+# row, its `nvidia-smi -L` (3g.40gb + 2g.20gb + 2 x 1g.10gb) and its `nvidia-smi -q`.
+MIG_H100 = {
+    "nvidia_smi": True,
+    "query": "nvidia-smi_query-gpu_csv_h100-mig_590.48.01.txt",
+    "listing": "nvidia-smi-L_h100-80gb-mig_590.48.01.txt",
+    "compute_apps": "",
+}
+MIG_H100_Q = "nvidia-smi-q_h100-80gb-mig_590.48.01.txt"
+AS_RECORDED = [
+    {"profile": "3g.40gb", "count": 1},
+    {"profile": "2g.20gb", "count": 1},
+    {"profile": "1g.10gb", "count": 2},
+]
+
+
+def mig_h100(**raw: Any) -> dict[str, Any]:
+    """The MIG H100's facts from its own recordings only (no lent-H100 defaults)."""
+    merged = {**MIG_H100, **raw}
+    gpu = parse_gpu({k: read_fixture(v) if isinstance(v, str) and v.endswith(".txt") else v
+                     for k, v in merged.items()})  # fmt: skip
+    gpu["health"] = [vars(h) for h in gpu_parse.parse_health_text(read_fixture(MIG_H100_Q))]
+    return gpu
+
+
+def expect(**keys: Any) -> dict[str, Any]:
+    return {"gpu_expect": keys}
+
+
+def test_mig_h100_as_declared_has_no_findings() -> None:
+    spec = expect(count=1, model="H100 80GB", mig="enabled", mig_slices=AS_RECORDED)
+    assert gpu_checks.check(spec, mig_h100()) == []
+    # The same slices declared in another order, or one profile split over two entries.
+    split = [*AS_RECORDED[:2], {"profile": "1g.10gb", "count": 1}, AS_RECORDED[2] | {"count": 1}]
+    assert gpu_checks.check(expect(mig_slices=split[::-1]), mig_h100()) == []
+
+
+def test_slices_that_differ_are_one_finding_naming_each_gpu() -> None:
+    """The seed's SLURM job wants two 20 GB slices; this node has other ones."""
+    spec = expect(mig_slices=[{"profile": "3g.20gb", "count": 2}])
+    (finding,) = gpu_checks.check(spec, mig_h100())
+    assert (finding.id, finding.severity, finding.remediation) == (
+        "gpu.mig_slices", "error", "contact-provider"
+    )  # fmt: skip
+    assert finding.expected == "2 x 3g.20gb"
+    assert finding.actual == "GPU 0 NVIDIA H100 80GB HBM3: 2 x 1g.10gb + 1 x 2g.20gb + 1 x 3g.40gb"
+    assert finding.message.startswith("the node has 4 MIG slices (")
+
+
+@pytest.mark.parametrize(
+    ("listing", "declared", "fires"),
+    [
+        # One A100 80GB PCIe split in two 3g.40gb (nvidia-container-toolkit#203).
+        ("nvidia-smi-L_a100-80gb-pcie_2x3g.40gb_530.30.02.txt", {"3g.40gb": 2}, False),
+        ("nvidia-smi-L_a100-80gb-pcie_2x3g.40gb_530.30.02.txt", {"3g.40gb": 3}, True),
+        ("nvidia-smi-L_a100-80gb-pcie_2x3g.40gb_530.30.02.txt", {"3g.40gb": 2, "1g.10gb": 1}, True),
+        # Four A100s, MIG on GPU 0 only: slices are counted over the node.
+        ("nvidia-smi-L_a100-sxm4-80gb-x4_mig-on-gpu0_535.54.03.txt", {"1g.20gb": 4}, False),
+        # 460-era names (MIG-GPU-<uuid>/<GI>/<CI>) count alike.
+        ("nvidia-smi-L_a100-pcie-40gb_mig-legacy-uuid_460.80.txt",
+         {"4g.20gb": 1, "2g.10gb": 1, "1g.5gb": 1}, False),
+        # MIG off: no slices at all.
+        ("nvidia-smi-L_h100_580.159.04_vm.txt", {"1g.10gb": 1}, True),
+    ],
+)  # fmt: skip
+def test_slices_counted_by_profile_on_recorded_listings(
+    listing: str, declared: dict[str, int], fires: bool
+) -> None:
+    wanted = [{"profile": p, "count": n} for p, n in declared.items()]
+    found = ids(gpu_checks.check(expect(mig_slices=wanted), gpu_facts(listing=listing)))
+    assert ("gpu.mig_slices" in found) is fires
+
+
+def test_unreadable_listing_is_reported_not_guessed() -> None:
+    spec = expect(mig_slices=[{"profile": "3g.20gb", "count": 2}])
+    failed = mig_h100(listing="driver_mismatch_nvml-570.124.txt")
+    (finding,) = gpu_checks.check(spec, failed)
+    assert finding.id == "gpu.mig_slices"
+    assert finding.actual.startswith("unreadable: not a GPU or MIG device line")
+    (silent,) = gpu_checks.check(spec, mig_h100(listing=None))
+    assert silent.actual == "unreadable: nvidia-smi -L printed nothing"
+    # Without slices declared, nothing is said about the listing.
+    assert gpu_checks.check({}, failed) == []
+
+
+def _mig_modes(current: str, pending: str) -> dict[str, Any]:
+    """The MIG H100 with its MIG mode as a GPU shows it before and after `nvidia-smi -mig`."""
+    gpu = mig_h100()
+    gpu["health"][0] |= {"mig_current": current, "mig_pending": pending}
+    return gpu
+
+
+@pytest.mark.parametrize(
+    ("current", "pending", "declared", "found"),
+    [
+        ("Enabled", "Enabled", "enabled", []),
+        ("Enabled", "Enabled", "disabled", ["gpu.mig_mode"]),
+        # `nvidia-smi -mig 1` ran, the reset has not: as declared once reset.
+        ("Disabled", "Enabled", "enabled", ["gpu.mig_pending"]),
+        ("Disabled", "Enabled", None, ["gpu.mig_pending"]),
+        # A reset would turn MIG off against the declaration.
+        ("Enabled", "Disabled", "enabled", ["gpu.mig_mode"]),
+        ("Disabled", "Disabled", "enabled", ["gpu.mig_mode"]),
+    ],
+)
+def test_mig_mode_and_a_change_waiting_for_a_reset(
+    current: str, pending: str, declared: str | None, found: list[str]
+) -> None:
+    spec = expect(mig=declared) if declared else {}
+    assert ids(gpu_checks.check(spec, _mig_modes(current, pending))) == found
+
+
+def test_pending_mig_change_says_what_a_reset_does() -> None:
+    (finding,) = gpu_checks.check({}, _mig_modes("Disabled", "Enabled"))
+    assert (finding.severity, finding.remediation) == ("error", "reset-gpu")
+    assert finding.actual.endswith(": MIG disabled now, enabled after the next reset")
+    assert finding.actual.startswith("GPU 00000000:00:09.0 (NVIDIA H100 80GB HBM3")
+    (against,) = gpu_checks.check(expect(mig="enabled"), _mig_modes("Enabled", "Disabled"))
+    assert against.actual.endswith("MIG enabled, disabled after the next reset")
+    assert "nvidia-smi -i 00000000:00:09.0 -mig 1" in against.fix
+
+
+def test_a_slice_carries_its_parent_gpu_and_capability() -> None:
+    slices = gpu_checks.mig_slices(mig_h100())
+    assert [s["profile"] for s in slices] == ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
+    assert {(s["gpu_index"], s["gpu_name"], s["capability"]) for s in slices} == {
+        (0, "NVIDIA H100 80GB HBM3", "9.0")
+    }
+    assert slices[0]["uuid"] == "MIG-00000000-0000-0000-0000-000000000000"
+    assert gpu_checks.job_capabilities(mig_h100()) == ["9.0"]
+
+
+def test_a_mig_gpu_without_slices_offers_no_capability() -> None:
+    """MIG on with no GPU instance created (the -L listing then shows the GPU line alone):
+    CUDA sees no device on it, so there is nothing for compat to judge."""
+    gpu_line = read_fixture("nvidia-smi-L_h100-80gb-mig_590.48.01.txt").splitlines()[0]
+    empty = mig_h100(listing=None)
+    empty["listing"] = [vars(g) for g in gpu_parse.parse_smi_list(gpu_line)]
+    assert gpu_checks.job_capabilities(empty) == []
+    # Without a listing every GPU's own capability is judged, as before MIG was read.
+    assert gpu_checks.job_capabilities(mig_h100(listing=None)) == ["9.0"]
+    # A GPU with MIG off is judged by its own capability.
+    assert gpu_checks.job_capabilities(gpu_facts()) == ["9.0"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from gpu_fixtures import FIXTURES, read_fixture
 
@@ -439,3 +441,94 @@ def test_query_gpu_health_fields_lent_h100() -> None:
 def test_smi_version_lent_h100_capitalised_driver_label() -> None:
     v = parse_smi_version(read_fixture("nvidia-smi--version_h100_580.159.04_vm.txt"))
     assert (v.smi, v.nvml, v.driver, v.cuda) == ("580.159.04", "580.159", "580.159.04", "13.0")
+
+
+# --- nvidia-smi -L and MIG mode ----------------------------------------------------------------
+
+
+def _listed(name: str) -> list[tuple[int, str, list[str]]]:
+    """(index, name, [profile of each MIG device]) per GPU of a recorded listing."""
+    return [
+        (g.index, g.name, [d.profile for d in g.mig])
+        for g in gpu_parse.parse_smi_list(read_fixture(name))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("nvidia-smi-L_h100_580.159.04_vm.txt", [(0, "NVIDIA H100 80GB HBM3", [])]),
+        ("nvidia-smi-L_titan-v_rtx5880ada_no-mig_570.86.15.txt",
+         [(0, "NVIDIA TITAN V", []), (1, "NVIDIA RTX 5880 Ada Generation", [])]),
+        ("nvidia-smi-L_h100-80gb-mig_590.48.01.txt",
+         [(0, "NVIDIA H100 80GB HBM3", ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"])]),
+        ("nvidia-smi-L_h200-mig_590.48.01.txt",
+         [(0, "NVIDIA H200", ["1c.3g.71gb", "2c.3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb"])]),
+        ("nvidia-smi-L_a100-sxm4-80gb-x4_mig-on-gpu0_535.54.03.txt",
+         [(0, "NVIDIA A100-SXM4-80GB", ["1g.20gb"] * 4), (1, "NVIDIA A100-SXM4-80GB", []),
+          (2, "NVIDIA A100-SXM4-80GB", []), (3, "NVIDIA A100-SXM4-80GB", [])]),
+        ("nvidia-smi-L_a100-80gb-pcie_2x3g.40gb_530.30.02.txt",
+         [(0, "NVIDIA A100 80GB PCIe", ["3g.40gb", "3g.40gb"])]),
+        ("nvidia-smi-L_a100-sxm4-80gb_7x1g.10gb_535.216.01.txt",
+         [(0, "NVIDIA A100-SXM4-80GB", ["1g.10gb"] * 7)]),
+        ("nvidia-smi-L_a100-pcie-40gb_mig-legacy-uuid_460.80.txt",
+         [(0, "A100-PCIE-40GB", ["4g.20gb", "2g.10gb", "1g.5gb"])]),
+    ],
+)  # fmt: skip
+def test_smi_list_gpus_and_their_mig_devices(
+    name: str, expected: list[tuple[int, str, list[str]]]
+) -> None:
+    assert _listed(name) == expected
+
+
+def test_smi_list_keeps_uuids_of_both_generations() -> None:
+    (new,) = gpu_parse.parse_smi_list(
+        read_fixture("nvidia-smi-L_a100-80gb-pcie_2x3g.40gb_530.30.02.txt")
+    )
+    assert new.uuid == "GPU-932bfb2c-849a-2a22-1e84-9eff6bc02b39"
+    assert new.mig[1] == gpu_parse.MigDevice(
+        1, "3g.40gb", "MIG-3adbed3a-d03d-549f-a016-ba1fd7359f23"
+    )
+    (old,) = gpu_parse.parse_smi_list(
+        read_fixture("nvidia-smi-L_a100-pcie-40gb_mig-legacy-uuid_460.80.txt")
+    )
+    assert [d.uuid for d in old.mig] == [
+        f"MIG-{old.uuid}/{gi}/0" for gi in (2, 3, 9)
+    ]  # 450/460 drivers: MIG-GPU-<parent>/<GPU instance>/<compute instance>
+
+
+def test_smi_list_refuses_what_is_not_a_listing() -> None:
+    # `nvidia-smi -L` fails with the same lines as plain nvidia-smi when NVML cannot start.
+    with pytest.raises(ValueError, match="Failed to initialize NVML"):
+        gpu_parse.parse_smi_list(read_fixture("driver_mismatch_nvml-570.124.txt"))
+    with pytest.raises(ValueError, match="not a GPU or MIG device line"):
+        gpu_parse.parse_smi_list(read_fixture("nvidia-smi_version_590.48.01.txt"))
+
+
+def test_smi_list_refuses_a_mig_device_without_its_gpu() -> None:
+    lines = read_fixture("nvidia-smi-L_h100-80gb-mig_590.48.01.txt").splitlines()
+    with pytest.raises(ValueError, match=r"MIG 3g\.40gb"):
+        gpu_parse.parse_smi_list("\n".join(lines[1:]))
+
+
+def test_smi_list_refuses_an_old_style_mig_uuid_under_another_gpu() -> None:
+    # The legacy listing's MIG lines moved under another recorded A100's GPU line.
+    other = read_fixture("nvidia-smi-L_a100-80gb-pcie_2x3g.40gb_530.30.02.txt").splitlines()[0]
+    legacy = read_fixture("nvidia-smi-L_a100-pcie-40gb_mig-legacy-uuid_460.80.txt").splitlines()
+    with pytest.raises(ValueError, match="MIG-GPU-9de3d0e8"):
+        gpu_parse.parse_smi_list("\n".join([other, *legacy[1:]]))
+
+
+@pytest.mark.parametrize(
+    ("name", "parse"),
+    [
+        ("nvidia-smi-q-x_a100-sxm4-80gb_mig-on_535.54.03.xml", gpu_parse.parse_health_xml),
+        ("nvidia-smi-q_h100-80gb-mig_590.48.01.txt", gpu_parse.parse_health_text),
+    ],
+)
+def test_mig_mode_current_and_pending_on_mig_enabled_gpus(name: str, parse: Any) -> None:
+    """The MIG Device blocks under a MIG GPU do not disturb its own fields."""
+    (gpu,) = parse(read_fixture(name))
+    assert (gpu.mig_current, gpu.mig_pending) == ("Enabled", "Enabled")
+    assert gpu.name in {"NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"}
+    assert gpu.ecc_current == "Enabled" and gpu.pcie_width_max == 16

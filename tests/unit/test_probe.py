@@ -104,6 +104,7 @@ def test_gpu_query_is_gpu_parse_command() -> None:
 REPLAY = {
     "--query-gpu": "nvidia-smi_query-gpu_csv_h100-mig_590.48.01.txt",
     "-q": "nvidia-smi-q-x_tesla-t4_515.105.01_reindented.xml",
+    "-L": "nvidia-smi-L_h100-80gb-mig_590.48.01.txt",
 }
 
 
@@ -116,7 +117,8 @@ def test_process_parses_recorded_gpu_outputs_through_the_script(tmp_path: Path) 
         (replays / flag.strip("-")).write_text(read_fixture(name))
     (bin_dir / "nvidia-smi").write_text(
         "#!/bin/sh\n"
-        f"case $1 in --query-gpu=*) cat {replays}/query-gpu ;; -q) cat {replays}/q ;; esac\n"
+        f"case $1 in --query-gpu=*) cat {replays}/query-gpu ;; -q) cat {replays}/q ;;\n"
+        f"  -L) cat {replays}/L ;; esac\n"
     )
     (bin_dir / "nvidia-smi").chmod(0o755)
     doc = parse_probe(run_script(script_arguments(), path=str(bin_dir)))
@@ -126,6 +128,12 @@ def test_process_parses_recorded_gpu_outputs_through_the_script(tmp_path: Path) 
     assert gpu["throttle"] == {"00000000:00:1E.0": []}
     assert gpu["ecc_uncorrectable"] == {"00000000:00:1E.0": 0}
     assert gpu["compute_apps"] == []
+    (listed,) = gpu["listing"]
+    assert (listed["name"], listed["uuid"]) == (gpu["gpus"][0]["name"], gpu["gpus"][0]["uuid"])
+    assert [d["profile"] for d in listed["mig"]] == ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
+    assert listed["mig"][3] == {
+        "index": 3, "profile": "1g.10gb", "uuid": "MIG-00000003-0000-0000-0000-000000000003"
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -195,3 +203,11 @@ def test_a_document_of_another_shape_is_unreadable_host_output(document: dict) -
     values = fact.process([f"{marker} 0", "|" + json.dumps(document)])
     with pytest.raises(Unreadable, match="probe member"):
         Snapshot(values)(Probe)
+
+
+def test_process_keeps_an_unreadable_listing_as_an_error() -> None:
+    """`nvidia-smi -L` fails like plain nvidia-smi when NVML cannot start: kept, not guessed."""
+    text = read_fixture("driver_mismatch_nvml-570.124.txt")
+    gpu = parse_probe({"gpu": {"nvidia_smi": True, "listing": text, "compute_apps": ""}})["gpu"]
+    assert gpu["listing"] is None
+    assert "Failed to initialize NVML" in gpu["listing_error"]
