@@ -28,7 +28,8 @@ groups:
       jump: {{address: login.example.org, host_key: "{LOGIN_KEY}"}}
   other-login:
     ssh:
-      jump: {{address: 203.0.113.9, port: 2222, user: gate, key: /keys/gate, host_key: "{LOGIN_KEY}"}}
+      jump:
+        {{address: 203.0.113.9, port: 2222, user: gate, key: /keys/gate, host_key: "{LOGIN_KEY}"}}
 hosts:
   gpu-1:
     address: 10.0.0.5
