@@ -35,6 +35,7 @@ class HostRecord:
     container: str = ""
     pid: int | None = None
     started: int | None = None
+    via: str = ""  # the login node (a host's name) that is the only way to this host
 
 
 @dataclass
