@@ -150,7 +150,7 @@ def _serve(host_key: Path, start: Callable[[paramiko.Transport], None]) -> Itera
             transports.append(transport)
             try:
                 start(transport)
-            except (paramiko.SSHException, EOFError):
+            except (paramiko.SSHException, EOFError, OSError):  # a client that hung up early
                 transport.close()
 
     thread = threading.Thread(target=serve, daemon=True)
