@@ -129,8 +129,8 @@ class Logins:
 
     def open(self, key: LoginKey, address: str, port: int, timeout: float) -> paramiko.Channel:
         """A channel from the login node to address:port; ConnectError naming both ends."""
-        login = self._logins[key]
-        where = endpoint(dict(key)["address"], dict(key)["port"])
+        login, jump = self._logins[key], dict(key)
+        where = endpoint(jump["address"], jump["port"])
         transport = login.client.get_transport() if login.client else None
         if transport is None:
             raise ConnectError(f"Could not connect (login node {where}: connection closed)")
