@@ -77,7 +77,13 @@ def load(path: Path) -> State:
     if not path.exists():
         return State()
     raw = json.loads(path.read_text())
-    hosts = {name: HostRecord(**rec) for name, rec in raw.pop("hosts", {}).items()}
+    # Fields this gpurig does not know (records of a newer one, read when choosing a slot
+    # beside its sandbox) are left out, not a crash.
+    fields = HostRecord.__dataclass_fields__
+    hosts = {
+        name: HostRecord(**{k: v for k, v in rec.items() if k in fields})
+        for name, rec in raw.pop("hosts", {}).items()
+    }
     raw.pop("version", None)
     known = State.__dataclass_fields__
     return State(hosts=hosts, **{k: v for k, v in raw.items() if k in known})
