@@ -14,7 +14,7 @@ from typing import Any
 from gpurig import gpu_checks, node_checks
 from gpurig.compat import Finding, Severity, check_kernel_module, judge
 from gpurig.datafiles import table
-from gpurig.hostkeys import changed_message
+from gpurig.hostkeys import changed_message, refused_jump
 from gpurig.inventory import parse_size
 
 Probe = Mapping[str, Any]
@@ -77,7 +77,19 @@ def sudo_password(name: str) -> Finding:
 
 
 def key_changed(name: str, inventory: str, error: str) -> Finding:
-    """The finding for a host whose host key is not the recorded one: never connect to it."""
+    """The finding for a host whose host key, or whose login node's (the error says which
+    hop), is not the recorded one: never connect to it."""
+    jump = refused_jump(error)
+    if jump:
+        return finding(
+            "host.key_changed",
+            "error",
+            changed_message(name, inventory, jump),
+            f"the login node's ssh.jump.host_key recorded in {inventory}",
+            error,
+            "check the login node's fingerprint with the cluster's admins; if it was "
+            "re-installed, record its new key in ssh.jump.host_key",
+        )
     return finding(
         "host.key_changed",
         "error",

@@ -57,14 +57,22 @@ def sandbox() -> None:
 @sandbox.command()
 @click.option("--fleet", "fleet_hosts", type=click.IntRange(0, 1000), default=1, show_default=True)
 @click.option("--full", "full_hosts", type=click.IntRange(0, 20), default=0, show_default=True)
+@click.option(
+    "--behind-login",
+    type=click.IntRange(0, 250),
+    default=0,
+    show_default=True,
+    help="Also a login node, and this many fleet hosts reachable only through it (their "
+    "inventory group `behind-login` carries its ssh.jump).",
+)
 @which_sandbox
-def up(fleet_hosts: int, full_hosts: int, name: str, top: Path) -> None:
+def up(fleet_hosts: int, full_hosts: int, behind_login: int, name: str, top: Path) -> None:
     """Start at least this many fleet and full hosts, and write their inventory."""
     from gpurig.sandbox import manager
 
     began = time.monotonic()
     try:
-        manager.up(top, name, fleet_hosts, full_hosts, log=click.echo)
+        manager.up(top, name, fleet_hosts, full_hosts, log=click.echo, behind_login=behind_login)
     except SandboxError as e:
         _fail("up", e)
     click.echo(f"ready in {time.monotonic() - began:.1f}s")

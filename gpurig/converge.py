@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,13 +63,18 @@ def converge(
     return result
 
 
-def key_changed_messages(inventories: Sequence[Path], names: Sequence[str]) -> list[str]:
-    """The changed-host-key message for each of `names`, naming the file that records it."""
-    if not names:
+def key_changed_messages(
+    inventories: Sequence[Path], refused: Mapping[str, str | None]
+) -> list[str]:
+    """The changed-host-key message for each refused host (name -> the login node whose key
+    it was, or None for its own), naming the file that records it."""
+    if not refused:
         return []
     try:
         sources = {h.name: h.source for h in load_inventory(inventories).hosts}
     except InventoryError:  # pyinfra connected, so the files were valid a moment ago
         sources = {}
     joined = os.pathsep.join(str(p) for p in inventories)
-    return [changed_message(name, sources.get(name, joined)) for name in names]
+    return [
+        changed_message(name, sources.get(name, joined), jump) for name, jump in refused.items()
+    ]

@@ -35,7 +35,7 @@ from gpurig.inventory import Host
 from gpurig.plans import PLANS, plan_host
 from gpurig.plans.engine import toolkit_wanted
 from gpurig.plans.toolkit import packages as toolkit_packages
-from gpurig.pyinfra_inventory import host_data, write_known_hosts
+from gpurig.pyinfra_inventory import pyinfra_hosts
 from gpurig.report import HostReport
 from gpurig.spec import normalise
 
@@ -218,8 +218,7 @@ def probe_hosts(
     then: Then | None = None,
 ) -> list[Probed]:
     """Connect (strict host keys) and read `hosts` in parallel; results in inventory order."""
-    known_hosts = write_known_hosts(hosts, cache)
-    inventory = Inventory(([(h.name, host_data(h, known_hosts)) for h in hosts], {}))
+    inventory = Inventory((pyinfra_hosts(hosts, cache), {}))
     # pyinfra's own parallelism, as the converge has it: min(20 per CPU, hosts, what the
     # open-files limit allows). All hosts at once made 300 key exchanges queue for one
     # process's CPU: 61 of 300 hosts at 150 ms failed them ("No existing session").

@@ -20,7 +20,11 @@ if TYPE_CHECKING:  # validate reads keys without paramiko; connecting imports it
 # What paramiko (BadHostKeyException) and pyinfra (its ConnectError, its CLI log) say.
 _MISMATCH = re.compile(r"SSH host key error|Host key for (server )?\S+ does not match")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_CLI_LINE = re.compile(r"^[ \t]*\[(?P<name>[^\]\s]+)\]\s+SSH host key error", re.MULTILINE)
+_CLI_LINE = re.compile(
+    r"^[ \t]*\[(?P<name>[^\]\s]+)\]\s+(?P<error>SSH host key error.*)$", re.MULTILINE
+)
+# What gpurig.jump says when the login node's key is not the pinned one (see jump_key_refusal).
+_JUMP_REFUSAL = re.compile(r"login node (?P<endpoint>\S+) \(ssh\.jump\): host key does not match")
 
 
 def host_key_line(key: paramiko.PKey) -> str:
@@ -91,15 +95,23 @@ def fingerprint(host_key: str) -> str:
     return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 
 
-def fetch_host_key(address: str, port: int, timeout: float, prefer: str | None = None) -> str:
+def fetch_host_key(
+    address: str,
+    port: int,
+    timeout: float,
+    prefer: str | None = None,
+    sock: socket.socket | paramiko.Channel | None = None,
+) -> str:
     """The server's host key, read during key exchange without authenticating.
 
     `prefer` (a key type) asks for the type already recorded, so a server with several host
-    keys is compared like for like. Raises OSError, EOFError or paramiko.SSHException.
+    keys is compared like for like. `sock`: a connection already open to it (a channel through
+    its login node). Raises OSError, EOFError or paramiko.SSHException.
     """
     import paramiko
 
-    sock = socket.create_connection((address, port), timeout=timeout)
+    if sock is None:
+        sock = socket.create_connection((address, port), timeout=timeout)
     transport = paramiko.Transport(sock)
     try:
         transport.banner_timeout = timeout
@@ -122,13 +134,37 @@ def is_mismatch(error: BaseException | str) -> bool:
     return bool(_MISMATCH.search(_ANSI.sub("", str(error))))
 
 
-def mismatched_hosts(log: str) -> list[str]:
-    """Names of the hosts pyinfra's CLI refused for a changed host key, from its stderr."""
-    return list(dict.fromkeys(_CLI_LINE.findall(_ANSI.sub("", log))))
+def jump_key_refusal(endpoint: str) -> str:
+    """How a connection refused at the login node (the first hop) for its key says so."""
+    return f"login node {endpoint} (ssh.jump): host key does not match ssh.jump.host_key"
 
 
-def changed_message(name: str, inventory: str) -> str:
-    """What to tell a person whose host's key changed: never a hint to just accept it."""
+def refused_jump(error: str) -> str | None:
+    """The login node (`address:port`) whose key refused a connection, or None when the
+    refusal, if any, was the host's own."""
+    found = _JUMP_REFUSAL.search(_ANSI.sub("", error))
+    return found["endpoint"] if found else None
+
+
+def mismatched_hosts(log: str) -> dict[str, str | None]:
+    """The hosts pyinfra's CLI refused for a changed host key, from its stderr: each name with
+    the login node whose key it was, or None for the host's own key."""
+    found: dict[str, str | None] = {}
+    for match in _CLI_LINE.finditer(_ANSI.sub("", log)):
+        found.setdefault(match["name"], refused_jump(match["error"]))
+    return found
+
+
+def changed_message(name: str, inventory: str, jump: str | None = None) -> str:
+    """What to tell a person whose host's key changed, or (`jump`: its `address:port`) the
+    key of the login node it is reached through: never a hint to just accept it."""
+    if jump:
+        return (
+            f"{name}: the host key of its login node {jump} does not match ssh.jump.host_key "
+            f"recorded in {inventory} (a re-installed login node, or worse): check the "
+            "fingerprint with the cluster's admins; if the login node was re-installed, record "
+            "its new key in ssh.jump.host_key"
+        )
     return (
         f"{name}: host key does not match the one recorded in {inventory} (a re-rented "
         "address, or worse): check with the provider; if the machine was re-created, remove "

@@ -72,6 +72,18 @@ class InventoryError(Exception):
 
 
 @dataclass(frozen=True)
+class Jump:
+    """The login node a host is reached through (`ssh.jump`); its host key is always pinned.
+    `user` and `key` are the host's own unless the jump names others (applied at load)."""
+
+    address: str
+    host_key: str
+    port: int = 22
+    user: str | None = None
+    key: str | None = None
+
+
+@dataclass(frozen=True)
 class SshSettings:
     """How to reach a host; host keys are always checked (see pyinfra_inventory)."""
 
@@ -80,6 +92,7 @@ class SshSettings:
     key: str | None = None
     host_key: str | None = None
     connect_timeout: int | None = None
+    jump: Jump | None = None
 
 
 @dataclass(frozen=True)
@@ -442,14 +455,22 @@ def _semantic_problems(file: str, doc: Any, data: Any) -> Iterator[Problem]:
                 yield Problem(
                     file, _line(doc, where), where, f"undefined group {group!r}; defined: {known}"
                 )
-        ssh = level.get("ssh")
-        host_key = ssh.get("host_key") if isinstance(ssh, Mapping) else None
-        if isinstance(host_key, str) and re.search(key_pattern, host_key):
-            reason = key_problem(host_key)
-            if reason:
-                where = (*prefix, "ssh", "host_key")
-                yield Problem(file, _line(doc, where), where, reason)
+        for where, host_key in _host_keys(prefix, level.get("ssh")):
+            if isinstance(host_key, str) and re.search(key_pattern, host_key):
+                reason = key_problem(host_key)
+                if reason:
+                    yield Problem(file, _line(doc, where), where, reason)
         yield from _mount_problems(file, doc, (*prefix, "spec"), level.get("spec"))
+
+
+def _host_keys(prefix: KeyPath, ssh: Any) -> Iterator[tuple[KeyPath, Any]]:
+    """(path, value) of the host keys an `ssh` level pins: the host's and its login node's."""
+    if not isinstance(ssh, Mapping):
+        return
+    yield (*prefix, "ssh", "host_key"), ssh.get("host_key")
+    jump = ssh.get("jump")
+    if isinstance(jump, Mapping):
+        yield (*prefix, "ssh", "jump", "host_key"), jump.get("host_key")
 
 
 def _mount_problems(file: str, doc: Any, path: KeyPath, spec: Any) -> Iterator[Problem]:
@@ -472,10 +493,13 @@ def _merge_host(file: str, doc: Any, data: Mapping[str, Any], name: str) -> Host
     levels = [data.get("defaults", {}), *(data["groups"][g] for g in groups), entry]
     ssh = reduce(deep_merge, (level.get("ssh", {}) for level in levels), {})
     spec = reduce(deep_merge, (level.get("spec", {}) for level in levels), {})
+    jump = ssh.pop("jump", None)
+    if jump is not None:  # the login node is logged in to as the host is, unless it says
+        jump = Jump(**{"user": ssh.get("user"), "key": ssh.get("key"), **jump})
     return Host(
         name=name,
         address=entry["address"],
-        ssh=SshSettings(**ssh),
+        ssh=SshSettings(**ssh, jump=jump),
         groups=groups,
         spec=normalise(spec),
         source=file,

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import paramiko
+from pyinfra.api.exceptions import ConnectError
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
@@ -40,9 +41,16 @@ from gpurig.compat import Finding
 from gpurig.converge import ConvergeResult, converge
 from gpurig.drift import Then, probe_hosts, probe_of, probe_reads, run_drift
 from gpurig.fsutil import atomic_write, xdg_dir
-from gpurig.hostkeys import changed_message, fetch_host_key, fingerprint, is_mismatch
+from gpurig.hostkeys import (
+    changed_message,
+    fetch_host_key,
+    fingerprint,
+    is_mismatch,
+    refused_jump,
+)
 from gpurig.inventory import Host, InventoryError, load_inventory, load_inventory_text
-from gpurig.pyinfra_inventory import cache_dir
+from gpurig.jump import LOGINS, endpoint
+from gpurig.pyinfra_inventory import cache_dir, jump_data
 from gpurig.report import HostReport, to_table
 from gpurig.safe_yaml import YamlRefused, read_bytes
 from gpurig.spec import normalise
@@ -351,22 +359,36 @@ def _candidate(request: Request, text: str, address: str, ssh: Mapping[str, Any]
     return next(h for h in inventory.hosts if h.name == request.name)
 
 
+def _hop(host: Host) -> str:
+    jump = host.ssh.jump
+    return endpoint(jump.address, jump.port) if jump else ""
+
+
+def _fetch_key(host: Host, timeout: float, prefer: str | None) -> str:
+    """The host's key, read directly or through its login node (whose key must be the
+    pinned one); ConnectError from the login node, else what fetch_host_key raises."""
+    if host.ssh.jump is None:
+        return fetch_host_key(host.address, host.ssh.port, timeout, prefer=prefer)
+    with LOGINS.channel(jump_data(host.ssh.jump), host.address, host.ssh.port, timeout) as sock:
+        return fetch_host_key(host.address, host.ssh.port, timeout, prefer=prefer, sock=sock)
+
+
 def _trust_host_key(
     request: Request, host: Host, recorded: Host | None, confirm: Callable[[str], bool]
 ) -> tuple[str, str]:
     """The host key to record and a report line; refuses a changed one outright."""
     expected = recorded.ssh.host_key if recorded else None
     try:
-        got = fetch_host_key(
-            host.address,
-            host.ssh.port,
-            request.timeout,
-            prefer=expected.split()[0] if expected else None,
-        )
+        got = _fetch_key(host, request.timeout, expected.split()[0] if expected else None)
+    except ConnectError as exc:  # from the login node: its messages name it
+        jump = refused_jump(str(exc))
+        message = changed_message(request.name, host.source, jump) if jump else str(exc)
+        raise OnboardError("preflight", message) from None
     except (OSError, EOFError, paramiko.SSHException) as exc:
+        through = f" through login node {_hop(host)}" if host.ssh.jump else ""
         raise OnboardError(
             "preflight",
-            f"cannot reach SSH at {host.address}:{host.ssh.port} within "
+            f"cannot reach SSH at {host.address}:{host.ssh.port}{through} within "
             f"{request.timeout:g} s: {exc or type(exc).__name__}",
         ) from None
     shown = f"{got.split()[0]} key fingerprint is {fingerprint(got)}"
@@ -402,8 +424,10 @@ def preflight(
     given = {"port": request.port, "user": login, "key": request.key}
     ssh = {k: v for k, v in given.items() if v is not None}
     host = _candidate(request, text, address, ssh)
+    # The same address behind another login node is another machine.
+    where = (address, host.ssh.port, _hop(host))
     recorded = next((h for h in current.hosts if h.name == request.name), None) or next(
-        (h for h in current.hosts if (h.address, h.ssh.port) == (address, host.ssh.port)), None
+        (h for h in current.hosts if (h.address, h.ssh.port, _hop(h)) == where), None
     )
     host_key, line = _trust_host_key(request, host, recorded, confirm)
     checks = [Check("ssh", "ok", line)]
@@ -415,7 +439,8 @@ def preflight(
     [result] = probe_hosts([host], cache_dir(), sudo=False, reads=source_reads, then=reach)
     if result.connect_error is not None:
         if is_mismatch(result.connect_error):
-            raise OnboardError("preflight", changed_message(host.name, str(path)))
+            jump = refused_jump(result.connect_error)
+            raise OnboardError("preflight", changed_message(host.name, str(path), jump))
         login_as = f"{host.ssh.user or '(ssh default user)'}@{host.address}:{host.ssh.port}"
         with_key = f" with {host.ssh.key}" if host.ssh.key else ""
         raise OnboardError(

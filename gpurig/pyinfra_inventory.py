@@ -9,13 +9,17 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gpurig.inventory import Host, Inventory, load_inventory
+from gpurig.inventory import Host, Inventory, Jump, load_inventory
 
 ENV_VAR = "GPURIG_INVENTORY"
+# pyinfra's name for gpurig.jump.JumpConnector (pyproject.toml's entry point); not imported
+# here, so the offline commands that read inventories load no paramiko.
+JUMP_CONNECTOR = "gpurig_jump"
 USER_KNOWN_HOSTS = "~/.ssh/known_hosts"
 
 HostEntry = tuple[str, dict[str, Any]]
@@ -93,15 +97,40 @@ def host_data(host: Host, known_hosts: Path | None) -> dict[str, Any]:
         data["ssh_connect_timeout"] = host.ssh.connect_timeout
         # pyinfra 3.10 has no per-host connect timeout key; paramiko's kwargs carry it.
         data["ssh_paramiko_connect_kwargs"] = {"timeout": host.ssh.connect_timeout}
+    if host.ssh.jump:
+        data["gpurig_jump"] = jump_data(host.ssh.jump)
     return data
+
+
+def jump_data(jump: Jump) -> dict[str, Any]:
+    """The login node as gpurig.jump takes it (a plain mapping: it keys the shared login)."""
+    return {**asdict(jump), "key": os.path.expanduser(jump.key) if jump.key else None}
+
+
+def pyinfra_name(host: Host) -> str:
+    """The name pyinfra is given: `@gpurig_jump/NAME` for a host behind a login node (that
+    connector names it NAME again), else NAME."""
+    return f"@{JUMP_CONNECTOR}/{host.name}" if host.ssh.jump else host.name
+
+
+def pyinfra_hosts(hosts: Sequence[Host], known_hosts_dir: Path) -> list[HostEntry]:
+    """(name, data) for pyinfra, in order, each host's recorded key in a known_hosts file.
+
+    One file per network: the hosts behind each login node get their own, since private
+    addresses repeat from one cluster to the next (and match a directly reached host's).
+    """
+    networks: dict[Jump | None, list[Host]] = {}
+    for host in hosts:
+        networks.setdefault(host.ssh.jump, []).append(host)
+    files = {
+        jump: write_known_hosts(members, known_hosts_dir) for jump, members in networks.items()
+    }
+    return [(pyinfra_name(h), host_data(h, files[h.ssh.jump])) for h in hosts]
 
 
 def pyinfra_groups(inventory: Inventory, known_hosts_dir: Path) -> dict[str, list[Any]]:
     """`all` as (name, data) tuples in file order, plus one list of names per YAML group."""
-    known_hosts = write_known_hosts(inventory.hosts, known_hosts_dir)
-    groups: dict[str, list[Any]] = {
-        "all": [(h.name, host_data(h, known_hosts)) for h in inventory.hosts]
-    }
+    groups: dict[str, list[Any]] = {"all": pyinfra_hosts(inventory.hosts, known_hosts_dir)}
     groups.update(inventory.groups())
     return groups
 

@@ -28,6 +28,8 @@ hostname "$name"
 exec chroot "$m" /usr/sbin/sshd -D -e
 """
 
+LOGIN = "login"  # the login node's host name (`sandbox up --behind-login N`)
+
 FLEET_SSHD_CONFIG = "# No PAM: the host has no login session machinery, only sshd.\nUsePAM no\n"
 
 
@@ -53,14 +55,47 @@ def record(state: State, index: int) -> HostRecord:
     )
 
 
+def login_record(state: State) -> HostRecord:
+    """The login node: a fleet host on the bridge with a leg on the private network."""
+    return HostRecord(
+        name=LOGIN,
+        kind="fleet",
+        index=0,
+        address=net.login_address(state.network),
+        netns=f"gpurig.{state.name}.{LOGIN}",
+        veth=f"gv{state.slot}-{LOGIN}",
+    )
+
+
+def behind_record(state: State, index: int) -> HostRecord:
+    """Host `index` behind the login node, on the private network only. Its veth pair runs
+    from its namespace to the login node's, so this machine holds no end of it (no `veth`)."""
+    name = f"node-{index:03d}"
+    return HostRecord(
+        name=name,
+        kind="fleet",
+        index=index,
+        address=net.behind_address(state.network, index),
+        netns=f"gpurig.{state.name}.{name}",
+        via=LOGIN,
+    )
+
+
 def start(rec: HostRecord, state: State, lower: Path, hosts_dir: Path) -> None:
-    """Create the host's namespaces and start its sshd; fills in pid, start time, host key."""
+    """Create the host's namespaces and start its sshd; fills in pid, start time, host key.
+    A host behind the login node needs the login node started first."""
     top = hosts_dir / rec.name
     for sub in ("upper/etc/ssh", "work", "merged"):
         (top / sub).mkdir(parents=True, exist_ok=True)
     key = ensure_keypair(top / "upper/etc/ssh/ssh_host_ed25519_key", rec.name)
     rec.host_key = public_key(key)
-    net.create_netns(rec.netns, rec.veth, rec.address, state.bridge, state.network)
+    if rec.via:
+        login = state.hosts[rec.via]
+        net.create_behind_netns(rec.netns, rec.address, login.netns, f"n{rec.index}", state.network)
+    else:
+        net.create_netns(rec.netns, rec.veth, rec.address, state.bridge, state.network)
+    if rec.name == LOGIN:
+        net.create_private_bridge(rec.netns, state.network)
     with open(top / "sshd.log", "ab") as log:
         launcher = subprocess.Popen(
             [

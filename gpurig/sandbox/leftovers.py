@@ -19,7 +19,7 @@ def leftovers(top: Path, state: State) -> list[str]:
                 found.append(f"process {rec.pid} ({rec.name})")
             if net.netns_exists(rec.netns):
                 found.append(f"netns {rec.netns}")
-            if net.link_exists(rec.veth):
+            if rec.veth and net.link_exists(rec.veth):
                 found.append(f"link {rec.veth}")
     for name, (pid, started) in state.services.items():
         if alive(pid, started):

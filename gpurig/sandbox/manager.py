@@ -16,7 +16,7 @@ from gpurig.fsutil import atomic_write
 from gpurig.sandbox import fleet, full, net, registry, rootfs
 from gpurig.sandbox.alloc import choose, machine_in_use, machine_lock
 from gpurig.sandbox.keys import ensure_keypair
-from gpurig.sandbox.proc import SandboxError, alive, kill, run, wait_port
+from gpurig.sandbox.proc import SandboxError, alive, kill, run, wait_port, wait_port_in
 from gpurig.sandbox.services import SERVICES, url
 from gpurig.sandbox.state import (
     HostRecord,
@@ -29,6 +29,7 @@ from gpurig.sandbox.state import (
 )
 
 Log = Callable[[str], None]
+BEHIND_LOGIN = "behind-login"  # the inventory group that carries the login node's ssh.jump
 
 
 @dataclass(frozen=True)
@@ -100,11 +101,20 @@ def _claim(paths: Paths, state: State, name: str) -> None:
         net.ensure_bridge(state.bridge, state.gateway, state.network)
 
 
-def up(top: Path, name: str, fleet_hosts: int, full_hosts: int, log: Log = print) -> State:
+def up(
+    top: Path,
+    name: str,
+    fleet_hosts: int,
+    full_hosts: int,
+    log: Log = print,
+    behind_login: int = 0,
+) -> State:
     """Make sure the sandbox `name` (kept in `top`) runs at least `fleet_hosts` +
-    `full_hosts` hosts; repair what a killed run left.
+    `full_hosts` hosts, and with `behind_login`, a login node and that many hosts reachable
+    only through it; repair what a killed run left.
 
-    Idempotent: healthy hosts are left alone, missing ones made, broken ones restarted.
+    Idempotent: healthy hosts are left alone, missing ones made, broken ones restarted (and
+    with a restarted login node, the hosts behind it: their links went with it).
     """
     _require_root_and_tools("ip", "unshare", "ssh-keygen", "docker-registry", "podman")
     paths = Paths(top)
@@ -133,6 +143,9 @@ def up(top: Path, name: str, fleet_hosts: int, full_hosts: int, log: Log = print
 
     wanted = [fleet.record(state, i) for i in range(1, fleet_hosts + 1)]
     wanted += [full.record(state, i) for i in range(1, full_hosts + 1)]
+    if behind_login:  # the login node first: the hosts behind it are wired to it
+        wanted.append(fleet.login_record(state))
+        wanted += [fleet.behind_record(state, i) for i in range(1, behind_login + 1)]
     for rec in wanted:
         state.hosts.setdefault(rec.name, rec)
     env = paths.podman_env()
@@ -145,9 +158,9 @@ def up(top: Path, name: str, fleet_hosts: int, full_hosts: int, log: Log = print
         image = rootfs.image(env)
         full.ensure_network(state, env)
 
-    started = []
+    started: list[HostRecord] = []
     for rec in state.hosts.values():
-        if _healthy(rec, env):
+        if _healthy(rec, env) and rec.via not in {s.name for s in started}:
             continue
         save(paths.state, state)  # the intent is on record before anything is made
         if rec.kind == "fleet":
@@ -161,11 +174,18 @@ def up(top: Path, name: str, fleet_hosts: int, full_hosts: int, log: Log = print
 
     deadline = time.monotonic() + 60
     for rec in started:
-        if not wait_port(rec.address, 22, timeout=max(1.0, deadline - time.monotonic())):
+        left = max(1.0, deadline - time.monotonic())
+        if rec.via:  # only the login node reaches it: ask from there
+            answers = wait_port_in(state.hosts[rec.via].netns, rec.address, 22, left)
+        else:
+            answers = wait_port(rec.address, 22, timeout=left)
+        if not answers:
             raise SandboxError(f"{rec.name}: sshd is not answering at {rec.address}:22")
     write_access_files(paths, state)
+    behind = [h for h in state.hosts.values() if h.via]
+    login = f", {len(behind)} behind {fleet.LOGIN}" if behind else ""
     log(
-        f"up: {name}: {len(state.fleet())} fleet, {len(state.full())} full "
+        f"up: {name}: {len(state.fleet()) - len(behind)} fleet{login}, {len(state.full())} full "
         f"({len(started)} started) on {state.bridge} {state.network}"
     )
     log(f"inventory  {paths.inventory}")
@@ -175,17 +195,26 @@ def up(top: Path, name: str, fleet_hosts: int, full_hosts: int, log: Log = print
 def write_access_files(paths: Paths, state: State) -> None:
     """The inventory (host keys recorded, so connections are strictly checked), a
     known_hosts file and an ssh_config for plain ssh and testinfra."""
-    hosts = sorted(state.hosts.values(), key=lambda h: (h.kind, h.index))
+    hosts = sorted(state.hosts.values(), key=lambda h: (h.kind, h.via, h.index))
+    groups: dict[str, dict] = {
+        # Fleet hosts are bare namespaces: no engine, no systemd, no GPU.
+        "fleet": {"spec": {"engine": "none", "gpu": "absent"}},
+        "full": {"spec": {"gpu": "absent"}},
+    }
+    login = state.hosts.get(fleet.LOGIN)
+    if login:  # its hosts' one way in, its host key pinned
+        jump = {"address": login.address, "host_key": login.host_key}
+        groups[BEHIND_LOGIN] = {"ssh": {"jump": jump}}
     inventory = {
         "version": 1,
         "defaults": {"ssh": {"user": "root", "key": str(paths.client_key)}},
-        "groups": {
-            # Fleet hosts are bare namespaces: no engine, no systemd, no GPU.
-            "fleet": {"spec": {"engine": "none", "gpu": "absent"}},
-            "full": {"spec": {"gpu": "absent"}},
-        },
+        "groups": groups,
         "hosts": {
-            h.name: {"address": h.address, "ssh": {"host_key": h.host_key}, "groups": [h.kind]}
+            h.name: {
+                "address": h.address,
+                "ssh": {"host_key": h.host_key},
+                "groups": [h.kind, BEHIND_LOGIN] if h.via else [h.kind],
+            }
             for h in hosts
         },
     }
@@ -198,6 +227,7 @@ def write_access_files(paths: Paths, state: State) -> None:
             f"Host {h.name}\n  HostName {h.address}\n  User root\n"
             f"  IdentityFile {paths.client_key}\n  IdentitiesOnly yes\n"
             f"  UserKnownHostsFile {paths.known_hosts}\n  StrictHostKeyChecking yes\n"
+            + (f"  ProxyJump {h.via}\n" if h.via else "")
             for h in hosts
         ),
     )

@@ -6,6 +6,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -91,6 +92,17 @@ def wait_port(address: str, port: int, timeout: float) -> bool:
             pass
         time.sleep(0.1)
     return False
+
+
+def wait_port_in(netns: str, address: str, port: int, timeout: float) -> bool:
+    """wait_port as seen from inside network namespace `netns` (a host only the login node
+    reaches): this interpreter, run there by `ip netns exec`."""
+    code = (
+        "import sys; from gpurig.sandbox.proc import wait_port; "
+        "sys.exit(not wait_port(sys.argv[1], int(sys.argv[2]), float(sys.argv[3])))"
+    )
+    argv = ["ip", "netns", "exec", netns, sys.executable, "-c", code, address, str(port)]
+    return run([*argv, str(timeout)], check=False).returncode == 0
 
 
 def spawn_daemon(argv: Sequence[str], log: Path, address: str, port: int) -> tuple[int, int | None]:

@@ -35,6 +35,7 @@ class HostRecord:
     container: str = ""
     pid: int | None = None
     started: int | None = None
+    via: str = ""  # the login node (a host's name) that is the only way to this host
 
 
 @dataclass
@@ -76,7 +77,8 @@ def load(path: Path) -> State:
     if not path.exists():
         return State()
     raw = json.loads(path.read_text())
-    # Keys this gpurig does not know (another sandbox, made by a newer one) are left out.
+    # Fields this gpurig does not know (records of a newer one, read when choosing a slot
+    # beside its sandbox) are left out, not a crash.
     fields = HostRecord.__dataclass_fields__
     hosts = {
         name: HostRecord(**{k: v for k, v in rec.items() if k in fields})

@@ -19,6 +19,7 @@ from gpurig.hostkeys import (
     fingerprint,
     host_key_line,
     is_mismatch,
+    jump_key_refusal,
     mismatched_hosts,
 )
 from gpurig.inventory import load_inventory
@@ -73,8 +74,9 @@ def test_mismatched_hosts_reads_pyinfra_log_lines() -> None:
         "\x1b[33mWARNING: REMOTE HOST IDENTIFICATION HAS CHANGED!\x1b[0m\n"
         "    [\x1b[1mfull-4\x1b[0m] \x1b[31mSSH host key error (Host key for 10.0.0.4 does not "
         "match.)\x1b[0m\n[fleet-001] Could not connect (timed out)\n"
+        f"[node-001] SSH host key error ({jump_key_refusal('10.0.0.9:2222')})\n"
     )
-    assert mismatched_hosts(log) == ["full-4"]
+    assert mismatched_hosts(log) == {"full-4": None, "node-001": "10.0.0.9:2222"}
 
 
 def test_drift_reports_a_changed_key_and_only_then(keys: tuple[Path, Path], tmp_path: Path):

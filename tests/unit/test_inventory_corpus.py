@@ -79,4 +79,4 @@ def test_example_is_valid_for_loader_and_plain_jsonschema(path: Path) -> None:
 
 
 def test_examples_exist() -> None:
-    assert [p.name for p in EXAMPLES] == ["example.yaml", "profiles.yaml"]
+    assert [p.name for p in EXAMPLES] == ["cluster.yaml", "example.yaml", "profiles.yaml"]

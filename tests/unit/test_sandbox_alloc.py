@@ -4,6 +4,7 @@ machine readers on this machine's real `ip` and /proc, and --name/--dir resoluti
 from __future__ import annotations
 
 import ipaddress
+import json
 import shutil
 import socket
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gpurig.sandbox import alloc, fleet
+from gpurig.sandbox import alloc, fleet, net
 from gpurig.sandbox.alloc import InUse, choose, parse_listening, parse_networks
 from gpurig.sandbox.proc import SandboxError
 from gpurig.sandbox.services import SERVICES, url
@@ -70,8 +71,27 @@ def test_link_names_fit_the_kernel_limit_at_the_extremes():
     state = State()
     state.allocate(a)
     veth = fleet.record(state, 1000).veth
-    assert max(len(a.bridge), len(a.podman_interface), len(veth)) <= 15
+    login = fleet.login_record(state).veth
+    assert max(len(a.bridge), len(a.podman_interface), len(veth), len(login)) <= 15
     assert NET(a.network).supernet(new_prefix=16) == alloc.block(alloc.SLOTS - 1)
+
+
+def test_hosts_behind_the_login_node_share_no_address_with_the_bridge():
+    """Their subnet lies in the bridge's (this machine routes it there, where nobody answers
+    for it) but holds no fleet host (up to `--fleet 1000`), no login node, no gateway."""
+    state = State()
+    state.allocate(alloc.slot_allocation("demo", 3))
+    private = net.private_network(state.network)
+    assert private.subnet_of(NET(state.network))
+    bridge = {state.gateway, net.login_address(state.network)}
+    bridge |= {fleet.record(state, i).address for i in range(1, 1001)}
+    assert len(bridge) == 1002
+    assert not {a for a in bridge if ipaddress.ip_address(a) in private}
+    behind = [fleet.behind_record(state, i) for i in range(1, 251)]
+    addresses = {ipaddress.ip_address(r.address) for r in behind}
+    assert len(addresses) == 250 and all(a in private for a in addresses)
+    assert not addresses & {private.network_address + 1, private.broadcast_address}
+    assert {r.via for r in behind} == {fleet.LOGIN} and not any(r.veth for r in behind)
 
 
 def test_every_service_has_a_port_and_a_url():
@@ -146,3 +166,17 @@ def test_register_links_a_dir_sandbox_once_and_unregister_removes_only_its_link(
     unregister("b", elsewhere)
     assert registered() == {"a": named.resolve()}
     assert load(named / "state.json").slot == 0
+
+
+def test_records_of_a_newer_gpurig_still_load(tmp_path: Path):
+    """A sandbox beside this one, made by a gpurig that records more (here a host `role`):
+    choosing a slot reads its records, so unknown fields are left out, never a crash."""
+    state = State(name="new", slot=2)
+    state.hosts["login"] = fleet.login_record(State(name="new", slot=2, network="10.102.0.0/17"))
+    save(tmp_path / "state.json", state)
+    raw = json.loads((tmp_path / "state.json").read_text())
+    raw["hosts"]["login"]["role"] = "slurmctld"
+    raw["coming"] = "later"
+    (tmp_path / "state.json").write_text(json.dumps(raw))
+    loaded = load(tmp_path / "state.json")
+    assert (loaded.slot, loaded.hosts["login"]) == (2, state.hosts["login"])
