@@ -62,13 +62,14 @@ def _finding(group: Sequence[Change]) -> Finding:
         actual = "; ".join(f"{c.field or c.id}: {c.actual}" for c in group)
     fields = ", ".join(c.field for c in group if c.field)
     what = f"{first.subject}: {fields}" if fields else first.subject
+    verb = "differ" if len(group) > 1 else "differs"
     actions = "; ".join(dict.fromkeys(c.action for c in group))
     severity: Severity = "error" if any(c.severity == "error" for c in group) else "warn"
     if first.refused:
-        message = f"{what} differs from the spec, and the converge will not change it"
+        message = f"{what} {verb} from the spec, and the converge will not change it"
         return Finding(finding_id, severity, message, expected, actual, actions, "by-hand",
                        first.subject, "refused", differences)  # fmt: skip
-    message = f"{what} differs from the spec"
+    message = f"{what} {verb} from the spec"
     fix = f"run the converge: it will {actions}"
     return Finding(finding_id, severity, message, expected, actual, fix, "reconverge",
                    first.subject, "converge", differences)  # fmt: skip

@@ -56,11 +56,6 @@ class Finding:
         the converge's ids, whatever a report groups them under)."""
         return tuple(d.id for d in self.differences if d.id) or (self.id,)
 
-    @property
-    def rows(self) -> tuple[Difference, ...]:
-        """What differs, as rows: its differences, or its one expected and actual value."""
-        return self.differences or (Difference("", self.expected, self.actual),)
-
 
 def as_dict(finding: Finding) -> dict[str, Any]:
     """The JSON contract's finding: the first keys as they always were, then what it is about,
