@@ -76,7 +76,12 @@ def load(path: Path) -> State:
     if not path.exists():
         return State()
     raw = json.loads(path.read_text())
-    hosts = {name: HostRecord(**rec) for name, rec in raw.pop("hosts", {}).items()}
+    # Keys this gpurig does not know (another sandbox, made by a newer one) are left out.
+    fields = HostRecord.__dataclass_fields__
+    hosts = {
+        name: HostRecord(**{k: v for k, v in rec.items() if k in fields})
+        for name, rec in raw.pop("hosts", {}).items()
+    }
     raw.pop("version", None)
     known = State.__dataclass_fields__
     return State(hosts=hosts, **{k: v for k, v in raw.items() if k in known})
