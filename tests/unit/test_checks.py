@@ -15,6 +15,7 @@ from facts.probe import parse_gpu
 from gpurig import compat, container_checks, fleet, gpu_checks, node_checks
 from gpurig.checks import CHECK_IDS, check
 from gpurig.node_checks import key_changed, unreachable
+from gpurig.plans import CHANGE_IDS
 from gpurig.rules import rules
 from gpurig.spec import normalise
 from tests.unit.gpu_fixtures import read_fixture
@@ -227,7 +228,7 @@ def test_one_table_row_per_id_with_a_remediation_and_a_source() -> None:
         assert row["severity"] in ("error", "warn"), check_id
         assert row["remediation"] in rules()["remediations"], check_id
         assert row["source"], check_id
-        assert set(row.get("explained_by") or []) <= set(rules()["checks"]) | {"engine.socket"}
+        assert set(row.get("explained_by") or []) <= set(rules()["checks"]) | set(CHANGE_IDS)
 
 
 def test_clean_host_has_no_findings() -> None:
