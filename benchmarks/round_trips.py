@@ -67,7 +67,7 @@ def full_spec(top: Path, engine: str, checkout: tuple[str, str], secret: Path) -
         "nvidia_toolkit": {"version": aptrepo.VERSIONS[0], "repo": apt, "key": f"{apt}/gpgkey"},
         "packages": ["curl"],
         "containers": {"train": {
-            "image": state.images["train"], "shm_size": "512g", "user": "root",
+            "image": state.images["train"], "shm_size": "8g", "user": "root",
             "network": "host", "command": ["sleep", "infinity"],
             "ulimits": {"nofile": "1024:20000", "nproc": "4096:4096"},
         }},

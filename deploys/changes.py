@@ -17,7 +17,7 @@ def start(changes: Sequence[Change], idle: str) -> bool:
     reason; otherwise marks the host as changing and returns True."""
     refused = [c for c in changes if c.refused]
     if refused:
-        found = "; ".join(f"{c.subject}: expected {c.expected}, found {c.actual}" for c in refused)
+        found = "; ".join(f"{c.what}: expected {c.expected}, found {c.actual}" for c in refused)
         actions = list(dict.fromkeys(c.action for c in refused))  # one reason, said once
         raise OperationError(f"{found}. {'; '.join(actions)}")
     if not changes:

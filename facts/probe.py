@@ -178,7 +178,7 @@ def parse_gpu(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # The document's shape: what each member must be (host output is checked, never assumed).
-SHAPE = {"host": dict, "cgroup": dict, "disks": list, "shm": dict, "core_dumps": dict,
+SHAPE = {"host": dict, "cgroup": dict, "disks": list, "core_dumps": dict,
          "engine": dict, "containers": list, "imports": list, "gpu": dict}  # fmt: skip
 
 

@@ -76,6 +76,8 @@ section_host() {
   name=''
   have id && name=$(id -un 2>/dev/null)
   kv_str user "$name"
+  mem=$(sed -n 's/^MemTotal:[[:space:]]*\([0-9]*\) kB$/\1/p' /proc/meminfo 2>/dev/null)
+  kv_num memory_bytes "${mem:+$((mem * 1024))}"
   # Can this login become root without a password? null: no sudo to ask (or already root).
   member sudo
   if [ "$uid" != 0 ] && have sudo; then json_bool bounded sudo -n true </dev/null 2>/dev/null
@@ -152,12 +154,6 @@ section_disks() {
   open_arr disks
   for path in $PATHS; do disk_entry "$path"; done
   close_arr
-  open_obj shm
-  # shellcheck disable=SC2046
-  set -- $(df_fields -k /dev/shm)
-  member exists; json_bool [ -d /dev/shm ]
-  if [ $# -ge 4 ]; then kv_num size_bytes "$(($2 * 1024))"; else kv_num size_bytes ''; fi
-  close_obj
 }
 
 section_core_dumps() {

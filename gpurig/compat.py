@@ -1,4 +1,5 @@
-"""Driver, CUDA and GPU compatibility rules, as pure functions over versions and arch lists.
+"""Driver, CUDA and GPU compatibility rules, as pure functions over versions and arch lists,
+and `check(spec, probe)`: the same rules on a host's driver, GPUs and containers' torch.
 
 The drift evaluator and `gpurig compat` both call these, so a rule is written once and its
 findings carry the `expected`/`actual`/`fix` a report needs. The numbers come from the tables
@@ -8,34 +9,23 @@ in `gpurig/data/` (each row names its source), never from this file.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from gpurig.datafiles import table
+from gpurig.finding import Finding
+from gpurig.gpu_checks import DRIVER, job_capabilities
+from gpurig.rules import found
 
-Severity = Literal["error", "warn"]
 Verdict = Literal["ok", "warn", "fail"]
+IDS = ("compat.kernel_module", "compat.driver_cuda", "compat.torch_arch")
+TORCH = "torch build"  # the subject offline; a host's findings name the container
 
 _VERSION_RE = re.compile(r"\d+(?:\.\d+){1,2}")
 _CAPABILITY_RE = re.compile(r"(\d+)\.(\d)")
 # sm_90, sm_120, compute_90, sm_90a, sm_100f: the last digit is the minor capability.
 _TARGET_RE = re.compile(r"(sm|compute)_(\d+)(\d)([af]?)")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One broken or risky property of a host, with what was expected and how to fix it."""
-
-    id: str
-    severity: Severity
-    message: str
-    expected: str = ""
-    actual: str = ""
-    fix: str = ""
-    # GPU findings: restart-job | reset-gpu | reboot | reconverge | contact-provider
-    # (gpurig/data/gpu_health.yaml); empty for findings that predate it.
-    remediation: str = ""
 
 
 @dataclass(frozen=True)
@@ -126,7 +116,7 @@ def needs_minor_version_compat(driver: str, cuda: str) -> bool:
     return _key(parse_version(driver)) < _key(parse_version(release[1]))
 
 
-def check_driver_cuda(driver: str, cuda: str) -> list[Finding]:
+def check_driver_cuda(driver: str, cuda: str, subject: str = TORCH) -> list[Finding]:
     """Is the driver new enough for a torch built against `cuda` (torch.version.cuda)?
 
     The release's own minimum is checked first: CUDA 11.0 GA needs only 450.51.05, below the
@@ -140,9 +130,9 @@ def check_driver_cuda(driver: str, cuda: str) -> list[Finding]:
     wanted = release[1] if release else floor
     if _key(parse_version(driver)) < _key(parse_version(floor)):
         return [
-            Finding(
+            found(
                 "compat.driver_cuda",
-                "error",
+                subject,
                 f"driver {driver} is older than {floor}, the minimum for any CUDA {major}.x "
                 f"(minor-version compatibility); CUDA {cuda} will not initialise "
                 "('CUDA driver version is insufficient for CUDA runtime version')",
@@ -153,26 +143,28 @@ def check_driver_cuda(driver: str, cuda: str) -> list[Finding]:
         ]
     if release is None:
         return [
-            Finding(
+            found(
                 "compat.driver_cuda",
-                "warn",
+                subject,
                 f"CUDA {cuda} is not in gpurig's driver table; only the CUDA {major}.x "
                 f"minor-version floor ({floor}) was checked",
                 expected=f">= {floor}",
                 actual=driver,
                 fix="check the CUDA release notes for this release's minimum driver",
+                severity="warn",
             )
         ]
     return [
-        Finding(
+        found(
             "compat.driver_cuda",
-            "warn",
+            subject,
             f"driver {driver} is below {release[1]} ({release[0]}), so CUDA {cuda} runs only "
             "through minor-version compatibility: newer PTX cannot be JIT-compiled and "
             "features that need a newer driver fail",
             expected=f">= {release[1]}",
             actual=driver,
             fix=f"install NVIDIA driver >= {release[1]}",
+            severity="warn",
         )
     ]
 
@@ -182,9 +174,9 @@ def check_kernel_module(driver: str, kernel_module: str) -> list[Finding]:
     if _key(parse_version(driver)) == _key(parse_version(kernel_module, "kernel module version")):
         return []
     return [
-        Finding(
+        found(
             "compat.kernel_module",
-            "error",
+            DRIVER,
             f"loaded kernel module {kernel_module} differs from user-space driver {driver}: "
             "nvidia-smi and CUDA fail with 'Driver/library version mismatch'",
             expected=driver,
@@ -212,7 +204,7 @@ def _by_capability(target: Target) -> tuple[int, int]:
 
 
 def check_torch_arch(
-    arch_list: Sequence[str], capability: str, *, ptx_jit: bool = True
+    arch_list: Sequence[str], capability: str, *, ptx_jit: bool = True, subject: str = TORCH
 ) -> list[Finding]:
     """Can a torch build with `arch_list` run kernels on a GPU of `capability`?
 
@@ -232,14 +224,15 @@ def check_torch_arch(
     fix = f"install a torch build whose arch list includes {sm}"
     if ptx and ptx_jit:
         return [
-            Finding(
+            found(
                 "compat.torch_arch",
-                "warn",
+                subject,
                 f"no cubin for capability {arch} in [{listed}]; kernels are JIT-compiled from "
                 f"{ptx[-1]} PTX: slow first start, and the driver must support that PTX",
                 expected=sm,
                 actual=listed,
                 fix=fix,
+                severity="warn",
             )
         ]
     reason = (
@@ -249,9 +242,9 @@ def check_torch_arch(
         else "no cubin or PTX fits"
     )
     return [
-        Finding(
+        found(
             "compat.torch_arch",
-            "error",
+            subject,
             f"torch cannot run on capability {arch}: {reason} in [{listed}] "
             "('no kernel image is available for execution on the device')",
             expected=sm,
@@ -267,8 +260,10 @@ def judge(
     cuda: str | None = None,
     arch_list: Sequence[str] | None = None,
     capability: str | None = None,
+    subject: str = TORCH,
 ) -> tuple[Verdict, list[Finding]]:
-    """Judge one driver/module/CUDA/arch/GPU combination: 'fail' on any error, else 'warn'/'ok'."""
+    """Judge one driver/module/CUDA/arch/GPU combination: 'fail' on any error, else 'warn'/'ok'.
+    `subject` names the torch build in the findings (a host's container)."""
     parse_version(driver)
     if (arch_list is None) != (capability is None):
         raise ValueError("an arch list and a compute capability are only judged together")
@@ -276,10 +271,39 @@ def judge(
     if kernel_module is not None:
         findings += check_kernel_module(driver, kernel_module)
     if cuda is not None:
-        findings += check_driver_cuda(driver, cuda)
+        findings += check_driver_cuda(driver, cuda, subject)
     if arch_list is not None and capability is not None:
         ptx_jit = cuda is None or not needs_minor_version_compat(driver, cuda)
-        findings += check_torch_arch(arch_list, capability, ptx_jit=ptx_jit)
+        findings += check_torch_arch(arch_list, capability, ptx_jit=ptx_jit, subject=subject)
     if any(f.severity == "error" for f in findings):
         return "fail", findings
     return ("warn" if findings else "ok"), findings
+
+
+def check(_spec: Mapping[str, Any], probe: Mapping[str, Any]) -> list[Finding]:
+    """The rules on one host: its loaded module against the driver, and each container's torch
+    (CUDA release, arch list) against the driver and every GPU a job can be given."""
+    return list(_host(probe))
+
+
+def _host(probe: Mapping[str, Any]) -> Iterator[Finding]:
+    gpu = probe.get("gpu") or {}
+    module = (gpu.get("kernel_module") or {}).get("version")
+    gpus = gpu.get("gpus") or []
+    # Where NVML refuses to start, its own finding (gpu.nvml_mismatch) names the mismatch; the
+    # torch builds are still judged by the library version that will load after a reboot.
+    driver = gpus[0].get("driver_version") if gpus else gpu.get("nvml_mismatch")
+    if not driver:
+        return
+    if module:
+        yield from check_kernel_module(driver, module)
+    # A MIG slice is judged by its parent GPU's capability (it has none of its own).
+    capabilities = job_capabilities(gpu)
+    for container in probe.get("containers") or []:
+        torch = container.get("torch") or {}
+        if not torch.get("cuda"):
+            continue
+        name = f"container {container['name']}"
+        for capability in capabilities or [None]:
+            arches = torch.get("arch_list") if capability else None
+            yield from judge(driver, None, torch["cuda"], arches, capability, name)[1]

@@ -9,29 +9,34 @@ names and uint64 'unlimited'). Spec defaults come from gpurig.spec (applied at l
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpurig.inventory import parse_size
+from gpurig.inventory import format_size, parse_size
 
 Inspect = Mapping[str, Any]
 
 # The kernel's RLIM_INFINITY as Podman prints it (uint64), and as Docker prints it.
 _UNLIMITED = {2**64 - 1, 2**63 - 1, -1}
 _CDI_GPU = re.compile(r"nvidia\.com/gpu=(\w+)")
-# Env keys whose values are credentials: compared, never printed.
-_SECRET_KEY = re.compile(r"TOKEN|SECRET|PASSW|PASSWD|CREDENTIAL|API_?KEY|AUTH|PRIVATE", re.I)
+# Names (env keys, command options) whose values are credentials: compared, never printed.
+_SECRET_KEY = re.compile(r"TOKEN|SECRET|PASSW|PASSWD|CREDENTIAL|API[_-]?KEY|AUTH|PRIVATE", re.I)
+REDACTED = "<redacted>"
 
 
 @dataclass(frozen=True)
 class Field:
-    """One declared key: how the spec's value reads, how inspect's reads, how `run` sets it."""
+    """One declared key: how the spec's value reads, how inspect's reads, how `run` sets it,
+    and how a report shows either value (sizes in binary units, limits as soft:hard, env as
+    KEY=value with credentials redacted, lists joined)."""
 
     name: str
     declared: Callable[[Any, str], Any]
     actual: Callable[[Inspect, str, Any], Any]
     run_args: Callable[[Any, str], list[str]]
+    shown: Callable[[Any], str] = str
 
 
 @dataclass(frozen=True)
@@ -178,6 +183,56 @@ def _ulimit_arg(value: int | str) -> str:
     return f"{value}:{value}" if isinstance(value, int) else str(value)
 
 
+def redacted(key: str, value: Any) -> Any:
+    """`value` as a report may print it: `<redacted>` when `key` (an env key, the option
+    before an argument, or the `--name` of `--name=value`) names a credential."""
+    if not isinstance(value, str) or not value:
+        return value
+    name, equals, rest = value.partition("=")
+    if _SECRET_KEY.search(key):
+        return REDACTED
+    if equals and name.startswith("-") and rest and _SECRET_KEY.search(name):
+        return f"{name}={REDACTED}"
+    return value
+
+
+def _unset(value: Any) -> str:
+    return "(unset)" if value is None else str(value)
+
+
+def _show_size(size: int | None) -> str:
+    return "(engine default)" if size is None else format_size(size)
+
+
+def _show_list(items: list[Any]) -> str:
+    return ", ".join(str(i) for i in items) or "none"
+
+
+def _show_gpus(gpus: Any) -> str:
+    return _show_list(gpus) if isinstance(gpus, list) else str(gpus)
+
+
+def _show_env(env: Mapping[str, str | None]) -> str:
+    return " ".join(f"{k}={_unset(redacted(k, v))}" for k, v in env.items()) or "none"
+
+
+def _show_limit(value: int) -> str:
+    return "unlimited" if value == -1 else str(value)
+
+
+def _show_ulimits(ulimits: Mapping[str, tuple[int, int] | None]) -> str:
+    return " ".join(
+        f"{name}=" + ("(unset)" if pair is None else ":".join(map(_show_limit, pair)))
+        for name, pair in ulimits.items()
+    )
+
+
+def _show_command(command: list[Any]) -> str:
+    argv = [str(a) for a in command]
+    flags = ["", *(a if a.startswith("-") else "" for a in argv)]
+    return shlex.join(redacted(flag, arg) for flag, arg in zip(flags, argv, strict=False)) or "none"
+
+
 def _config(key: str, empty: Any) -> Callable[[Inspect, str, Any], Any]:
     return lambda inspect, _engine, _declared: (inspect.get("Config") or {}).get(key) or empty
 
@@ -188,28 +243,35 @@ def _flag(flag: str) -> Callable[[Any, str], list[str]]:
 
 FIELDS = (
     Field(
-        "image", lambda v, _: image_digest(v), running_image, lambda v, _: []
-    ),  # the last argument
+        "image",
+        lambda v, _: image_digest(v),
+        running_image,
+        lambda v, _: [],  # the last argument
+        lambda v: v or "(no digest)",
+    ),
     Field(
         "shm_size",
         lambda v, _: parse_size(v),
         lambda i, _e, _d: (i.get("HostConfig") or {}).get("ShmSize"),
         lambda v, _: ["--shm-size", str(parse_size(v))],
+        _show_size,
     ),
     Field("user", lambda v, _: str(v), _config("User", "(image default)"), _flag("--user")),
     Field("network", lambda v, _: v, _network, _flag("--network")),
-    Field("gpus", lambda v, _: v, _gpus, _gpu_args),
+    Field("gpus", lambda v, _: v, _gpus, _gpu_args, _show_gpus),
     Field(
         "mounts",
         declared_mounts,
         actual_mounts,
         lambda v, _: [a for m in v for a in ("--volume", m)],
+        _show_list,
     ),
     Field(
         "env",
         lambda v, _: dict(v),
         _env,
         lambda v, _: [a for k, x in sorted(v.items()) for a in ("--env", f"{k}={x}")],
+        _show_env,
     ),
     Field(
         "ulimits",
@@ -218,18 +280,18 @@ FIELDS = (
         lambda v, _: [
             a for k, x in sorted(v.items()) for a in ("--ulimit", f"{k}={_ulimit_arg(x)}")
         ],
+        _show_ulimits,
     ),
-    Field("command", lambda v, _: [str(p) for p in v], _config("Cmd", []), lambda v, _: []),
+    Field(
+        "command",
+        lambda v, _: [str(p) for p in v],
+        _config("Cmd", []),
+        lambda v, _: [],
+        _show_command,
+    ),
     Field("restart", restart_policy, _restart, lambda v, e: ["--restart", restart_policy(v)]),
 )
 FIELD_NAMES = tuple(f.name for f in FIELDS)
-
-
-def _shown(field: str, value: Any) -> str:
-    """A value as a report shows it: credentials in env are never printed."""
-    if field == "env" and isinstance(value, dict):
-        value = {k: ("<redacted>" if _SECRET_KEY.search(k) and v else v) for k, v in value.items()}
-    return str(value)
 
 
 def diff_container(spec: Mapping[str, Any], inspect: Inspect, engine: str) -> list[FieldDiff]:
@@ -241,7 +303,7 @@ def diff_container(spec: Mapping[str, Any], inspect: Inspect, engine: str) -> li
         expected = row.declared(spec[row.name], engine)
         actual = row.actual(inspect, engine, spec[row.name])
         if expected != actual:
-            diffs.append(FieldDiff(row.name, _shown(row.name, expected), _shown(row.name, actual)))
+            diffs.append(FieldDiff(row.name, row.shown(expected), row.shown(actual)))
     return diffs
 
 

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -27,16 +27,25 @@ from facts.gpurig_packages import DebStatus
 from facts.gpurig_repo import RepoState
 from facts.probe import Probe, probe_kwargs
 from gpurig import pyinfra_guard
-from gpurig.checks import check, finding, key_changed, sudo_password, unreachable
-from gpurig.compat import Finding
+from gpurig.change import Change, findings
+from gpurig.checks import check
 from gpurig.container import running_image
+from gpurig.finding import Finding
 from gpurig.hostkeys import is_mismatch
 from gpurig.inventory import Host
+from gpurig.node_checks import (
+    internal_error,
+    key_changed,
+    sudo_password,
+    unreachable,
+    unreadable,
+)
 from gpurig.plans import PLANS, plan_host
 from gpurig.plans.engine import toolkit_wanted
 from gpurig.plans.toolkit import packages as toolkit_packages
 from gpurig.pyinfra_inventory import pyinfra_hosts
 from gpurig.report import HostReport
+from gpurig.rules import one_per_cause
 from gpurig.spec import normalise
 
 PROBE_TIMEOUT = 120  # seconds for the whole command; engines and GPUs can be slow to answer
@@ -62,29 +71,6 @@ def probe_reads(spec: Mapping[str, Any]) -> list[Read]:
     return required_reads(lambda read: probe_of(spec, read))
 
 
-def _unreadable(what: str, exc: Exception) -> Finding:
-    return finding(
-        "state.unreadable",
-        "error",
-        f"{what}: the host's output could not be read",
-        "output gpurig can parse",
-        str(exc)[:300],
-        "run the converge with -v to see the host's output, or inspect the host by hand",
-    )
-
-
-def internal_error(exc: Exception) -> Finding:
-    """A bug in gpurig met while judging a host: said as ours, never as the host's output."""
-    return finding(
-        "gpurig.internal_error",
-        "error",
-        "gpurig failed while judging this host (a bug in gpurig, not in the host)",
-        "a report",
-        f"{type(exc).__name__}: {exc}"[:300],
-        "report it with `gpurig drift -v` output; the other hosts' reports are complete",
-    )
-
-
 def probe_of(spec: Mapping[str, Any], read: Any) -> dict[str, Any] | None:
     """The probe's document with each declared container's inspect (from its one reader).
     Every read is made by the spec alone, before anything read is looked at, so recording
@@ -103,20 +89,22 @@ def probe_of(spec: Mapping[str, Any], read: Any) -> dict[str, Any] | None:
 
 
 def evaluate(spec: Mapping[str, Any], values: Mapping[str, Any]) -> list[Finding]:
-    """Every finding for one host's state: the converge's changes, then the checks. A concern
-    whose state could not be read is one `state.unreadable`; the others are still judged."""
+    """Every finding for one host's state: the converge's changes (one finding per subject),
+    then the checks, one per cause. A concern whose state could not be read is one
+    `state.unreadable`; the others are still judged."""
     read = Snapshot(dict(values))
-    findings: list[Finding] = []
+    changes: list[Change] = []
+    unread: list[Finding] = []
     for name, plan in PLANS:
         try:
-            findings += [change.finding() for change in plan(spec, read)]
+            changes += plan(spec, read)
         except ODD_OUTPUT as exc:
-            findings.append(_unreadable(name, exc))
+            unread.append(unreadable(name, exc))
     try:
-        found = check(spec, probe_of(spec, read))
+        checked = check(spec, probe_of(spec, read))
     except ODD_OUTPUT as exc:
-        found = [_unreadable("checks", exc)]
-    return findings + [f for f in found if f not in findings]
+        checked = [unreadable("checks", exc)]
+    return one_per_cause([*findings(changes), *unread, *checked])
 
 
 def fleet_facts(spec: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
@@ -248,7 +236,7 @@ def report(result: Probed) -> HostReport:
         return HostReport(name, False, [connect_failure(result.host, result.connect_error)])
     if not result.state:
         why = "the host printed nothing (timeout, or a shell error)"
-        return HostReport(name, True, [_unreadable("state", RuntimeError(why))])
+        return HostReport(name, True, [unreadable("state", RuntimeError(why))])
     try:
         spec = normalise(result.host.spec)
         findings = evaluate(spec, result.state)
@@ -278,32 +266,14 @@ def local_sudo() -> bool:
     return done.returncode == 0
 
 
-def not_root(uid: int) -> Finding:
-    """The warning on a local report read without root: what such a read cannot see."""
-    return finding(
-        "host.not_root",
-        "warn",
-        "read without root: files only root may read, an engine socket this user may not use "
-        "and a restricted kernel log read as missing or changed",
-        "root, or passwordless sudo",
-        f"uid {uid} without passwordless sudo",
-        "run `gpurig drift --local` as root (a SLURM prolog or epilog is) or give this user "
-        "passwordless sudo",
-    )
-
-
 def drift_local(host: Host) -> HostReport:
     """Read and judge this machine as `host`: the same one command, plans and checks as
     `run_drift`, run by pyinfra's @local connector (sh in a subprocess, no SSH)."""
     inventory = Inventory((["@local"], {}))
     State(inventory, Config())
     _prepare_pyinfra()
-    sudo = local_sudo()
     reads = drift_reads(normalise(host.spec))
-    result = report(Probed(host, *_read_host(inventory.get_host("@local"), reads, sudo)))
-    if sudo or os.geteuid() == 0:
-        return result
-    return replace(result, findings=[not_root(os.geteuid()), *result.findings])
+    return report(Probed(host, *_read_host(inventory.get_host("@local"), reads, local_sudo())))
 
 
 def progress_stream() -> TextIO | None:

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpurig.compat import Finding
+from gpurig.finding import Finding, as_dict
+from gpurig.rules import found
 
 # Fleet dimensions, in report order, with the words a finding uses for them.
 DIMENSIONS: dict[str, str] = {
@@ -25,6 +26,7 @@ DIMENSIONS: dict[str, str] = {
     "code": "deployed code",
 }
 HostFacts = Mapping[str, str | Mapping[str, str] | None]
+IDS = tuple(f"fleet.mixed_{dim}" for dim in DIMENSIONS)
 
 
 @dataclass(frozen=True)
@@ -73,14 +75,13 @@ def findings(hosts: Mapping[str, HostFacts]) -> list[Finding]:
         outliers = sorted(f"{h}: {v}" for h, v in values.items() if v != majority)
         what = DIMENSIONS[dim] + (f" of {name}" if name else "")
         result.append(
-            Finding(
+            found(
                 f"fleet.mixed_{dim}",
-                "warn",
+                what,
                 f"{len(counts)} different {what} versions across {len(values)} hosts",
                 f"{majority} (on {counts[majority]} hosts)",
                 "; ".join(outliers),
                 "converge the outliers to the same version before running multi-node jobs",
-                "reconverge",
             )
         )
     return result
@@ -90,7 +91,7 @@ def to_json(hosts: Mapping[str, HostFacts]) -> dict[str, Any]:
     """The fleet view as JSON-ready data: groups and findings."""
     return {
         "groups": [vars(g) for g in groups(hosts)],
-        "findings": [vars(f) for f in findings(hosts)],
+        "findings": [as_dict(f) for f in findings(hosts)],
     }
 
 

@@ -1,9 +1,10 @@
-"""GPU health checks the converge cannot fix: pure `check(spec, gpu) -> [Finding]`.
+"""GPU checks the converge cannot fix: pure `check(spec, gpu) -> [Finding]`.
 
-`gpu` is what facts/probe.py's `parse_gpu` returns for one host. Every finding carries a
-remediation (restart-job, reset-gpu, reboot, reconverge, contact-provider) and, where the
-provider must act, the evidence to send: the GPU's PCI address, serial and UUID, and the
-kernel log lines. Ids, severities, remediations and sources live in gpurig/data/gpu_health.yaml.
+`gpu` is what facts/probe.py's `parse_gpu` returns for one host. Every finding names its GPU
+(or the driver, or the GPUs together), carries a remediation (restart-job, reset-gpu, reboot,
+reconverge, contact-provider) and, where the provider must act, the evidence to send: the
+GPU's PCI address, serial and UUID, and the kernel log lines. Ids, severities, remediations,
+thresholds and sources: gpurig/data/checks.yaml.
 """
 
 from __future__ import annotations
@@ -13,49 +14,35 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from gpurig.compat import Finding
-from gpurig.datafiles import table
+from gpurig.finding import Finding
+from gpurig.rules import found, rules
 
 Gpu = Mapping[str, Any]
 # The spec key this module reads: gpu_expect: {count: N, model: "H100", mig: enabled|disabled,
 # mig_slices: [{profile: 3g.20gb, count: 2}]}.
 EXPECT_KEY = "gpu_expect"
 _LOG_LINES_MAX = 5
+DRIVER = "NVIDIA driver"  # the subject of what concerns the driver (compat's too)
+
+IDS = (
+    "gpu.missing", "gpu.unexpected", "gpu.throttle", "gpu.ecc", "gpu.zombie_vram", "gpu.count",
+    "gpu.model", "gpu.pcie_link", "gpu.nvlink_down", "gpu.persistence", "gpu.fabric_manager",
+    "gpu.ecc_mode_mixed", "gpu.retired_pages_pending", "gpu.row_remap_pending",
+    "gpu.row_remap_failure", "gpu.uvm_missing", "gpu.mig_mode", "gpu.mig_pending",
+    "gpu.mig_slices", "gpu.thermal", "gpu.power_cap", "host.reboot_pending",
+    "gpu.module_missing", "gpu.nvml_mismatch", "gpu.fallen_off_bus", "gpu.xid",
+    "gpu.recovery_action",
+)  # fmt: skip
 
 
-def rules() -> dict[str, Any]:
-    """gpurig/data/gpu_health.yaml, loaded once."""
-    return table("gpu_health.yaml")
+def subject(pci: str | None) -> str:
+    """One GPU, by its PCI address as nvidia-smi prints it: the same words in every check."""
+    return f"GPU {pci}"
 
 
-def remedied(
-    row: Mapping[str, Any],
-    check_id: str,
-    message: str,
-    expected: str,
-    actual: str,
-    fix: str,
-    remediation: str | None = None,
-    severity: str | None = None,
-) -> Finding:
-    """A finding from its table row (severity, remediation), the fix ending in the remediation's
-    words; gpurig.node_checks builds its findings the same way from its own table."""
-    remedy = remediation or row["remediation"]
-    how = rules()["remediations"][remedy]
-    return Finding(
-        check_id,
-        severity or row["severity"],
-        message,
-        expected,
-        actual,
-        f"{fix}; {how}" if fix else how,
-        remedy,
-    )
-
-
-def _finding(check_id: str, *args: Any, **kwargs: Any) -> Finding:
-    """remedied() with this module's table row for `check_id`."""
-    return remedied(rules()["checks"][check_id], check_id, *args, **kwargs)
+def _several(healths: Sequence[Gpu]) -> str:
+    """The subject of a finding about some GPUs: the one GPU, or how many."""
+    return subject(healths[0].get("pci")) if len(healths) == 1 else f"{len(healths)} GPUs"
 
 
 def _who(health: Gpu) -> str:
@@ -95,8 +82,9 @@ def _nvml(gpu: Gpu) -> Iterator[Finding]:
     if library is None:
         return
     module = (gpu.get("kernel_module") or {}).get("version") or "not loaded"
-    yield _finding(
+    yield found(
         "gpu.nvml_mismatch",
+        DRIVER,
         "nvidia-smi cannot talk to the driver: user-space libraries and kernel module differ",
         "NVML library version = kernel module version",
         f"NVML library {library or '(version not printed)'}, kernel module {module}",
@@ -111,8 +99,9 @@ def _expected(spec: Mapping[str, Any], gpu: Gpu) -> Iterator[Finding]:
         return  # no reading to compare; gpu.missing / gpu.nvml_mismatch say why
     names = [g.get("name") or "?" for g in gpus]
     if "count" in expect and len(gpus) != expect["count"]:
-        yield _finding(
+        yield found(
             "gpu.count",
+            "GPUs",
             f"the host has {len(gpus)} GPUs, {expect['count']} were declared",
             f"{expect['count']} GPUs",
             f"{len(gpus)}: {', '.join(names) or 'none'}",
@@ -121,8 +110,9 @@ def _expected(spec: Mapping[str, Any], gpu: Gpu) -> Iterator[Finding]:
     model = expect.get("model")
     wrong = [g for g in gpus if model and model.lower() not in (g.get("name") or "").lower()]
     if wrong:
-        yield _finding(
+        yield found(
             "gpu.model",
+            "GPUs",
             f"{len(wrong)} GPUs are not the declared model",
             model or "",
             "; ".join(f"GPU {g.get('index')} {g.get('name')} uuid {g.get('uuid')}" for g in wrong),
@@ -140,8 +130,9 @@ def _mig_mode(declared: str | None, gpu: Gpu) -> Iterator[Finding]:
         pending = (health.get("mig_pending") or "").lower() or current
         later = f", {pending} after the next reset" if pending != current else ""
         if declared and current and pending != declared:
-            yield _finding(
+            yield found(
                 "gpu.mig_mode",
+                subject(health.get("pci")),
                 f"MIG is {current} on a GPU declared {declared}{later}",
                 f"MIG {declared}",
                 f"{_who(health)}: MIG {current}{later}",
@@ -149,8 +140,9 @@ def _mig_mode(declared: str | None, gpu: Gpu) -> Iterator[Finding]:
                 f"{1 if declared == 'enabled' else 0}, then reset the GPU",
             )
         elif current and pending != current:
-            yield _finding(
+            yield found(
                 "gpu.mig_pending",
+                subject(health.get("pci")),
                 f"a MIG mode change waits for a GPU reset: MIG stays {current} until then",
                 f"MIG {pending} in effect, nothing pending",
                 f"{_who(health)}: MIG {current} now, {pending} after the next reset",
@@ -205,23 +197,25 @@ def _mig_slices(declared: Sequence[Mapping[str, Any]], gpu: Gpu) -> Iterator[Fin
     listing = gpu.get("listing")
     if listing is None:
         why = gpu.get("listing_error") or "nvidia-smi -L printed nothing"
-        yield _finding(
+        yield found(
             "gpu.mig_slices",
+            "MIG slices",
             "the MIG slices could not be read",
             expected,
             f"unreadable: {why}",
             "run nvidia-smi -L on the node",
         )
         return
-    found = mig_slices(gpu)
-    if Counter(s["profile"] for s in found) == wanted:
+    present = mig_slices(gpu)
+    if Counter(s["profile"] for s in present) == wanted:
         return
     where = "; ".join(
         f"GPU {g['index']} {g['name']}: {_tally(d['profile'] for d in g['mig'])}" for g in listing
     )
-    yield _finding(
+    yield found(
         "gpu.mig_slices",
-        f"the node has {len(found)} MIG slices ({_tally(s['profile'] for s in found)}), "
+        "MIG slices",
+        f"the node has {len(present)} MIG slices ({_tally(s['profile'] for s in present)}), "
         f"{expected} were declared",
         expected,
         where or "no GPU listed",
@@ -238,8 +232,9 @@ def _link(gpu: Gpu) -> Iterator[Finding]:
         narrow = width is not None and width_max is not None and width < width_max
         slow = gen is not None and gen_max is not None and gen < gen_max
         if narrow or (slow and health.get("perf_state") not in idle):
-            yield _finding(
+            yield found(
                 "gpu.pcie_link",
+                subject(health.get("pci")),
                 "a GPU's PCIe link trained below what the slot and card support",
                 f"gen {gen_max} x{width_max}",
                 f"{_who(health)}: gen {gen} x{width} in {health.get('perf_state')}",
@@ -251,8 +246,9 @@ def _nvlink(gpu: Gpu) -> Iterator[Finding]:
     for entry in gpu.get("nvlink") or []:
         if entry.get("inactive"):
             down = ", ".join(str(n) for n in entry["inactive"])
-            yield _finding(
+            yield found(
                 "gpu.nvlink_down",
+                f"GPU {entry['index']}",
                 f"{len(entry['inactive'])} of {entry['links']} NVLink links are down",
                 f"all {entry['links']} links up",
                 f"GPU {entry['index']} ({entry['name']}, uuid {entry['uuid']}): links {down}",
@@ -264,8 +260,9 @@ def _nvlink(gpu: Gpu) -> Iterator[Finding]:
 def _modes(gpu: Gpu) -> Iterator[Finding]:
     off = [h for h in _health(gpu) if h.get("persistence") is False]
     if off:
-        yield _finding(
+        yield found(
             "gpu.persistence",
+            _several(off),
             "persistence mode is off: the driver re-initialises the GPU for every job",
             "persistence on",
             "; ".join(_who(h) for h in off),
@@ -274,8 +271,9 @@ def _modes(gpu: Gpu) -> Iterator[Finding]:
     ecc = {h.get("ecc_current") for h in _health(gpu) if h.get("ecc_current")}
     pending = [h for h in _health(gpu) if h.get("ecc_pending") not in (None, h.get("ecc_current"))]
     if len(ecc) > 1 or pending:
-        yield _finding(
+        yield found(
             "gpu.ecc_mode_mixed",
+            "GPUs",
             "ECC is not set the same way on every GPU, or a change waits for a reboot",
             "one ECC mode, nothing pending",
             "; ".join(
@@ -297,8 +295,9 @@ def _fabric(gpu: Gpu) -> Iterator[Finding]:
         or h.get("fabric_status") not in (None, "Success")
     ]
     if (switches and service != "active") or bad:
-        yield _finding(
+        yield found(
             "gpu.fabric_manager",
+            "NVSwitch fabric",
             "an NVSwitch system whose fabric is not up: CUDA cannot use the GPUs together",
             "nvidia-fabricmanager active, fabric state Completed",
             f"{switches} NVSwitch devices, nvidia-fabricmanager {service or 'not found'}"
@@ -317,8 +316,9 @@ def _memory(gpu: Gpu) -> Iterator[Finding]:
     ):
         hit = [h for h in _health(gpu) if h.get(key)]
         if hit:
-            yield _finding(
+            yield found(
                 check_id,
+                _several(hit),
                 f"{len(hit)} GPUs: {what}",
                 "no",
                 "; ".join(
@@ -340,8 +340,9 @@ def _heat_power(gpu: Gpu) -> Iterator[Finding]:
             or (temp is not None and slow is not None and temp >= slow)
             or (margin is not None and margin <= 0)
         ):
-            yield _finding(
+            yield found(
                 "gpu.thermal",
+                subject(health.get("pci")),
                 "a GPU is hot enough to slow its clocks",
                 "below the slowdown temperature",
                 f"{_who(health)}: {temp} C, slowdown {slow} C, T.Limit margin {margin} C"
@@ -351,8 +352,9 @@ def _heat_power(gpu: Gpu) -> Iterator[Finding]:
         limit, default = health.get("power_limit_w"), health.get("default_power_limit_w")
         lowered = limit is not None and default is not None and limit < default - 1
         if lowered or "hw_power_brake_slowdown" in active:
-            yield _finding(
+            yield found(
                 "gpu.power_cap",
+                subject(health.get("pci")),
                 "a GPU runs under a lowered power limit or an external power brake",
                 f"power limit {default} W, no power brake",
                 f"{_who(health)}: limit {limit} W"
@@ -368,16 +370,18 @@ def _heat_power(gpu: Gpu) -> Iterator[Finding]:
 def _host(gpu: Gpu) -> Iterator[Finding]:
     if gpu.get("reboot_required"):
         pkgs = gpu.get("reboot_required_pkgs") or []
-        yield _finding(
+        yield found(
             "host.reboot_pending",
+            "host",
             "the host waits for a reboot after package upgrades",
             "no pending reboot",
             f"/var/run/reboot-required ({', '.join(pkgs) or 'packages not listed'})",
             "a driver upgrade only takes effect after it",
         )
     if gpu.get("nvidia_smi") and gpu.get("uvm_device") is False and gpu.get("gpus"):
-        yield _finding(
+        yield found(
             "gpu.uvm_missing",
+            "/dev/nvidia-uvm",
             "/dev/nvidia-uvm is missing: CUDA programs fail to initialise",
             "/dev/nvidia-uvm",
             "absent",
@@ -386,8 +390,9 @@ def _host(gpu: Gpu) -> Iterator[Finding]:
     loaded = bool(gpu.get("kernel_module"))
     on_disk = gpu.get("module_built")
     if gpu.get("nvidia_smi") and not loaded and gpu.get("modinfo") and not on_disk:
-        yield _finding(
+        yield found(
             "gpu.module_missing",
+            DRIVER,
             "the NVIDIA driver is installed but its kernel module is neither loaded nor built "
             "for the running kernel",
             "nvidia.ko for the running kernel",
@@ -419,8 +424,9 @@ def _kernel_log(gpu: Gpu) -> Iterator[Finding]:
             remedy, _ = _xid_remedy(event["xid"], event["message"])
             by_code.setdefault((event["xid"], remedy), []).append(line)
     for pci, lines in sorted(fallen.items()):
-        yield _finding(
+        yield found(
             "gpu.fallen_off_bus",
+            subject((_by_pci(gpu).get(pci) or {}).get("pci") or pci),
             "a GPU has fallen off the bus: the host no longer reaches it over PCIe",
             "GPU reachable",
             f"{_identify(gpu, pci)}; log: {_log(lines)}",
@@ -428,8 +434,9 @@ def _kernel_log(gpu: Gpu) -> Iterator[Finding]:
         )
     for (xid, remedy), lines in sorted(by_code.items()):
         _, mnemonic = _xid_remedy(xid, "")
-        yield _finding(
+        yield found(
             "gpu.xid",
+            "kernel log",
             f"Xid {xid} ({mnemonic}) logged {len(lines)} times since boot",
             "no Xid events",
             _log(lines),
@@ -441,8 +448,9 @@ def _kernel_log(gpu: Gpu) -> Iterator[Finding]:
         action = health.get("recovery_action")
         if action and action != "None":
             remedy = rules()["recovery_actions"].get(action) or "contact-provider"
-            yield _finding(
+            yield found(
                 "gpu.recovery_action",
+                subject(health.get("pci")),
                 f"the driver asks for recovery: {action}",
                 "GPU Recovery Action None",
                 _who(health),
@@ -451,12 +459,88 @@ def _kernel_log(gpu: Gpu) -> Iterator[Finding]:
             )
 
 
-_CHECKS = (_nvml, _link, _nvlink, _modes, _fabric, _memory, _heat_power, _host, _kernel_log)
+def _presence(spec: Mapping[str, Any], gpu: Gpu) -> Iterator[Finding]:
+    wanted = spec.get("gpu", "auto")
+    found_gpus = len(gpu.get("gpus") or [])
+    if wanted == "required" and not found_gpus:
+        error = gpu.get("gpus_error")
+        yield found(
+            "gpu.missing",
+            "GPUs",
+            "a GPU is required but nvidia-smi lists none",
+            ">= 1 GPU",
+            f"0 GPUs{f' ({error})' if error else ''}",
+            "check the NVIDIA driver is installed and loaded (nvidia-smi, dmesg)",
+        )
+    if wanted == "absent" and found_gpus:
+        yield found(
+            "gpu.unexpected",
+            "GPUs",
+            "the spec says no GPU but the host has some",
+            "no GPU",
+            f"{found_gpus} GPUs",
+            "set gpu: auto or required for this host",
+        )
+
+
+def _throttle(gpu: Gpu) -> Iterator[Finding]:
+    """Hardware clock slowdowns per GPU. A thermal or power-brake reason is also gpu.thermal's
+    or gpu.power_cap's, with its own remedy (the table's explained_by leaves this one out)."""
+    harmful = set(rules()["harmful_throttle_reasons"])
+    for pci, reasons in sorted((gpu.get("throttle") or {}).items()):
+        active = sorted(harmful & set(reasons))
+        if active:
+            yield found(
+                "gpu.throttle",
+                subject(pci),
+                "GPU clocks are held down for hardware reasons (heat or power)",
+                "no hardware slowdown",
+                ", ".join(active),
+                "check cooling, fans and power delivery; ask the provider to inspect the node",
+            )
+
+
+def _ecc(gpu: Gpu) -> Iterator[Finding]:
+    for pci, count in sorted((gpu.get("ecc_uncorrectable") or {}).items()):
+        if count:
+            yield found(
+                "gpu.ecc",
+                subject(pci),
+                "GPU memory reports uncorrectable ECC errors since the driver loaded",
+                "0 uncorrectable ECC errors",
+                f"{count} uncorrectable ECC errors",
+                "drain the host and reset the GPU; if errors return, have it replaced",
+            )
+
+
+def _zombie_vram(gpu: Gpu) -> Iterator[Finding]:
+    if gpu.get("compute_apps") is None:
+        return
+    busy = {a.get("gpu_uuid") for a in gpu["compute_apps"]}
+    floor = rules()["zombie_vram_min_mib"]
+    for row in gpu.get("gpus") or []:
+        used = int(row.get("memory.used") or 0)
+        idle = row.get("uuid") not in busy and row.get("mig.mode.current") != "Enabled"
+        if idle and used >= floor:
+            yield found(
+                "gpu.zombie_vram",
+                subject(row.get("pci.bus_id")),
+                "GPU memory is in use with no compute process: a dead process still holds it",
+                "no memory without a process",
+                f"GPU {row.get('index')}: {used} MiB",
+                "find the holder (fuser -v /dev/nvidia*) and kill it, or reset the GPU",
+            )
+
+
+_CHECKS = (
+    _nvml, _link, _nvlink, _modes, _fabric, _memory, _heat_power, _throttle, _ecc,
+    _zombie_vram, _host, _kernel_log,
+)  # fmt: skip
 
 
 def check(spec: Mapping[str, Any], gpu: Gpu) -> list[Finding]:
-    """Every GPU health finding for one host's spec and parsed GPU facts."""
-    findings = list(_expected(spec, gpu))
+    """Every GPU finding for one host's spec and parsed GPU facts."""
+    findings = [*_presence(spec, gpu), *_expected(spec, gpu)]
     for rule in _CHECKS:
         findings += rule(gpu)
     return findings

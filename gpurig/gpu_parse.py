@@ -607,14 +607,20 @@ def parse_container_cli_info(text: str) -> dict[str, Any]:
     """`nvidia-container-cli info`: driver and CUDA versions and one dict per device.
 
     Debug lines (`-d /dev/tty`: 'I0114 04:33:38.55 ...') interleave with the report; they are
-    skipped. Raises when no 'NVRM version:' line is present (the CLI failed).
+    skipped. A field printed as `(null)` (C's printf of a NULL string: a Jetson has no NVRM
+    version, bus location or UUID) is absent, never a value. Raises when no 'NVRM version:'
+    line is present (the CLI failed).
     """
     info: dict[str, Any] = {"driver": None, "cuda": None, "devices": []}
+    reported = False
     for line in text.splitlines():
         key, sep, value = line.partition(":")
         if not sep or re.match(r"[IWEF]\d{4} ", line):
             continue
         key, value = key.strip(), value.strip()
+        reported = reported or key == "NVRM version"
+        if value == "(null)":
+            continue
         if key == "NVRM version":
             info["driver"] = value
         elif key == "CUDA version":
@@ -623,6 +629,6 @@ def parse_container_cli_info(text: str) -> dict[str, Any]:
             info["devices"].append({"index": value})
         elif info["devices"] and key in {"Model", "GPU UUID", "Bus Location", "Architecture"}:
             info["devices"][-1][key.lower().replace(" ", "_")] = value
-    if info["driver"] is None:
+    if not reported:
         raise ValueError("no 'NVRM version:' line in nvidia-container-cli info output")
     return info

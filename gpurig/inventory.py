@@ -146,6 +146,18 @@ def parse_size(text: str) -> int:
     return int(Decimal(text[:-1]) * _SIZE_UNITS[text[-1].lower()])
 
 
+_BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def format_size(size: int) -> str:
+    """Bytes as a person reads them: `512 GiB`, `64 MiB`, `1.5 TiB` (binary units, as sizes
+    are declared: `shm_size: 512g` is 512 GiB)."""
+    value, unit = float(size), 0
+    while abs(value) >= 1024 and unit < len(_BINARY_UNITS) - 1:
+        value, unit = value / 1024, unit + 1
+    return f"{value:.1f}".removesuffix(".0") + f" {_BINARY_UNITS[unit]}"
+
+
 def repo_venv(path: str, repo: Mapping[str, Any]) -> str | None:
     """The environment a repo's `python` installs into (default `<repo>/.venv`), or None."""
     python = repo.get("python")

@@ -37,9 +37,9 @@ from facts.gpurig_reach import AptSources, Reach
 from gpurig import accept, sources
 from gpurig.acceptance import DEFAULT_MARGIN
 from gpurig.checks import check
-from gpurig.compat import Finding
 from gpurig.converge import ConvergeResult, converge
 from gpurig.drift import Then, probe_hosts, probe_of, probe_reads, run_drift
+from gpurig.finding import Finding
 from gpurig.fsutil import atomic_write, xdg_dir
 from gpurig.hostkeys import (
     changed_message,
@@ -48,7 +48,13 @@ from gpurig.hostkeys import (
     is_mismatch,
     refused_jump,
 )
-from gpurig.inventory import Host, InventoryError, load_inventory, load_inventory_text
+from gpurig.inventory import (
+    Host,
+    InventoryError,
+    format_size,
+    load_inventory,
+    load_inventory_text,
+)
 from gpurig.jump import LOGINS, endpoint
 from gpurig.pyinfra_inventory import cache_dir, jump_data
 from gpurig.report import HostReport, to_table
@@ -156,10 +162,6 @@ def render_checks(checks: Sequence[Check]) -> str:
     return "".join(f"{c.status:<4}  {c.name:<{width}}  {visible(c.detail)}\n" for c in checks)
 
 
-def _gib(size: int) -> str:
-    return f"{size / 1024**3:.1f} GiB"
-
-
 def _from_findings(name: str, findings: Sequence[Finding], fine: str) -> Check:
     """A check whose verdict is the worst of drift's findings for it."""
     if not findings:
@@ -169,20 +171,16 @@ def _from_findings(name: str, findings: Sequence[Finding], fine: str) -> Check:
     return Check(name, status, detail)
 
 
-def _root(probe: Mapping[str, Any]) -> Check:
+def _root(findings: Sequence[Finding], probe: Mapping[str, Any]) -> Check:
+    """Drift's own host.not_root, refused here: the converge needs root."""
     host = probe.get("host") or {}
     user = host.get("user") or f"uid {host.get('uid')}"
+    for f in findings:
+        if f.id == "host.not_root":
+            return Check("root", "FAIL", f"{f.message}; {f.fix}")
     if host.get("uid") == 0:
         return Check("root", "ok", "logged in as root")
-    if host.get("sudo"):
-        return Check("root", "ok", f"{user} has passwordless sudo")
-    why = "no sudo installed" if host.get("sudo") is None else "`sudo -n true` is refused"
-    return Check(
-        "root",
-        "FAIL",
-        f"{user} is not root and has no passwordless sudo ({why}): log in as root, or let "
-        f"{user} run sudo without a password",
-    )
+    return Check("root", "ok", f"{user} has passwordless sudo")
 
 
 def _disk(findings: Sequence[Finding], probe: Mapping[str, Any]) -> Check:
@@ -190,7 +188,7 @@ def _disk(findings: Sequence[Finding], probe: Mapping[str, Any]) -> Check:
     free, total, ifree = (root.get(k) for k in ("free_bytes", "inodes_total", "inodes_free"))
     fine = "/: unknown free space"
     if free is not None and total and ifree is not None:
-        fine = f"/ has {_gib(free)} free, {ifree * 100 / total:.0f}% of inodes free"
+        fine = f"/ has {format_size(free)} free, {ifree * 100 / total:.0f}% of inodes free"
     return _from_findings("disk", [f for f in findings if f.id.startswith("disk.")], fine)
 
 
@@ -219,7 +217,7 @@ def _cgroup(spec: Mapping[str, Any], probe: Mapping[str, Any]) -> Check:
     cgroup = probe.get("cgroup") or {}
     memory, cpu = cgroup.get("memory_limit"), cgroup.get("cpu_max") or ""
     # cgroup v1 says "no limit" as a huge page-rounded number and a quota of -1.
-    limits = [f"memory {_gib(memory)}"] if memory is not None and memory < 2**62 else []
+    limits = [f"memory {format_size(memory)}"] if memory is not None and memory < 2**62 else []
     if cpu and not cpu.startswith(("max", "-")):
         quota, period = [*cpu.split(), "100000"][:2]
         limits.append(f"{int(quota) / int(period):g} CPUs")
@@ -245,7 +243,7 @@ def probe_checks(host: Host, probe: Mapping[str, Any]) -> list[Check]:
     problem = os_problem(os_info.get("os_id"), os_info.get("os_version"))
     return [
         Check("os", "FAIL" if problem else "ok", problem or str(os_info.get("os_pretty"))),
-        _root(probe),
+        _root(findings, probe),
         _disk(findings, probe),
         _gpu(spec, findings, probe),
         _engine(spec, probe),

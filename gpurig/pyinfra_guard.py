@@ -29,7 +29,7 @@ from pyinfra.api.exceptions import ConnectError
 from pyinfra.connectors import local, ssh, util
 
 from facts.gpurig_host import Unreadable
-from gpurig.checks import sudo_refused_message
+from gpurig.node_checks import sudo_refused_message
 
 # The lines sudo prints when it would have to ask (pyinfra's own list).
 SUDO_PASSWORD_LINES = util.SUDO_PASSWORD_REQUIRED_LINES

@@ -1,5 +1,9 @@
 """Drift reports: a terminal table, the JSON contract, JUnit XML for CI, Markdown summaries.
 
+Every format says the same per finding, a subject's findings together: what it is about (a
+container, a file, a GPU), what the converge does about it, the values that differ (plain:
+`512 GiB`, `core=0:0`), and the fix, once.
+
 Pure functions from host reports to text, so every format is unit-tested without a host.
 Findings quote host output, which is untrusted: each format escapes it its own way (the
 table shows control characters as `\x1b`, Markdown escapes its syntax and HTML, JUnit keeps
@@ -13,10 +17,9 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # only annotations: the CLI imports FORMATS without the compat tables
-    from gpurig.compat import Finding
+from gpurig.finding import ACTIONS, Finding, as_dict
 from gpurig.textsafe import visible
 
 FORMATS = ("table", "json", "junit", "markdown")
@@ -39,19 +42,18 @@ class HostReport:
         """Drift for CI: unreachable, or any error finding (warnings alone pass)."""
         return not self.reachable or any(f.severity == "error" for f in self.findings)
 
+    @property
+    def by_subject(self) -> list[Finding]:
+        """Its findings with each subject's together, subjects in the order they first appear."""
+        first: dict[str, int] = {}
+        for n, f in enumerate(self.findings):
+            first.setdefault(f.subject, n)
+        return sorted(self.findings, key=lambda f: first[f.subject])
+
 
 def exit_code(reports: Sequence[HostReport]) -> int:
     """DESIGN's contract: 0 clean or warnings only, 1 drift or an unreachable host."""
     return 1 if any(r.failed for r in reports) else 0
-
-
-def _finding_dict(f: Finding) -> dict[str, str]:
-    # The message names the finding's subject (which checkout, container, file, GPU).
-    row = {"id": f.id, "severity": f.severity, "message": f.message, "expected": f.expected,
-           "actual": f.actual, "fix": f.fix}  # fmt: skip
-    if f.remediation:
-        row["remediation"] = f.remediation
-    return row
 
 
 def _fleet(reports: Sequence[HostReport]) -> dict[str, Mapping[str, Any]]:
@@ -64,13 +66,27 @@ def _fix(f: Finding) -> str:
     return f"[{f.remediation}] {f.fix}" if f.remediation else f.fix
 
 
+def _headline(f: Finding) -> str:
+    """What a finding is about and what the converge does about it, with its id."""
+    return f"{f.subject or 'host'}: {ACTIONS[f.action]} ({f.id})"
+
+
+def _what(f: Finding) -> list[str]:
+    """A check's message, then expected and found: one line per field that differs."""
+    said = [f.message] if f.action == "manual" else []
+    if not f.differences:
+        return [*said, f"expected {f.expected}; found {f.actual}"]
+    return [*said, *(f"{d.field}: expected {d.expected}; found {d.actual}" for d in f.differences)]
+
+
 def to_json(reports: Sequence[HostReport]) -> str:
-    """`{"hosts": [{"name", "reachable", "findings": [{"id", "severity", "message", ...}]}]}`."""
+    """`{"hosts": [{"name", "reachable", "findings": [{"id", "severity", "message", "expected",
+    "actual", "fix", "remediation", "subject", "action", "differences"}]}]}`."""
     hosts = [
         {
             "name": r.name,
             "reachable": r.reachable,
-            "findings": [_finding_dict(f) for f in r.findings],
+            "findings": [as_dict(f) for f in r.findings],
         }
         for r in reports
     ]
@@ -86,23 +102,35 @@ def _paint(text: str, severity: str, colour: bool) -> str:
     return f"{_COLOURS[severity]}{text}{_RESET}" if colour else text
 
 
+def _columns(rows: Sequence[Sequence[str]], indent: str) -> list[str]:
+    """FIELD, EXPECTED and FOUND, aligned."""
+    table = [("FIELD", "EXPECTED", "FOUND"), *rows]
+    widths = [max(len(row[i]) for row in table) for i in (0, 1)]
+    return [f"{indent}{a:<{widths[0]}}  {b:<{widths[1]}}  {c}".rstrip() for a, b, c in table]
+
+
 def to_table(reports: Sequence[HostReport], colour: bool = False) -> str:
-    """Aligned rows (host, severity, id, expected -> actual) with each fix underneath."""
-    rows = [
-        tuple(map(visible, (r.name, f.severity, f.id, f"expected {f.expected}, got {f.actual}",
-                            _fix(f))))
-        for r in reports
-        for f in r.findings
-    ]  # fmt: skip
-    clean = [visible(r.name) for r in reports if not r.findings]
-    width_host = max([len(r.name) for r in reports] or [0])
-    width_id = max([len(row[2]) for row in rows] or [0])
+    """A block per finding, a subject's blocks together: a headline (host, severity, subject,
+    what the converge does, id), a check's message, the values, the fix."""
+    width = max([len(visible(r.name)) for r in reports] or [0])
+    indent = " " * (width + 9)
     lines = []
-    for host, severity, fid, detail, fix in rows:
-        label = _paint(f"{severity:<5}", severity, colour)
-        lines.append(f"{host:<{width_host}}  {label}  {fid:<{width_id}}  {detail}")
-        lines.append(f"{'':<{width_host}}         {'':<{width_id}}  fix: {fix}")
-    lines += [f"{name:<{width_host}}  {_paint('ok', 'ok', colour)}" for name in clean]
+    for r in reports:
+        for f in r.by_subject:
+            label = _paint(f"{f.severity:<5}", f.severity, colour)
+            lines.append(f"{visible(r.name):<{width}}  {label}  {visible(_headline(f))}")
+            if f.action == "manual":
+                lines.append(indent + visible(f.message))
+            if f.differences:
+                lines += _columns(
+                    [[visible(v) for v in (d.field, d.expected, d.actual)] for d in f.differences],
+                    indent,
+                )
+            else:
+                lines.append(indent + visible(f"expected {f.expected}; found {f.actual}"))
+            lines.append(indent + visible(f"fix: {_fix(f)}"))
+    lines += [f"{visible(r.name):<{width}}  {_paint('ok', 'ok', colour)}"
+              for r in reports if not r.findings]  # fmt: skip
     failed = sum(r.failed for r in reports)
     lines.append(f"{len(reports)} hosts, {failed} with drift")
     hosts = _fleet(reports)
@@ -115,7 +143,8 @@ def to_table(reports: Sequence[HostReport], colour: bool = False) -> str:
 
 
 def to_junit(reports: Sequence[HostReport]) -> str:
-    """One testsuite, one testcase per host, one <failure> per error finding."""
+    """One testsuite, one testcase per host, one <failure> per error finding: its headline as
+    the message, what differs and the fix as the text."""
     failures = sum(1 for r in reports if r.failed)
     suite = ET.Element(
         "testsuite", name="gpurig drift", tests=str(len(reports)), failures=str(failures),
@@ -123,11 +152,13 @@ def to_junit(reports: Sequence[HostReport]) -> str:
     )  # fmt: skip
     for report in reports:
         case = ET.SubElement(suite, "testcase", classname="gpurig.drift", name=_xml(report.name))
-        errors = [f for f in report.findings if f.severity == "error"]
-        for f in errors:
-            failure = ET.SubElement(case, "failure", type=_xml(f.id), message=_xml(f.message))
-            failure.text = _xml(f"expected: {f.expected}\nactual: {f.actual}\nfix: {f.fix}")
-        warnings = [f"{f.id}: {f.message}" for f in report.findings if f.severity == "warn"]
+        for f in report.by_subject:
+            if f.severity == "error":
+                failure = ET.SubElement(case, "failure", type=_xml(f.id))
+                failure.set("message", _xml(_headline(f)))
+                failure.text = _xml("\n".join([*_what(f), f"fix: {_fix(f)}"]))
+        warnings = [f"{_headline(f)}: {f.message}" for f in report.by_subject
+                    if f.severity == "warn"]  # fmt: skip
         if warnings:
             ET.SubElement(case, "system-out").text = _xml("\n".join(warnings))
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
@@ -157,7 +188,8 @@ def _code(text: str) -> str:
 
 
 def to_markdown(reports: Sequence[HostReport]) -> str:
-    """A CI job summary: a verdict line, then one table of findings per host with drift."""
+    """A CI job summary: a verdict line, then per host with drift one row per finding (a
+    subject's rows together): what it is about, what the converge does, what differs, the fix."""
     failed = [r for r in reports if r.failed]
     verdict = "no drift" if not failed else f"drift on {len(failed)} of {len(reports)} hosts"
     lines = [f"## gpurig drift: {verdict}", ""]
@@ -168,17 +200,13 @@ def to_markdown(reports: Sequence[HostReport]) -> str:
         lines += [
             f"### {_code(report.name)}" + ("" if report.reachable else " (unreachable)"),
             "",
-            "| severity | id | expected | actual | fix |",
-            "| --- | --- | --- | --- | --- |",
+            "| severity | subject | converge | id | what differs | fix |",
+            "| --- | --- | --- | --- | --- | --- |",
         ]
-        lines += [
-            "| "
-            + " | ".join(
-                [_cell(f.severity), _code(f.id), *map(_cell, (f.expected, f.actual, _fix(f)))]
-            )
-            + " |"
-            for f in report.findings
-        ]
+        for f in report.by_subject:
+            cells = [_cell(f.severity), _cell(f.subject or "host"), _cell(ACTIONS[f.action]),
+                     _code(f.id), " · ".join(map(_cell, _what(f))), _cell(_fix(f))]  # fmt: skip
+            lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     hosts = _fleet(reports)
     if hosts:

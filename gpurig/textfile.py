@@ -26,7 +26,7 @@ from typing import get_args
 
 from gpurig import __version__
 from gpurig.checks import CHECK_IDS
-from gpurig.compat import Severity
+from gpurig.finding import Severity
 from gpurig.fsutil import atomic_write
 from gpurig.plans import CHANGE_IDS
 from gpurig.report import HostReport
@@ -73,7 +73,9 @@ def families(
     ids = known_ids()
     for report in reports:
         host = {"host": report.name} if host_label else {}
-        found = Counter((f.id, f.severity) for f in report.findings)
+        # A finding counts under each id it stands for (a recreated container's fields).
+        found = Counter((fid, f.severity) for f in report.findings for fid in f.ids)
+        severities = Counter(f.severity for f in report.findings)
         reported = {fid for fid, _ in found}
         listed = sorted(reported | set(ids)) if checked(report) else sorted(reported)
         per_id += [
@@ -82,8 +84,7 @@ def families(
             for severity in SEVERITIES
         ]
         per_severity += [
-            ({**host, "severity": severity}, sum(n for (_, s), n in found.items() if s == severity))
-            for severity in SEVERITIES
+            ({**host, "severity": severity}, severities[severity]) for severity in SEVERITIES
         ]
         success.append((host, 1 if checked(report) else 0))
     return [

@@ -64,7 +64,7 @@ def train_container(image: str) -> dict:
     nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     return {
         "image": image,
-        "shm_size": "512g",
+        "shm_size": "8g",
         "user": "root",
         "network": "host",
         "mounts": [f"{CODE}:/workspace/train:ro"],

@@ -73,11 +73,12 @@ def _one(
     return [
         Change(
             f"container.{d.field}",
-            f"container {name} {d.field}",
+            f"container {name}",
             d.expected,
             d.actual,
             action,
             refused=refused,
+            field=d.field,
             data={**data, "recreate": True},
         )
         for d in diffs

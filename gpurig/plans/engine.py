@@ -5,6 +5,7 @@ restart carry them all."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -78,10 +79,11 @@ def _daemon_json(spec: Mapping[str, Any], current: dict[str, Any] | None) -> lis
             changes.append(
                 Change(
                     change_id,
-                    f"{DAEMON_JSON} {key}",
-                    str(value),
-                    str(current.get(key)),
+                    DAEMON_JSON,
+                    json.dumps(value),
+                    "(not set)" if key not in current else json.dumps(current[key]),
                     f"set {key} in {DAEMON_JSON} (other keys kept) and restart docker",
+                    field=key,
                     data={"daemon_json": wanted},
                 )
             )

@@ -20,36 +20,33 @@ def env_marker(lockfile_sha256: str, keep: list[str]) -> str:
 
 
 def _refusals(path: str, url: str, state: Mapping[str, Any]) -> list[Change]:
-    def refuse(change_id: str, expected: str, actual: str) -> Change:
+    def refuse(change_id: str, part: str, expected: str, actual: str) -> Change:
         return Change(
             change_id,
-            path,
+            f"checkout {path}",
             expected,
             actual,
             f"leave {path} alone (gpurig never deletes or overwrites a checkout): "
             "commit, push or move the work, then converge",
             refused=True,
+            field=part,
             data={"path": path},
         )
 
     if not state.get("checkout"):
-        return [refuse("repo.not_checkout", f"a checkout of {url}", "a directory that is not one")]
+        return [
+            refuse("repo.not_checkout", "", f"a checkout of {url}", "a directory that is not one")
+        ]
     found = []
     if state.get("origin") != url:
-        found.append(refuse("repo.origin", url, state.get("origin") or "(no origin)"))
+        found.append(refuse("repo.origin", "origin", url, state.get("origin") or "(no origin)"))
     if state["dirt"]:
-        found.append(
-            refuse(
-                "repo.dirty", "no uncommitted changes", "; ".join(d.strip() for d in state["dirt"])
-            )
-        )
+        dirt = "; ".join(d.strip() for d in state["dirt"])
+        found.append(refuse("repo.dirty", "work tree", "no uncommitted changes", dirt))
     if state["local"]:
+        local = "; ".join(state["local"])
         found.append(
-            refuse(
-                "repo.local_commits",
-                "no commits missing from the remote",
-                "; ".join(state["local"]),
-            )
+            refuse("repo.local_commits", "commits", "no commits missing from the remote", local)
         )
     return found
 
@@ -67,11 +64,12 @@ def _python(path: str, declared: Mapping[str, Any], state: Mapping[str, Any]) ->
         return [
             Change(
                 "repo.lockfile_missing",
-                f"{path}/{lockfile}",
+                f"checkout {path}",
                 f"present at {ref[:12]}",
                 "missing",
                 "install no environment without its lockfile",
                 refused=True,
+                field=lockfile,
                 data={"path": path},
             )
         ]
@@ -82,7 +80,7 @@ def _python(path: str, declared: Mapping[str, Any], state: Mapping[str, Any]) ->
     return [
         Change(
             "repo.env",
-            venv,
+            f"environment {venv}",
             f"installed from {lockfile}: {wanted}",
             installed or "not installed by gpurig",
             f"install {lockfile} into {venv} exactly",
@@ -98,7 +96,7 @@ def _repo(path: str, declared: Mapping[str, Any], state: Mapping[str, Any] | Non
         return [
             Change(
                 "repo.missing",
-                path,
+                f"checkout {path}",
                 f"a checkout of {url} at {ref[:12]}",
                 "missing",
                 f"clone {url} at {ref[:12]}",
@@ -115,10 +113,11 @@ def _repo(path: str, declared: Mapping[str, Any], state: Mapping[str, Any] | Non
         changes.append(
             Change(
                 "repo.attributes",
-                path,
+                f"checkout {path}",
                 "eol=lf for *.sh and *.py",
                 "not set",
                 "set eol=lf in .git/info/attributes",
+                field="attributes",
                 data={**data, "attributes": attributes},
             )
         )
@@ -126,10 +125,11 @@ def _repo(path: str, declared: Mapping[str, Any], state: Mapping[str, Any] | Non
         changes.append(
             Change(
                 "repo.ref",
-                path,
+                f"checkout {path}",
                 ref,
                 state.get("head") or "no commit",
                 f"check out {ref[:12]} (the tree is clean)",
+                field="commit",
                 data={**data, "fetch": not state.get("has_ref"), "force": bool(state["eol_only"])},
             )
         )
@@ -137,10 +137,11 @@ def _repo(path: str, declared: Mapping[str, Any], state: Mapping[str, Any] | Non
         changes.append(
             Change(
                 "repo.crlf",
-                path,
+                f"checkout {path}",
                 "LF line endings",
                 ", ".join(state["crlf"]),
                 "rewrite the scripts with LF",
+                field="line endings",
                 data=data,
             )
         )

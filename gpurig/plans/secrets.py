@@ -69,13 +69,11 @@ def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
             )
             continue
         if int(seen["mode"], 8) != int(mode, 8):
-            changes.append(
-                Change("secret.mode", dest, mode, seen["mode"], f"chmod {mode} {dest}", data=data)
-            )
+            change = Change("secret.mode", dest, mode, seen["mode"], f"chmod {mode} {dest}",
+                            field="mode", data=data)  # fmt: skip
+            changes.append(change)
         if owner and seen["owner"] != owner.split(":")[0]:
-            changes.append(
-                Change(
-                    "secret.owner", dest, owner, seen["owner"], f"chown {owner} {dest}", data=data
-                )
-            )
+            change = Change("secret.owner", dest, owner, seen["owner"], f"chown {owner} {dest}",
+                            field="owner", data=data)  # fmt: skip
+            changes.append(change)
     return changes

@@ -81,6 +81,7 @@ def _packages(version: str, state: Mapping[str, Any]) -> list[Change]:
                 version,
                 actual,
                 f"install {', '.join(names)} at {version}",
+                field="version",
                 data={"version": version},
             )
         )
@@ -92,6 +93,7 @@ def _packages(version: str, state: Mapping[str, Any]) -> list[Change]:
                 "held",
                 f"not held: {', '.join(unheld)}",
                 f"apt-mark hold {' '.join(unheld)}",
+                field="hold",
                 data={"packages": unheld},
             )
         )

@@ -93,10 +93,18 @@ def write_inventory(box: Sandbox, path: Path, specs: dict[str, dict]) -> Path:
     return path
 
 
+def finding_ids(findings: list[dict]) -> set[str]:
+    """Every id drift's JSON findings stand for: a finding that groups a subject's changes (a
+    recreated container) carries the converge's own ids on its differences."""
+    return {d["id"] or f["id"] for f in findings for d in f["differences"] or [f]}
+
+
 def train_spec(image: str) -> dict:
     return {
         "image": image,
-        "shm_size": "512g",
+        # Below the sandbox machine's memory: a larger one is shm.size (a tmpfs that can fill
+        # the host's memory), which no sandbox host should report.
+        "shm_size": "8g",
         "user": "root",
         "network": "host",
         "mounts": ["/srv/data:/workspace/data", "/etc/hostname:/workspace/hostname:ro"],

@@ -22,7 +22,16 @@ from pathlib import Path
 import pytest
 import testinfra
 import yaml
-from support import REPO_ROOT, Sandbox, Upstream, git, gpurig, remote, write_inventory
+from support import (
+    REPO_ROOT,
+    Sandbox,
+    Upstream,
+    finding_ids,
+    git,
+    gpurig,
+    remote,
+    write_inventory,
+)
 
 from gpurig.converge import converge
 from tests.lockproject import make_project, make_wheel
@@ -148,7 +157,7 @@ def test_local_commit_with_a_crlf_script_is_drift_and_refused(sandbox: Sandbox, 
         f"hotfix.sh && git -C {CODE} -c user.name=u -c user.email=u@u commit -qm hotfix"
     )
     try:
-        ids = {f["id"] for f in drift_findings(converged)}
+        ids = finding_ids(drift_findings(converged))
         # The converge leaves a local commit alone, so that refusal is the drift reported.
         assert "repo.local_commits" in ids, ids
         result = converge([converged], limit=[FLEET_HOST])
@@ -157,7 +166,7 @@ def test_local_commit_with_a_crlf_script_is_drift_and_refused(sandbox: Sandbox, 
     finally:
         shell.check_output(f"git -C {CODE} reset -q --hard {pin}")
     # The reset rewrote run.sh as committed (CRLF): drift again, until a converge fixes it.
-    assert "repo.crlf" in {f["id"] for f in drift_findings(converged)}
+    assert "repo.crlf" in finding_ids(drift_findings(converged))
     result = converge([converged], limit=[FLEET_HOST])
     assert result.returncode == 0, result.stderr
     assert not [f for f in drift_findings(converged) if f["id"].startswith("repo.")]
@@ -236,13 +245,13 @@ def test_changed_lockfile_is_drift_then_converged(
     shell.check_output(
         f"git -C {PROJ} fetch -q origin && git -C {PROJ} checkout -q --detach {bumped}"
     )
-    assert "repo.env" in {f["id"] for f in drift_findings(inventory)}
+    assert "repo.env" in finding_ids(drift_findings(inventory))
     result = converge([inventory], limit=[FLEET_HOST])
     assert result.returncode == 0, result.stderr
     assert result.changed[ENV_OP] == [FLEET_HOST]
     python = f"{PROJ}/.venv/bin/python"
     assert shell.check_output(f"{python} -c 'import alpha; print(alpha.__version__)'") == "1.1"
-    assert "repo.env" not in {f["id"] for f in drift_findings(inventory)}
+    assert "repo.env" not in finding_ids(drift_findings(inventory))
 
 
 def test_pip_with_hashes_on_a_full_host(sandbox: Sandbox, tmp_path: Path):

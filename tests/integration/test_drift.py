@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from support import Sandbox, gpurig, host_spec, remote, write_inventory
+from support import Sandbox, finding_ids, gpurig, host_spec, remote, write_inventory
 
 from gpurig.converge import converge
 
@@ -21,7 +21,7 @@ def drift(inventory: Path) -> tuple[int, list[dict]]:
 
 
 def error_ids(findings: list[dict]) -> set[str]:
-    return {f["id"] for f in findings if f["severity"] == "error"}
+    return finding_ids([f for f in findings if f["severity"] == "error"])
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,11 @@ from typing import Any
 import pytest
 
 from facts.probe import parse_gpu
-from gpurig import gpu_checks, node_checks
-from gpurig.checks import CHECK_IDS, check, key_changed, unreachable
+from gpurig import compat, container_checks, fleet, gpu_checks, node_checks
+from gpurig.checks import CHECK_IDS, check
+from gpurig.node_checks import key_changed, unreachable
+from gpurig.plans import CHANGE_IDS
+from gpurig.rules import rules
 from gpurig.spec import normalise
 from tests.unit.gpu_fixtures import read_fixture
 
@@ -95,6 +98,7 @@ L40S = parse_gpu(
 )
 
 PROBE: dict[str, Any] = {
+    "host": {"uid": 0, "user": "root", "sudo": None, "memory_bytes": 16 * 1024**3},
     "core_dumps": {"login_ulimit_c": "0"},
     "disks": [
         {
@@ -114,7 +118,6 @@ PROBE: dict[str, Any] = {
             "inodes_free": 500,
         },
     ],
-    "shm": {"size_bytes": 2 * 1024**3},
     "engine": {
         "installed": {"docker": "Docker version 28.2.2", "podman": None},
         "podman_socket": {"exists": False, "answers": None},
@@ -177,7 +180,8 @@ CASES: dict[str, Mutation] = {
     "core_dumps.login_shell": _set("probe.core_dumps.login_ulimit_c", "unlimited"),
     "disk.free": _set("probe.disks.0.free_bytes", 5 * 1024**3),
     "disk.inodes": _set("probe.disks.0.inodes_free", 50),
-    "shm.size": _set("probe.shm.size_bytes", 64 * 1024**2),
+    "shm.size": _set("probe.host.memory_bytes", 512 * 1024**2),
+    "host.not_root": _set("probe.host", {"uid": 1000, "user": "alice", "sudo": False}),
     "engine.api": _both(_podman, _set("probe.engine.podman_socket.answers", False)),
     "container.restarting": _set(f"{C}.RestartCount", 3),
     "gpu.missing": _set("probe.gpu.gpus", None),
@@ -185,23 +189,22 @@ CASES: dict[str, Mutation] = {
     "compat.kernel_module": _set("probe.gpu.kernel_module", {"version": "595.71.05"}),
     "compat.driver_cuda": _set("probe.containers.0.torch.cuda", "13.9"),
     "compat.torch_arch": _set("probe.containers.0.torch.arch_list", ["sm_90"]),
-    "gpu.throttle": _set("probe.gpu.throttle", {"00000000:01:00.0": ["hw_thermal_slowdown"]}),
+    "gpu.throttle": _set("probe.gpu.throttle", {"00000000:01:00.0": ["hw_slowdown"]}),
     "gpu.ecc": _set("probe.gpu.ecc_uncorrectable", {"00000000:01:00.0": 2}),
     "gpu.zombie_vram": lambda spec, probe: probe["gpu"]["gpus"][0].update({"memory.used": "30000"}),
 }
-# Ids not produced by evaluate(spec, probe) mutations; each has its own test below.
+# Ids not produced by check(spec, probe) mutations; each has its own test below.
 SEPARATE = {
     "host.unreachable",
     "host.key_changed",
     "host.sudo_password",  # test_pyinfra_guard.py and integration/test_hostile_hosts.py
-    "host.not_root",
     "probe.failed",
-    "state.unreadable",
+    "state.unreadable",  # test_faults_input.py
+    "gpurig.internal_error",  # test_faults_input.py
 }
-# The GPU health checks have their own table of recorded cases (tests/unit/test_gpu_checks.py).
-SEPARATE |= set(gpu_checks.rules()["checks"])
-# So do the node health checks (tests/unit/test_node_checks.py).
-SEPARATE |= set(node_checks.rules()["checks"])
+# The GPU health checks have their own table of recorded cases (tests/unit/test_gpu_checks.py),
+# and so do the node health checks (tests/unit/test_node_checks.py).
+SEPARATE |= (set(gpu_checks.IDS) | set(node_checks.IDS) | {"container.oom_kill"}) - set(CASES)
 
 
 def run(mutation: Mutation | None = None) -> list[Any]:
@@ -214,6 +217,18 @@ def run(mutation: Mutation | None = None) -> list[Any]:
 def test_every_finding_id_has_a_case() -> None:
     assert set(CASES) | SEPARATE == set(CHECK_IDS)
     assert len(CHECK_IDS) == len(set(CHECK_IDS))
+
+
+def test_one_table_row_per_id_with_a_remediation_and_a_source() -> None:
+    """Every domain's ids, and nothing else, have a row in gpurig/data/checks.yaml."""
+    domains = [node_checks.IDS, container_checks.IDS, gpu_checks.IDS, compat.IDS, fleet.IDS]
+    assert set(rules()["checks"]) == {i for ids in domains for i in ids}
+    assert sum(len(ids) for ids in domains) == len(rules()["checks"])
+    for check_id, row in rules()["checks"].items():
+        assert row["severity"] in ("error", "warn"), check_id
+        assert row["remediation"] in rules()["remediations"], check_id
+        assert row["source"], check_id
+        assert set(row.get("explained_by") or []) <= set(rules()["checks"]) | set(CHANGE_IDS)
 
 
 def test_clean_host_has_no_findings() -> None:
@@ -231,7 +246,8 @@ def test_finding_fires(finding_id: str) -> None:
     for f in findings:
         assert f.id in CHECK_IDS
         assert f.severity in ("error", "warn")
-        assert f.expected and f.actual and f.fix
+        assert f.expected and f.actual and f.fix and f.subject
+        assert (f.action, f.remediation) == ("manual", rules()["checks"][f.id]["remediation"])
 
 
 def test_probe_failed_on_no_output_or_error() -> None:
@@ -267,14 +283,25 @@ def test_warnings_and_errors() -> None:
     assert severity["disk.free"] == {"error"}
 
 
-def test_compat_runs_on_the_nvml_mismatch_version() -> None:
+def test_an_nvml_mismatch_is_one_finding_and_torch_is_judged_by_the_library() -> None:
+    """One cause, one finding: the library/module mismatch fires gpu.nvml_mismatch and, by the
+    versions alone, compat.kernel_module (both errors, two fixes); gpu.nvml_mismatch says it.
+    The torch builds are still judged against the library that loads after the reboot."""
     mismatch = _both(
         _set("probe.gpu.gpus", None),
         _set("probe.gpu.nvml_mismatch", "570.124"),
         _set("spec.gpu", "auto"),
+        _set("probe.containers.0.torch.cuda", "12.9"),
     )
-    ids = [f.id for f in run(mismatch)]
-    assert "compat.kernel_module" in ids
+    spec, probe = copy.deepcopy(SPEC), copy.deepcopy(PROBE)
+    mismatch(spec, probe)
+    both = {f.id for f in [*gpu_checks.check(spec, probe["gpu"]), *compat.check(spec, probe)]}
+    assert {"gpu.nvml_mismatch", "compat.kernel_module"} <= both
+    findings = {f.id: f for f in run(mismatch)}
+    assert "compat.kernel_module" not in findings
+    assert findings["gpu.nvml_mismatch"].subject == "NVIDIA driver"
+    assert "570.124" in findings["compat.driver_cuda"].actual
+    assert findings["compat.driver_cuda"].subject == "container train"
 
 
 def test_torch_on_a_mig_host_is_judged_by_the_slices_parent_gpu() -> None:
@@ -299,3 +326,25 @@ def test_torch_on_a_mig_host_is_judged_by_the_slices_parent_gpu() -> None:
     gpu_line = mig["listing"].splitlines()[0]
     no_slices = _both(ampere_only, _set("probe.gpu", parse_gpu({**mig, "listing": gpu_line})))
     assert [f.id for f in run(no_slices) if f.id.startswith("compat.")] == []
+
+
+def test_the_same_compat_rule_on_two_containers_is_two_findings_one_each() -> None:
+    def twins(spec: dict[str, Any], probe: dict[str, Any]) -> None:
+        spec["containers"]["eval"] = spec["containers"]["train"]
+        probe["containers"].append({**probe["containers"][0], "name": "eval"})
+        for container in probe["containers"]:
+            container["torch"] = {**container["torch"], "cuda": "13.9"}
+
+    found = [f for f in run(twins) if f.id == "compat.driver_cuda"]
+    assert sorted(f.subject for f in found) == ["container eval", "container train"]
+
+
+def test_shm_size_is_judged_against_the_host_memory_not_its_dev_shm() -> None:
+    """`--shm-size` gives each container a tmpfs of its own: a host /dev/shm of 64 MiB is no
+    finding (the probe does not even read it); a declared size above the host's memory is."""
+    assert "shm.size" not in {f.id for f in run()}
+    [finding] = [f for f in run(CASES["shm.size"]) if f.id == "shm.size"]
+    assert (finding.severity, finding.subject) == ("warn", "container train")
+    assert (finding.expected, finding.actual) == ("<= 512 MiB (the host's memory)", "1 GiB")
+    unknown = _set("probe.host.memory_bytes", None)
+    assert "shm.size" not in {f.id for f in run(unknown)}

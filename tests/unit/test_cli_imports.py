@@ -90,7 +90,7 @@ def test_validate_loads_the_inventory_checker(tmp_path: Path) -> None:
 
 
 def test_apt_repository_reads_the_package_list_without_the_evaluator() -> None:
-    """The sandbox's apt repository needs one list from drift.yaml, not pyinfra's API."""
+    """The sandbox's apt repository needs one list from toolkit.yaml, not pyinfra's API."""
     code = "import sys, gpurig.sandbox.aptrepo; print(' '.join(sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert heavy(set(proc.stdout.split())) == []

@@ -106,7 +106,7 @@ def test_running_container_with_drift_is_refused_naming_each_field(engine, inspe
     with pytest.raises(OperationError) as info:
         run(engine, inspect, spec)
     message = str(info.value)
-    assert "container train shm_size: expected 68719476736, found 549755813888" in message
+    assert "container train shm_size: expected 64 GiB, found 512 GiB" in message
     assert "container train user: expected 1000, found root" in message
     assert message.count("gpurig does not recreate the running train: stop its job first") == 1
     assert "--data allow_recreate=true" in message

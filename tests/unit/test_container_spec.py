@@ -44,7 +44,7 @@ def test_podman_cdi_devices_and_counts() -> None:
     assert actual_gpus(inspect, "podman") == [0, 1]
     assert diff_container({"gpus": 2}, inspect, "podman") == []
     assert diff_container({"gpus": [0, 1]}, inspect, "podman") == []
-    assert diff_container({"gpus": 3}, inspect, "podman") == [FieldDiff("gpus", "3", "[0, 1]")]
+    assert diff_container({"gpus": 3}, inspect, "podman") == [FieldDiff("gpus", "3", "0, 1")]
     assert diff_container({"gpus": "none"}, {"HostConfig": {}}, "podman") == []
 
 
@@ -58,7 +58,7 @@ def test_podman_ulimit_names_and_uint64_unlimited() -> None:
         diff_container({"ulimits": {"memlock": -1, "nofile": "1024:4096"}}, inspect, "podman") == []
     )
     [diff] = diff_container({"ulimits": {"core": 0}}, inspect, "podman")
-    assert (diff.field, diff.actual) == ("ulimits", "{'core': None}")
+    assert (diff.field, diff.expected, diff.actual) == ("ulimits", "core=0:0", "core=(unset)")
 
 
 def test_mounts_read_volumes_by_name_and_fall_back_to_binds() -> None:
@@ -88,3 +88,34 @@ def test_image_compares_digests_and_restart_policies() -> None:
         {"restart": {"policy": "on-failure", "max_retries": 3}}, inspect, "docker"
     )
     assert (diff.expected, diff.actual) == ("on-failure:3", "no")
+
+
+def test_values_are_shown_as_a_person_reads_them() -> None:
+    """Sizes in binary units, limits as soft:hard, env as KEY=value (credentials redacted),
+    lists joined: never a Python repr or a raw byte count."""
+    spec = {
+        "shm_size": "512g",
+        "mounts": ["/srv/train:/workspace/train:ro", "/mnt:/mnt"],
+        "env": {"PYTHONUNBUFFERED": "1", "HF_TOKEN": "hf_abc123"},
+        "ulimits": {"core": 0, "nofile": "1024:20000", "memlock": -1},
+        "command": ["python", "train.py", "--api-key", "sk-live-1", "--wandb-token=abc"],
+    }
+    inspect = {
+        "Config": {"Env": ["PYTHONUNBUFFERED=0"], "Cmd": ["sleep", "infinity"]},
+        "HostConfig": {"ShmSize": 64 * 1024**2, "Ulimits": []},
+        "Mounts": [],
+    }
+    shown = {d.field: (d.expected, d.actual) for d in diff_container(spec, inspect, "docker")}
+    assert shown == {
+        "shm_size": ("512 GiB", "64 MiB"),
+        "mounts": ("/mnt:/mnt, /srv/train:/workspace/train:ro", "none"),
+        "env": ("PYTHONUNBUFFERED=1 HF_TOKEN=<redacted>", "PYTHONUNBUFFERED=0 HF_TOKEN=(unset)"),
+        "ulimits": (
+            "core=0:0 memlock=unlimited:unlimited nofile=1024:20000",
+            "core=(unset) memlock=(unset) nofile=(unset)",
+        ),
+        "command": (
+            "python train.py --api-key '<redacted>' '--wandb-token=<redacted>'",
+            "sleep infinity",
+        ),
+    }

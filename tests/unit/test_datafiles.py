@@ -14,7 +14,7 @@ NAMES = sorted(p.name for p in DATA.iterdir() if p.name.endswith(".yaml"))
 
 
 def test_every_table_is_covered() -> None:
-    assert {"cuda_drivers.yaml", "drift.yaml", "gpu_arch.yaml"} <= set(NAMES)
+    assert {"cuda_drivers.yaml", "checks.yaml", "gpu_arch.yaml"} <= set(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -24,4 +24,4 @@ def test_table_equals_the_pure_safe_loader(name: str) -> None:
 
 
 def test_table_is_parsed_once() -> None:
-    assert table("drift.yaml") is table("drift.yaml")
+    assert table("checks.yaml") is table("checks.yaml")

@@ -178,4 +178,4 @@ def test_a_user_without_root_reads_as_itself_with_a_warning() -> None:
     [host] = json.loads(done.stdout)["hosts"]
     [warning] = host["findings"]
     assert (warning["id"], warning["severity"]) == ("host.not_root", "warn")
-    assert warning["actual"] == "uid 65534 without passwordless sudo"
+    assert warning["actual"] == "nobody without passwordless sudo"

@@ -24,7 +24,7 @@ from jsonschema import Draft202012Validator
 from ruamel.yaml import YAML
 
 from gpurig.cli import main
-from gpurig.compat import Finding
+from gpurig.finding import Difference, Finding
 from gpurig.inventory import InventoryError, format_path, load_inventory, load_spec_file, schema
 from gpurig.onboard import Check, render_checks
 from gpurig.pin import PinInputError, pin_text
@@ -454,7 +454,18 @@ PAYLOADS = {
 
 
 def _hostile_report(payload: str) -> list[HostReport]:
-    finding = Finding(f"repo.{payload}", "error", payload, payload, payload, payload)
+    """A finding whose every text is the payload (its subject and a field's values too), and a
+    warning quoting it."""
+    finding = Finding(
+        f"repo.{payload}",
+        "error",
+        payload,
+        payload,
+        payload,
+        payload,
+        subject=payload,
+        differences=(Difference(payload, payload, payload),),
+    )
     warning = Finding("repo.dirty", "warn", payload, "clean", payload, "commit")
     return [HostReport("a100-1", True, [finding, warning]), HostReport(payload, False, [])]
 
@@ -466,7 +477,9 @@ def test_table_shows_control_characters_escaped(faults: Any, payload: str) -> No
         faults.rendered += 1
         own = re.sub(r"\x1b\[[0-9;]*m", "", text) if colour else text  # the table's own colours
         assert not UNSAFE.search(own.replace("\n", "")), repr(own)
-        assert own.count("\n") == 2 * 2 + 2  # two lines per finding, one clean host, the total
+        # headline, message, field header and row, fix; headline, message, values, fix; one
+        # clean host; the total
+        assert own.count("\n") == 5 + 4 + 1 + 1
         assert visible(payload) in own
 
 
@@ -479,8 +492,8 @@ def test_markdown_escapes_html_links_and_cells(faults: Any, payload: str) -> Non
     assert "](" not in text.replace("\\](", "")
     rows = [line for line in text.splitlines() if line.startswith("|")]
     assert len(rows) == 2 + 2  # header, rule, two findings
-    for row in rows:  # six unescaped pipes: five cells, nothing split or joined
-        assert len(re.findall(r"(?<!\\)\|", row)) == 6, row
+    for row in rows:  # seven unescaped pipes: six cells, nothing split or joined
+        assert len(re.findall(r"(?<!\\)\|", row)) == 7, row
     headings = [line for line in text.splitlines() if line.startswith("#")]
     assert len(headings) == 2  # the verdict and one host with findings: none forged
 
@@ -493,10 +506,11 @@ def test_junit_parses_and_round_trips_the_visible_text(faults: Any, payload: str
     shown = visible(payload, keep="\t\n")
     failure = suite.find("testcase/failure")
     assert failure is not None
-    assert failure.get("message") == shown
+    assert failure.get("message") == f"{shown}: the converge cannot fix it (repo.{shown})"
     assert failure.get("type") == f"repo.{shown}"
-    assert failure.text == f"expected: {shown}\nactual: {shown}\nfix: {shown}"
-    assert suite.findtext("testcase/system-out") == f"repo.dirty: {shown}"
+    assert failure.text == f"{shown}\n{shown}: expected {shown}; found {shown}\nfix: {shown}"
+    warning = f"host: the converge cannot fix it (repo.dirty): {shown}"
+    assert suite.findtext("testcase/system-out") == warning
     assert [c.get("name") for c in suite.findall("testcase")] == ["a100-1", shown]
 
 

@@ -9,6 +9,7 @@ from gpu_fixtures import read_fixture
 
 from facts.probe import parse_gpu
 from gpurig import gpu_checks, gpu_parse
+from gpurig.rules import one_per_cause, rules
 
 H100 = {
     "nvidia_smi": True,
@@ -64,11 +65,11 @@ def test_count_and_model_name_the_gpus_found() -> None:
 
 
 def test_every_finding_has_a_remediation_from_the_table() -> None:
-    allowed = set(gpu_checks.rules()["remediations"])
-    for check_id, row in gpu_checks.rules()["checks"].items():
-        assert row["remediation"] in allowed, check_id
-        assert row["source"], check_id
-    assert set(gpu_checks.rules()["xid_buckets"].values()) <= allowed
+    allowed = set(rules()["remediations"])
+    for check_id in gpu_checks.IDS:
+        assert rules()["checks"][check_id]["remediation"] in allowed, check_id
+        assert rules()["checks"][check_id]["source"], check_id
+    assert set(rules()["xid_buckets"].values()) <= allowed
 
 
 def test_row_remap_pending_on_recorded_a10() -> None:
@@ -315,3 +316,26 @@ def test_a_mig_gpu_without_slices_offers_no_capability() -> None:
     assert gpu_checks.job_capabilities(mig_h100(listing=None)) == ["9.0"]
     # A GPU with MIG off is judged by its own capability.
     assert gpu_checks.job_capabilities(gpu_facts()) == ["9.0"]
+
+
+def test_one_hot_gpu_is_one_finding_with_the_thermal_remedy() -> None:
+    """One cause, one finding: a GPU in thermal slowdown fires gpu.thermal and gpu.throttle
+    (different fixes); gpu.thermal says it, on the same GPU. The recorded H100 capture with
+    its two slowdown reasons switched on, through the real parser."""
+    xml = read_fixture("nvidia-smi-q-x_h100_580.159.04_vm.xml")
+    for reason in ("hw_slowdown", "hw_thermal_slowdown"):
+        tag = f"<clocks_event_reason_{reason}>"
+        xml = xml.replace(f"{tag}Not Active", f"{tag}Active")
+    hot = gpu_facts(smi_xml=xml)
+    both = {f.id: f for f in gpu_checks.check(H100_SPEC, hot)}
+    assert set(both) == {"gpu.thermal", "gpu.throttle"}
+    assert both["gpu.thermal"].subject == both["gpu.throttle"].subject
+    assert both["gpu.thermal"].fix != both["gpu.throttle"].fix
+    [finding] = one_per_cause(list(both.values()))
+    assert (finding.id, finding.subject) == ("gpu.thermal", "GPU 00000000:00:06.0")
+    # Another GPU slowed for a reason no other finding explains keeps its own.
+    other = {**hot, "throttle": {**hot["throttle"], "00000000:00:0A.0": ["hw_slowdown"]}}
+    kept = one_per_cause(gpu_checks.check(H100_SPEC, other))
+    assert sorted((f.id, f.subject) for f in kept) == [
+        ("gpu.thermal", "GPU 00000000:00:06.0"), ("gpu.throttle", "GPU 00000000:00:0A.0"),
+    ]  # fmt: skip

@@ -427,6 +427,15 @@ def test_container_cli_info() -> None:
         )
 
 
+def test_container_cli_null_fields_are_absent_not_values() -> None:
+    """A Jetson prints `(null)` for what it has not (C's printf of a NULL string)."""
+    info = gpu_parse.parse_container_cli_info(
+        read_fixture("nvidia-container-cli_info_jetson-agx-xavier_null-fields.txt")
+    )
+    assert (info["driver"], info["cuda"]) == (None, "10.0")
+    assert info["devices"] == [{"index": "0", "model": "Xavier", "architecture": "7.2"}]
+
+
 def test_query_gpu_health_fields_lent_h100() -> None:
     (gpu,) = parse_query_gpu_csv(
         read_fixture("nvidia-smi_query-gpu_csv_h100_580.159.04_health-fields.txt")

@@ -1,5 +1,5 @@
 """Node health beyond the GPU: the parsers on readings recorded from a real machine
-(tests/fixtures/node/README.md), the checks' thresholds from node_health.yaml, and the probe's
+(tests/fixtures/node/README.md), the checks' thresholds from checks.yaml, and the probe's
 new sections run for real here: a real cgroup with real OOM kills behind a stand-in `docker`
 CLI, and a real Python environment asked about a checkout that shadows its modules."""
 
@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 
 from facts.probe import parse_probe, probe_kwargs, script_arguments
-from gpurig import gpu_checks, node_checks, node_parse
+from gpurig import container_checks, node_checks, node_parse
 from gpurig.checks import CHECK_IDS, check
 from gpurig.inventory import schema
+from gpurig.rules import rules
 from gpurig.spec import normalise
 from tests.unit.test_probe import run_script
 
@@ -165,7 +166,7 @@ def judge(**changes: Any) -> list[Any]:
         for key in keys:
             target = target[int(key)] if key.isdigit() else target[key]
         target[last] = value
-    return node_checks.check(SPEC, probe)
+    return [*node_checks.check(SPEC, probe), *container_checks.check(SPEC, probe)]
 
 
 def test_this_machines_readings_are_healthy() -> None:
@@ -173,11 +174,11 @@ def test_this_machines_readings_are_healthy() -> None:
 
 
 def test_every_node_check_is_a_check_id_with_a_known_remediation() -> None:
-    remediations = gpu_checks.rules()["remediations"]
-    for check_id, row in node_checks.rules()["checks"].items():
+    for check_id in (*node_checks.IDS, *container_checks.IDS):
+        row = rules()["checks"][check_id]
         assert check_id in CHECK_IDS
         assert row["severity"] in ("warn", "error") and row["source"]
-        assert row["remediation"] in remediations
+        assert row["remediation"] in rules()["remediations"]
 
 
 def test_container_oom_kill_names_the_container_and_the_count() -> None:

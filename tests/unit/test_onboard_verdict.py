@@ -115,4 +115,4 @@ def test_cgroup_v1_no_limit_is_shown_as_none() -> None:
     check = _cgroup({"engine": "docker"}, probe)
     assert check == Check("cgroup", "ok", "no memory or CPU limit on this login's cgroup")
     limited = {"cgroup": {"memory_limit": 8 * 1024**3, "cpu_max": "200000 100000"}}
-    assert _cgroup({"engine": "none"}, limited).detail == "limited to memory 8.0 GiB, 2 CPUs"
+    assert _cgroup({"engine": "none"}, limited).detail == "limited to memory 8 GiB, 2 CPUs"

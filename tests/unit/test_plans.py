@@ -21,10 +21,13 @@ from facts.gpurig_nvidia import CdiSpec, NvidiaGpus, ToolkitKeyring
 from facts.gpurig_packages import DebStatus, DriverPackages
 from facts.gpurig_repo import LF_ATTRIBUTES, RepoState
 from facts.gpurig_units import Units
+from gpurig import container_checks
+from gpurig.change import findings
 from gpurig.container import FIELD_NAMES
 from gpurig.plans import CHANGE_IDS, compose, core_dumps, driver, engine, plan_host, toolkit
 from gpurig.plans.repos import env_marker
 from gpurig.plans.secrets import SALT, local_digest
+from gpurig.rules import one_per_cause
 from gpurig.spec import normalise
 
 PLANS_DIR = Path(__file__).resolve().parents[2] / "gpurig" / "plans"
@@ -284,8 +287,46 @@ def test_the_difference_is_found_with_its_id(change_id: str):
     for change in found:
         assert change.id in CHANGE_IDS and change.expected and change.actual and change.action
         assert change.refused == (change.id in REFUSED) or change.id.startswith("container.")
-        finding = change.finding()
-        assert finding.severity == ("warn" if change.id.startswith("cleanup.") else "error")
+    for finding in findings(found):
+        assert finding.severity == ("warn" if finding.id.startswith("cleanup.") else "error")
+        refused = {c.refused for c in found if c.subject == finding.subject and c.id in finding.ids}
+        assert refused == {finding.action == "refused"}
+    assert change_id in {i for f in findings(found) for i in f.ids}
+
+
+def test_a_recreated_container_is_one_finding_with_its_field_differences():
+    """What the demo's hand-made container shows: seven fields, one refusal, said once."""
+
+    def recreated_by_hand(state: dict[str, Any]) -> None:
+        host = state["inspect"]["HostConfig"]
+        host.update(ShmSize=64 * 1024**2, NetworkMode="bridge", Ulimits=[],
+                    RestartPolicy={"Name": "no"})  # fmt: skip
+        state["inspect"]["Config"].update(User="", Env=["PATH=/usr/bin"])
+        state["inspect"]["Mounts"] = []
+
+    found = changes("docker", recreated_by_hand)
+    assert len(found) > 1 and {c.subject for c in found} == {"container train"}
+    [finding] = findings(found)
+    assert (finding.subject, finding.action, finding.id) == (
+        "container train", "refused", "container.differs",
+    )  # fmt: skip
+    assert [d.id for d in finding.differences] == [c.id for c in found]
+    assert finding.fix.count("stop its job first") == 1
+    shown = {d.field: (d.expected, d.actual) for d in finding.differences}
+    assert shown["shm_size"] == ("1 GiB", "64 MiB")
+    assert shown["user"][1] == "(image default)"
+    assert "core=0:0" in shown["ulimits"][0] and "{" not in shown["ulimits"][0]
+
+
+def test_a_file_is_one_finding_whatever_changed_in_it():
+    def loosened(state: dict[str, Any]) -> None:
+        state["files"][NET]["mode"] = "644"
+        state["spec"]["secrets"][0].update(owner="alice")
+
+    found = changes("docker", loosened)
+    [finding] = findings(found)
+    assert {d.field for d in finding.differences} == {"mode", "owner"}
+    assert finding.ids == ("secret.mode", "secret.owner")
 
 
 def test_a_stopped_container_with_drift_is_recreated_not_refused():
@@ -326,3 +367,19 @@ def test_foreign_daemon_json_keys_are_kept_and_not_drift():
     [change] = plan_host(state["spec"], reader(state))
     assert change.data["daemon_json"]["log-driver"] == "local"
     assert "crun" in change.data["daemon_json"]["runtimes"]
+
+
+def test_a_stopped_socket_is_one_finding_not_also_an_api_that_does_not_answer():
+    """One cause, one finding: the converge starts the socket (engine.socket), so the API that
+    does not answer meanwhile (engine.api) is not a second finding on podman.socket."""
+    kind, mutation = CASES["engine.socket"]
+    state = copy.deepcopy(converged(kind))
+    mutation(state)
+    spec = state["spec"]
+    probe = {"engine": {"podman_socket": {"path": engine.PODMAN_SOCKET, "answers": False}}}
+    api = container_checks.check(spec, probe)
+    assert [(f.id, f.subject) for f in api] == [("engine.api", "podman.socket")]
+    reported = one_per_cause([*findings(plan_host(spec, reader(state))), *api])
+    assert [f.id for f in reported if f.subject == "podman.socket"] == ["engine.socket"]
+    # Without the stopped unit, a socket that does not answer is a finding of its own.
+    assert one_per_cause(api) == api

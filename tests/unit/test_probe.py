@@ -17,7 +17,7 @@ from gpurig.gpu_parse import QUERY_GPU_COMMAND, QUERY_GPU_FIELDS
 from tests.unit.gpu_fixtures import read_fixture
 
 TOP_LEVEL = {
-    "probe_version", "host", "cgroup", "disks", "shm", "core_dumps", "engine", "containers",
+    "probe_version", "host", "cgroup", "disks", "core_dumps", "engine", "containers",
     "imports", "gpu",
 }  # fmt: skip
 
@@ -52,6 +52,9 @@ def test_script_prints_every_section_on_this_machine() -> None:
     assert doc["host"]["kernel"] == os.uname().release
     assert doc["host"]["uid"] == os.getuid()
     assert doc["host"]["sudo"] is None or os.getuid() != 0  # root is never asked about sudo
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    total = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:"))
+    assert doc["host"]["memory_bytes"] == total * 1024  # what shm.size compares with
 
 
 def test_script_reports_absence_with_only_sh_cat_and_sed(tmp_path: Path) -> None:

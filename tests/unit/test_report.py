@@ -1,15 +1,35 @@
-"""Report formats: the JSON contract, JUnit XML that parses, Markdown, the table, exit codes."""
+"""Report formats: the JSON contract, JUnit XML that parses, Markdown, the table, exit codes;
+every format says what a finding is about and what the converge does, a subject's findings
+together, a recreated container's fields in one block with the fix said once."""
 
 from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
 
-from gpurig.compat import Finding
+from gpurig.change import Change, findings
+from gpurig.finding import Finding
 from gpurig.report import HostReport, exit_code, render, to_json, to_junit, to_markdown, to_table
 
 ERROR = Finding("repo.crlf", "error", "CRLF scripts", "LF line endings", "run.sh", "convert them")
 WARN = Finding("repo.dirty", "warn", "uncommitted", "clean", " M a|b.py", "commit them")
+OPT_IN = "stop its job first, or opt in with `--data allow_recreate=true`"
+RECREATED = findings(
+    [
+        Change(f"container.{field}", "container train", wanted, found, OPT_IN, refused=True,
+               field=field)
+        for field, wanted, found in (
+            ("shm_size", "512 GiB", "64 MiB"), ("user", "root", "(image default)"),
+            ("ulimits", "core=0:0 nofile=1024:20000", "core=(unset) nofile=(unset)"),
+        )
+    ]
+)[0]  # fmt: skip
+SOCKET = findings(
+    [Change("engine.socket", "podman.socket", "active, enabled", "inactive, enabled",
+            "enable and start podman.socket")]
+)[0]  # fmt: skip
+THROTTLE = Finding("gpu.throttle", "warn", "GPU clocks are held down", "no slowdown", "hw_slowdown",
+                   "check cooling", "contact-provider", "GPU 00000000:01:00.0")  # fmt: skip
 DOWN = Finding("host.unreachable", "error", "cannot connect", "SSH connection", "refused", "fix it")
 REPORTS = [
     HostReport("a100-1", True, [ERROR, WARN]),
@@ -28,7 +48,20 @@ def test_json_is_exactly_the_contract() -> None:
     assert doc["hosts"][0]["findings"][0] == {
         "id": "repo.crlf", "severity": "error", "message": "CRLF scripts",
         "expected": "LF line endings", "actual": "run.sh", "fix": "convert them",
+        "subject": "", "action": "manual", "differences": [],
     }  # fmt: skip
+
+
+def test_json_adds_subject_action_and_differences_to_the_old_keys() -> None:
+    [row] = json.loads(to_json([HostReport("full-1", True, [RECREATED])]))["hosts"][0]["findings"]
+    assert list(row)[:6] == ["id", "severity", "message", "expected", "actual", "fix"]
+    assert (row["id"], row["subject"], row["action"]) == (
+        "container.differs", "container train", "refused",
+    )  # fmt: skip
+    assert row["differences"][0] == {
+        "field": "shm_size", "expected": "512 GiB", "actual": "64 MiB", "id": "container.shm_size"
+    }  # fmt: skip
+    assert row["remediation"] == "by-hand" and row["fix"] == OPT_IN
 
 
 def test_junit_one_testcase_per_host_one_failure_per_error() -> None:
@@ -48,7 +81,8 @@ def test_markdown_has_a_verdict_and_escapes_pipes() -> None:
     text = to_markdown(REPORTS)
     assert text.startswith("## gpurig drift: drift on 2 of 4 hosts\n")
     assert "### `h100` (unreachable)" in text
-    assert "| warn | `repo.dirty` | clean |  M a\\|b.py | commit them |" in text
+    row = "| warn | host | the converge cannot fix it | `repo.dirty` | "
+    assert row + "uncommitted · expected clean; found  M a\\|b.py | commit them |" in text
     assert "- `clean`: ok" in text
     assert to_markdown([REPORTS[3]]).startswith("## gpurig drift: no drift")
 
@@ -56,7 +90,7 @@ def test_markdown_has_a_verdict_and_escapes_pipes() -> None:
 def test_table_colours_only_when_asked() -> None:
     plain = to_table(REPORTS)
     assert "\033[" not in plain
-    assert "a100-1  error  repo.crlf" in plain
+    assert "a100-1  error  host: the converge cannot fix it (repo.crlf)" in plain
     assert plain.endswith("4 hosts, 2 with drift\n")
     assert "\033[31merror" in to_table(REPORTS, colour=True)
 
@@ -95,3 +129,52 @@ def test_remediation_travels_in_every_format():
     assert json.loads(render(reports, "json"))["hosts"][0]["findings"][0]["remediation"] == "reboot"
     assert "[reboot] drain it" in render(reports, "table")
     assert "\\[reboot\\] drain it" in render(reports, "markdown")
+
+
+def test_a_recreated_container_is_one_block_naming_it_with_the_fix_once() -> None:
+    reports = [HostReport("full-1", True, [RECREATED]), HostReport("full-2", True, [SOCKET])]
+    table = to_table(reports)
+    assert table.splitlines() == [
+        "full-1  error  container train: the converge refuses (container.differs)",
+        "               FIELD     EXPECTED                    FOUND",
+        "               shm_size  512 GiB                     64 MiB",
+        "               user      root                        (image default)",
+        "               ulimits   core=0:0 nofile=1024:20000  core=(unset) nofile=(unset)",
+        f"               fix: [by-hand] {OPT_IN}",
+        "full-2  error  podman.socket: the converge fixes it (engine.socket)",
+        "               expected active, enabled; found inactive, enabled",
+        "               fix: [reconverge] run the converge: it will enable and start podman.socket",
+        "2 hosts, 2 with drift",
+    ]
+
+
+def test_every_row_says_its_subject_and_what_the_converge_does() -> None:
+    reports = [HostReport("full-1", True, [RECREATED, THROTTLE, SOCKET])]
+    markdown = [line for line in to_markdown(reports).splitlines() if line.startswith("| ")][2:]
+    assert [row.split(" | ")[1:3] for row in markdown] == [
+        ["container train", "the converge refuses"],
+        ["GPU 00000000:01:00.0", "the converge cannot fix it"],
+        ["podman.socket", "the converge fixes it"],
+    ]
+    assert markdown[0].count("stop its job first") == 1
+    assert "shm\\_size: expected 512 GiB; found 64 MiB · user: expected root" in markdown[0]
+    assert "GPU clocks are held down · expected no slowdown; found hw\\_slowdown" in markdown[1]
+    suite = ET.fromstring(to_junit(reports).split("?>", 1)[1])
+    failures = suite.findall("testcase/failure")
+    assert [f.get("message") for f in failures] == [
+        "container train: the converge refuses (container.differs)",
+        "podman.socket: the converge fixes it (engine.socket)",
+    ]
+    assert (failures[0].text or "").count("stop its job first") == 1
+    assert "GPU 00000000:01:00.0" in (suite.findtext("testcase/system-out") or "")
+
+
+def test_a_subjects_findings_are_reported_together() -> None:
+    crash = Finding("container.restarting", "warn", "crashes", "0 restarts", "3 restarts",
+                    "read the logs", subject="container train")  # fmt: skip
+    report = HostReport("full-1", True, [RECREATED, SOCKET, crash])
+    assert [f.id for f in report.by_subject] == [
+        "container.differs",
+        "container.restarting",
+        "engine.socket",
+    ]

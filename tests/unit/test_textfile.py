@@ -15,8 +15,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_cli_drift import free_port, inventory
 
 from gpurig import __version__, textfile
-from gpurig.checks import CHECK_IDS, finding, unreachable
+from gpurig.change import Change, findings
+from gpurig.checks import CHECK_IDS
 from gpurig.cli import main
+from gpurig.finding import Finding
+from gpurig.node_checks import unreachable, unreadable
 from gpurig.plans import CHANGE_IDS
 from gpurig.report import HostReport
 
@@ -25,9 +28,9 @@ DRIFTED = HostReport(
     "gpu-1",
     True,
     [
-        finding("packages.missing", "error", "tmux: differs", "installed", "missing", "converge"),
-        finding("packages.missing", "error", "htop: differs", "installed", "missing", "converge"),
-        finding("shm.size", "warn", HOSTILE, ">= 1 GiB", HOSTILE, "enlarge"),
+        Finding("packages.missing", "error", "tmux: differs", "installed", "missing", "converge"),
+        Finding("packages.missing", "error", "htop: differs", "installed", "missing", "converge"),
+        Finding("shm.size", "warn", HOSTILE, "<= 1 GiB", HOSTILE, "lower it", subject=HOSTILE),
     ],
 )
 CLEAN = HostReport("gpu-2", True, [])
@@ -71,6 +74,18 @@ def test_local_file_has_each_finding_zeros_counts_and_run_info() -> None:
     assert metrics["gpurig_build_info"] == {labels(version=__version__): 1}
 
 
+def test_a_grouped_finding_counts_under_each_of_its_ids() -> None:
+    """A recreated container is one finding in the report and one per field in the metrics."""
+    fields = [Change(f"container.{f}", "container train", "a", "b", "recreate train", field=f)
+              for f in ("shm_size", "user")]  # fmt: skip
+    report = HostReport("gpu-1", True, findings(fields))
+    metrics = parse(textfile.render([report], finished=1.0, duration=1.0, host_label=False))
+    found = metrics["gpurig_drift_findings"]
+    assert found[labels(id="container.shm_size", severity="error")] == 1
+    assert found[labels(id="container.user", severity="error")] == 1
+    assert metrics["gpurig_drift_findings_by_severity"][labels(severity="error")] == 1
+
+
 def test_known_ids_are_the_plans_and_checks_lists() -> None:
     assert set(textfile.known_ids()) == {*CHANGE_IDS, *CHECK_IDS}
     assert len(textfile.known_ids()) == len(set(textfile.known_ids()))
@@ -107,7 +122,7 @@ def test_controller_file_labels_every_host_and_claims_no_zero_for_an_unread_host
 
 
 def test_a_partly_unreadable_host_has_success_0() -> None:
-    odd = finding("state.unreadable", "error", "repos: odd", "parseable", "junk", "look")
+    odd = unreadable("repos", ValueError("junk"))
     metrics = parse(textfile.render([HostReport("h", True, [odd])], 0.0, 0.0, host_label=False))
     assert metrics["gpurig_drift_last_run_success"] == {(): 0}
     assert set(metrics["gpurig_drift_findings"]) == {
