@@ -53,7 +53,7 @@ class Faults:
 
     def summary(self) -> str:
         line = (
-            f"faults: {self.tried} payloads tried, {self.refused} inventories refused, "
+            f"faults: {self.tried} payloads tried, {self.refused} refused with a message, "
             f"{self.rendered} reports rendered, {self.tracebacks} tracebacks; "
             f"{self.injected} host faults injected, {self.code_run} code run, "
             f"{self.secrets_seen} secrets seen, {self.secrets_sent} secrets sent, "
