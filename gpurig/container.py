@@ -14,14 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpurig.inventory import parse_size
+from gpurig.redact import redacted
 
 Inspect = Mapping[str, Any]
 
 # The kernel's RLIM_INFINITY as Podman prints it (uint64), and as Docker prints it.
 _UNLIMITED = {2**64 - 1, 2**63 - 1, -1}
 _CDI_GPU = re.compile(r"nvidia\.com/gpu=(\w+)")
-# Env keys whose values are credentials: compared, never printed.
-_SECRET_KEY = re.compile(r"TOKEN|SECRET|PASSW|PASSWD|CREDENTIAL|API_?KEY|AUTH|PRIVATE", re.I)
 
 
 @dataclass(frozen=True)
@@ -226,9 +225,13 @@ FIELD_NAMES = tuple(f.name for f in FIELDS)
 
 
 def _shown(field: str, value: Any) -> str:
-    """A value as a report shows it: credentials in env are never printed."""
+    """A value as a report shows it: credentials in env and in the command are never printed
+    (by the env key, the option before an argument, or the value's own shape)."""
     if field == "env" and isinstance(value, dict):
-        value = {k: ("<redacted>" if _SECRET_KEY.search(k) and v else v) for k, v in value.items()}
+        value = {k: redacted(k, v) for k, v in value.items()}
+    elif field == "command" and isinstance(value, list):
+        flags = ["", *(str(a) if str(a).startswith("-") else "" for a in value)]
+        value = [redacted(flag, arg) for flag, arg in zip(flags, value, strict=False)]
     return str(value)
 
 
