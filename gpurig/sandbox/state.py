@@ -76,7 +76,13 @@ def load(path: Path) -> State:
     if not path.exists():
         return State()
     raw = json.loads(path.read_text())
-    hosts = {name: HostRecord(**rec) for name, rec in raw.pop("hosts", {}).items()}
+    # Fields this version does not know are left out: another sandbox on the machine may have
+    # been made by a newer gpurig, and reading its records (to allocate) must not fail.
+    fields = HostRecord.__dataclass_fields__
+    hosts = {
+        name: HostRecord(**{k: v for k, v in rec.items() if k in fields})
+        for name, rec in raw.pop("hosts", {}).items()
+    }
     raw.pop("version", None)
     known = State.__dataclass_fields__
     return State(hosts=hosts, **{k: v for k, v in raw.items() if k in known})

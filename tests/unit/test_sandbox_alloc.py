@@ -4,6 +4,7 @@ machine readers on this machine's real `ip` and /proc, and --name/--dir resoluti
 from __future__ import annotations
 
 import ipaddress
+import json
 import shutil
 import socket
 import subprocess
@@ -146,3 +147,14 @@ def test_register_links_a_dir_sandbox_once_and_unregister_removes_only_its_link(
     unregister("b", elsewhere)
     assert registered() == {"a": named.resolve()}
     assert load(named / "state.json").slot == 0
+
+
+def test_records_a_newer_gpurig_wrote_still_load(tmp_path: Path):
+    """Another sandbox on the machine, made by a newer gpurig with a host field this one does
+    not know (`via`), once made every `up` and `list` here end in a TypeError."""
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps({"version": 2, "name": "other", "later": 1,
+                                "hosts": {"a": {"name": "a", "kind": "fleet", "index": 1,
+                                                "via": "login-1"}}}))  # fmt: skip
+    state = load(path)
+    assert state.name == "other" and state.hosts["a"].kind == "fleet"
