@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from support import REPO_ROOT, Sandbox, remote, write_inventory
 
 from deploys.lock import LOCK
@@ -357,3 +358,30 @@ def test_a_vvv_log_of_a_real_converge_confirms_no_guess_of_the_secret(
 def test_every_converge_above_left_the_lock_free(sandbox: Sandbox):
     for name in (FULL, *FLEET):
         assert remote(sandbox, name).run(f"flock -n -E 75 {LOCK} true").rc == 0, name
+
+
+def test_a_sudo_login_writes_through_its_own_stage(sandbox: Sandbox, tmp_path: Path):
+    """A login that is not root: the upload goes into a stage the login owns, root places it."""
+    shell = remote(sandbox, FULL)
+    shell.check_output(
+        "command -v sudo >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
+        "sudo >/dev/null; id deploy >/dev/null 2>&1 || useradd -m -s /bin/sh deploy; "
+        "install -d -o deploy -m 700 /home/deploy/.ssh && install -o deploy -m 600 "
+        "/root/.ssh/authorized_keys /home/deploy/.ssh/authorized_keys && "
+        "echo 'deploy ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/deploy"
+    )
+    src, dest = tmp_path / "token", "/root/.gpurig-sudo/token"
+    src.write_text("through sudo\n")
+    inventory = write_inventory(sandbox, tmp_path / "inv.yaml", {FULL: {
+        "engine": "none", "secrets": [{"src": str(src), "dest": dest}]}})  # fmt: skip
+    doc = yaml.safe_load(inventory.read_text())
+    doc["hosts"][FULL]["ssh"]["user"] = "deploy"
+    inventory.write_text(yaml.safe_dump(doc))
+    first = converge([inventory], limit=[FULL])
+    assert first.returncode == 0, first.stderr[-3000:]
+    secret = shell.file(dest)
+    assert secret.content_string == "through sudo\n" and secret.mode == 0o600
+    assert secret.user == "root"
+    assert shell.check_output("find /tmp -maxdepth 1 -name 'gpurig-*' -type d") == ""
+    again = converge([inventory], limit=[FULL])
+    assert again.returncode == 0 and again.change_count == 0, again.changed
