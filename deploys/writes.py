@@ -48,9 +48,9 @@ class StagedUpload(FileUploadCommand):
         try:
             if super().execute(state, host, connector_arguments):
                 return True
-            why = "the upload failed"
+            why = "failed"
         except OSError as exc:
-            why = f"the upload failed: {exc or type(exc).__name__}"
+            why = f"failed ({exc or type(exc).__name__})"
         cleanup = StringCommand(f"rm -rf {shlex.quote(self.stage)}; {_free(STAGE_DIR)}")
         try:
             _, output = cleanup.execute(state, host, {**connector_arguments, "_sudo": False})
@@ -58,7 +58,7 @@ class StagedUpload(FileUploadCommand):
         except OSError:  # the connection is gone too: pyinfra_guard reports it
             free = ""
         host.log_styled(
-            f"gpurig: {why} into {self.stage}{free}; nothing was written in place",
+            f"gpurig: the upload into {self.stage} {why}{free}; nothing was written in place",
             fg="red",
             log_func=logger.error,
         )
