@@ -2,13 +2,17 @@
 
 pyinfra's CLI answers Ctrl-C with "Exiting upon user request!" and exit status 0, and SIGTERM
 (a CI job cancelled) ends it without a word: either way the caller could take an interrupted
-converge for a finished one. The hosts need nothing more: a write is placed by one host command
-that finishes on its own (deploys/writes.py), and each host's lock goes with its session.
-Installed by inventory.py, which pyinfra loads after setting its own handler.
+converge for a finished one. The process ends at once (os._exit): a SystemExit raised from a
+handler lands in whichever greenlet runs, and a paramiko thread that swallows it left the run
+hanging on a host's stalled upload. The hosts need nothing more: a write is placed by one host
+command that finishes on its own (deploys/writes.py), and each host's lock goes with its SSH
+session when the process's sockets close. Installed by inventory.py, which pyinfra loads after
+setting its own handler.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from types import FrameType
@@ -17,7 +21,9 @@ from types import FrameType
 def _interrupted(signum: int, _frame: FrameType | None) -> None:
     name = signal.Signals(signum).name
     print(f"gpurig: converge interrupted ({name}); run it again to finish", file=sys.stderr)
-    sys.exit(128 + signum)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(128 + signum)
 
 
 def install() -> None:
