@@ -33,9 +33,11 @@ MODP_2048 = int(
 )
 _PUBLIC = re.compile(r"public (?P<value>[0-9a-f]{1,512})")
 NO_PYTHON = "gpurig-no-python3"
-# Run by the host's python3 in isolated mode without site (-I -S): nothing from the working
-# directory, the environment or site-packages is imported. O_NOFOLLOW and O_NONBLOCK: a symlink
-# or a FIFO planted at a path is not a file (and cannot hang the read).
+# The system's python3 by its absolute path (a `python3` found on PATH may be another user's),
+# run as root in isolated mode without site (-I -S): nothing from the working directory, the
+# environment or site-packages is imported. O_NOFOLLOW and O_NONBLOCK: a symlink or a FIFO
+# planted at a path is not a file (and cannot hang the read).
+PYTHON = "/usr/bin/python3"
 _SECRET_DIGESTS = f"""
 import hmac, os, pwd, secrets, stat, sys
 p = {MODP_2048:#x}
@@ -116,8 +118,7 @@ class SecretDigests(FactBase[dict[str, Any]]):
         args = " ".join(shlex.quote(a) for a in [public, *paths])
         script = shlex.quote(_SECRET_DIGESTS)
         return (
-            f"command -v python3 >/dev/null || {{ echo {NO_PYTHON}; exit 0; }}\n"
-            f"python3 -I -S -c {script} {args}"
+            f"[ -x {PYTHON} ] || {{ echo {NO_PYTHON}; exit 0; }}\n{PYTHON} -I -S -c {script} {args}"
         )
 
     def process(self, output: list[str]) -> dict[str, Any]:

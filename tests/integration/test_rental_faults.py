@@ -352,7 +352,7 @@ def test_a_vvv_log_of_a_real_converge_confirms_no_guess_of_the_secret(
     run = pyinfra(inventory, name, "-vvv")  # the host's copy is current: digests compared
     log = run.stdout + run.stderr
     assert run.returncode == 0, log[-3000:]
-    assert "python3 -I -S -c" in log and re.search(r"public [0-9a-f]{400,}", log)
+    assert "/usr/bin/python3 -I -S -c" in log and re.search(r"public [0-9a-f]{400,}", log)
     assert converge([inventory], limit=[name]).change_count == 0  # the digests compared equal
     faults.injected += 1
     confirmed = guesses_confirmed(log, b"4821")

@@ -17,6 +17,7 @@ from pyinfra.api import OperationError
 from pyinfra.context import ctx_host
 
 from deploys import cleanup, repos
+from facts import gpurig_files
 from facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCache, RaySessions
 from facts.gpurig_files import MODP_2048, SecretDigests
 from facts.gpurig_repo import LOCK_MARKER, RepoState
@@ -260,10 +261,11 @@ def test_secret_digest_is_keyed_by_an_exchange_and_names_no_content(tmp_path: Pa
     assert local_digest(str(tmp_path / "none"), key) is None
 
 
-def test_secret_digests_say_when_the_host_has_no_python3(tmp_path: Path):
-    (tmp_path / "sh").symlink_to(shutil.which("sh"))  # a PATH with a shell and no python3
-    found = fact(SecretDigests, env={"PATH": str(tmp_path)}, paths=["/etc/hostname"],
-                 public=PUBLIC)  # fmt: skip
+def test_secret_digests_say_when_the_host_has_no_python3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(gpurig_files, "PYTHON", str(tmp_path / "python3"))  # not there
+    found = fact(SecretDigests, paths=["/etc/hostname"], public=PUBLIC)
     assert found == {"public": None, "files": {"/etc/hostname": None}}
 
 

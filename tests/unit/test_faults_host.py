@@ -214,7 +214,7 @@ def test_a_vvv_log_lets_no_one_test_a_guess_of_the_secret(tmp_path: Path, faults
     findings = next(line for line in log.splitlines() if line.startswith("FINDINGS"))
     assert "secret." not in findings  # the copy compared equal, through its keyed digest
     # The log is really that verbose: the command, and the host's answer (its public value).
-    assert "python3 -I -S -c" in log and re.search(r"public [0-9a-f]{400,}", log)
+    assert "/usr/bin/python3 -I -S -c" in log and re.search(r"public [0-9a-f]{400,}", log)
     faults.injected += 1
     confirmed = guesses_confirmed(log, secret)
     faults.secrets_seen += len(confirmed)
