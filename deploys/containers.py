@@ -7,20 +7,34 @@ import shlex
 from collections.abc import Iterator
 from typing import Any
 
-from pyinfra.api import deploy, operation
+from pyinfra.api import HiddenValue, QuoteString, StringCommand, deploy, operation
 
 from deploys.changes import start
 from deploys.snapshot import read
 from gpurig.plans import containers as plan
+from gpurig.redact import redacted
 
 
-def _create(data: dict[str, Any], remove: bool) -> Iterator[str]:
+def run_command(argv: list[str]) -> StringCommand:
+    """`ENGINE run ...`, each word quoted; an `--env` credential (gpurig.redact) is shown as
+    pyinfra's mask where it prints commands (-vv), and sent to the host as it is."""
+
+    def word(flag: str, arg: str) -> QuoteString:
+        key, _, value = arg.partition("=")
+        secret = flag == "--env" and redacted(key, value) != value
+        return QuoteString(HiddenValue(arg) if secret else arg)
+
+    words = [word(flag, arg) for flag, arg in zip(["", *argv], argv, strict=False)]
+    # `run -d` over OpenSSH keeps the session open while conmon holds stdout: redirect it.
+    return StringCommand(*words, ">/dev/null")
+
+
+def _create(data: dict[str, Any], remove: bool) -> Iterator[str | StringCommand]:
     engine, name = data["engine"], shlex.quote(data["container"])
     if remove:
         yield f"{engine} rm --force {name}"
     yield f"{shlex.join([engine, 'pull', data['image']])} >/dev/null"
-    # `run -d` over OpenSSH keeps the session open while conmon holds stdout: redirect it.
-    yield f"{shlex.join(data['argv'])} >/dev/null"
+    yield run_command(data["argv"])
     if data["gpu_check"]:
         message = (
             f"gpurig: GPU not visible inside container {data['container']} (nvidia-smi failed)"

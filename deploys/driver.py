@@ -10,6 +10,7 @@ from pyinfra.api import OperationError, deploy, operation
 
 from deploys.changes import apply
 from deploys.core_dumps import write
+from deploys.packages import apt
 from deploys.snapshot import read
 from gpurig.change import Change
 from gpurig.plans import driver as plan
@@ -22,7 +23,7 @@ def hold(names: list[str]) -> str:
     odd = [n for n in names if not PACKAGE_NAME.fullmatch(n)]
     if odd:
         raise OperationError(f"not a package name, left alone: {odd[0][:80]!r}")
-    return f"apt-mark hold {' '.join(shlex.quote(n) for n in names)}"
+    return apt(f"apt-mark hold {' '.join(shlex.quote(n) for n in names)}")
 
 
 def commands(change: Change):

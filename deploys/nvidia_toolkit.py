@@ -11,7 +11,7 @@ from pyinfra.api import deploy, operation
 
 from deploys.changes import apply
 from deploys.core_dumps import write
-from deploys.packages import install
+from deploys.packages import apt, apt_get, install
 from deploys.snapshot import read
 from facts.gpurig_nvidia import CDI_MARKER
 from gpurig.change import Change
@@ -39,10 +39,10 @@ def fetch_key(url: str) -> list[str]:
 def install_pinned(version: str) -> list[str]:
     pins = " ".join(shlex.quote(f"{name}={version}") for name in packages())
     return [
-        "apt-get update -q",
-        "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
-        f"--allow-downgrades --allow-change-held-packages -- {pins}",
-    ]
+        apt_get("update -q"),
+        apt_get("install -y -q --no-install-recommends --allow-downgrades "
+                f"--allow-change-held-packages -- {pins}"),
+    ]  # fmt: skip
 
 
 def generate_cdi(driver: str) -> str:
@@ -65,7 +65,7 @@ def commands(change: Change) -> list[str] | object:
     if change.id == "toolkit.version":
         return install_pinned(change.data["version"])
     if change.id == "toolkit.hold":
-        return [f"apt-mark hold {' '.join(shlex.quote(n) for n in change.data['packages'])}"]
+        return [apt(f"apt-mark hold {' '.join(shlex.quote(n) for n in change.data['packages'])}")]
     if change.id == "toolkit.cdi":
         return [generate_cdi(change.data["driver"])]
     return write(change)  # toolkit.apt, toolkit.oci_hook

@@ -1,10 +1,13 @@
-"""Debian packages the spec lists (`packages`), and the install step other concerns reuse."""
+"""Debian packages the spec lists (`packages`), the install step other concerns reuse, and how
+every apt command of the converge waits for another apt or dpkg: a fresh cloud image runs
+unattended-upgrades for minutes after boot, holding dpkg's and apt's locks."""
 
 from __future__ import annotations
 
 import shlex
 from typing import Any
 
+from pyinfra import host
 from pyinfra.api import deploy, operation
 
 from deploys.changes import apply
@@ -12,14 +15,55 @@ from deploys.snapshot import read
 from gpurig.change import Change
 from gpurig.plans import packages as plan
 
+# Seconds each apt command waits for another apt or dpkg to release its locks (override per
+# run: `--data apt_lock_wait=SECONDS`).
+APT_LOCK_WAIT = 600
+# How apt and dpkg say that another process holds a lock (apt 2.6, dpkg 1.21).
+_HELD = ("Could not get lock", "lock was locked by another process",
+         "Unable to acquire the dpkg frontend lock")  # fmt: skip
+
+
+def lock_wait() -> int:
+    return int(host.data.get("apt_lock_wait") or APT_LOCK_WAIT)
+
+
+def apt(command: str) -> str:
+    """`command` (apt-get or apt-mark) waiting up to lock_wait() seconds for another apt or
+    dpkg, saying which lock it waits for; the holder is never touched. apt-get waits for dpkg's
+    frontend lock itself (-o DPkg::Lock::Timeout); `apt-get update` (the lists lock) and
+    apt-mark (dpkg's own lock) fail at once, so a refusal naming a held lock is retried."""
+    wait = lock_wait()
+    held = " ".join(f"-e {shlex.quote(text)}" for text in _HELD)
+    waiting = shlex.quote(
+        f"gpurig: waiting up to {wait} s for another apt or dpkg to finish (unattended-upgrades "
+        "holds their locks for minutes after boot):"
+    )
+    gave_up = shlex.quote(f"gpurig: gave up after waiting {wait} s for another apt or dpkg:")
+    return (
+        f"(end=$(($(date +%s) + {wait})); said=; while :; do "
+        f"{{ err=$({command} 2>&1 >&3 3>&-); }} 3>&1; rc=$?; "
+        f"held=$(printf '%s\\n' \"$err\" | grep -m1 {held}); "
+        'if [ $rc -eq 0 ] || [ -z "$held" ]; then '
+        '[ -z "$err" ] || printf \'%s\\n\' "$err" >&2; exit $rc; fi; '
+        f'if [ "$(date +%s)" -ge "$end" ]; then printf \'%s\\n\' "$err" >&2; '
+        f'echo {gave_up} "$held" >&2; exit $rc; fi; '
+        f'[ -n "$said" ] || echo {waiting} "$held" >&2; said=1; sleep 3; done)'
+    )
+
+
+def apt_get(arguments: str) -> str:
+    """`apt-get ARGUMENTS`, non-interactive, waiting for dpkg's locks as `apt` says."""
+    return apt(
+        f"DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout={lock_wait()} {arguments}"
+    )
+
 
 def install(change: Change) -> str:
     """apt-get for a `packages.missing` change; the lists are refreshed only then, so a
     converged host never needs the network. `--` keeps a name from being read as an option."""
     names = " ".join(shlex.quote(name) for name in change.data["packages"])
     return (
-        "apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
-        f"--no-install-recommends -- {names}"
+        f"{apt_get('update -q')} && {apt_get(f'install -y -q --no-install-recommends -- {names}')}"
     )
 
 

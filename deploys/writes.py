@@ -1,6 +1,14 @@
-"""Commands that write a file atomically: created with its final mode before any content
-arrives, filled by an upload, then renamed over the old one, so an interrupted converge
-leaves the old file or the new one, never half of either."""
+"""Commands that write a file atomically, so that an interrupted converge or a full disk leaves
+the old file or the new one, never half of either, and no temporary file beside it.
+
+The data is uploaded into a fresh private directory (mode 0700, owned by the login, at a random
+/tmp name: not pyinfra's predictable /tmp/pyinfra-<sha1>), never next to the file. Then one
+host command copies it next to the file under a name of its own, created with the final mode
+before any content arrives, and renames it over the file. That command runs to its end on the
+host even when the controller dies (Ctrl-C, SIGTERM, a lost network): sshd gives a command
+without a terminal no hangup. If the copy fails (ENOSPC), it removes its copy and says which
+filesystem is full; the old file is untouched.
+"""
 
 from __future__ import annotations
 
@@ -9,26 +17,77 @@ import shlex
 from collections.abc import Iterator
 from io import BytesIO
 from pathlib import PurePosixPath
+from typing import Any
 
+from pyinfra import logger
 from pyinfra.api import FileUploadCommand, StringCommand
+
+STAGE_DIR = "/tmp"
+
+
+def _free(path: str) -> str:
+    """Shell words that print `FILESYSTEM (mounted at MOUNT) has N KiB free` for `path`'s
+    filesystem (POSIX `df -P`: one line per filesystem, six fields)."""
+    q = shlex.quote(path)
+    return (
+        f'set -- $(df -P -k -- {q} 2>/dev/null | sed -n 2p); [ $# -ge 6 ] && echo "$1 (mounted '
+        'at $6) has $4 KiB free"'
+    )
+
+
+class StagedUpload(FileUploadCommand):
+    """The upload into the stage, as the login itself (the stage is the login's; sudo would
+    only add pyinfra's own /tmp copy). When it fails (the stage's filesystem full: SFTP says
+    only "Failure"), the stage is removed and the message names that filesystem."""
+
+    def __init__(self, data: bytes, stage: str) -> None:
+        super().__init__(BytesIO(data), f"{stage}/upload", _sudo=False)
+        self.stage = stage
+
+    def execute(self, state: Any, host: Any, connector_arguments: Any) -> bool:
+        try:
+            if super().execute(state, host, connector_arguments):
+                return True
+            why = "failed"
+        except OSError as exc:
+            why = f"failed ({exc or type(exc).__name__})"
+        cleanup = StringCommand(f"rm -rf {shlex.quote(self.stage)}; {_free(STAGE_DIR)}")
+        try:
+            _, output = cleanup.execute(state, host, {**connector_arguments, "_sudo": False})
+            free = f"; {output.stdout.strip()}" if output.stdout.strip() else ""
+        except OSError:  # the connection is gone too: pyinfra_guard reports it
+            free = ""
+        host.log_styled(
+            f"gpurig: the upload into {self.stage} {why}{free}; nothing was written in place",
+            fg="red",
+            log_func=logger.error,
+        )
+        return False
 
 
 def put(data: bytes, dest: str, mode: str, owner: str | None = None) -> Iterator[object]:
-    """Upload `data` to `dest`. A login that uses sudo stages the upload in a fresh private
-    directory (mode 0700, owned by the login), not at a predictable /tmp name."""
-    q_dest = shlex.quote(dest)
-    tmp = shlex.quote(f"{dest}.gpurig-tmp")
-    stage = f"/tmp/gpurig-{secrets.token_hex(16)}"
-    parent = shlex.quote(str(PurePosixPath(dest).parent))
+    """Write `data` to `dest` with `mode` (and `owner`) atomically: stage, upload, place."""
+    token = secrets.token_hex(16)
+    stage = f"{STAGE_DIR}/gpurig-{token}"
+    q_stage, q_dest = shlex.quote(stage), shlex.quote(dest)
+    tmp = shlex.quote(f"{dest}.gpurig-{token}")  # its own name: two runs never share one
+    parent = str(PurePosixPath(dest).parent)
+    login = '"${SUDO_UID:-$(id -u)}"'
     yield StringCommand(
-        f"mkdir -p {parent} && rm -f {tmp} && install -m {mode} /dev/null {tmp} && "
-        f'mkdir -m 700 {stage} && chown "${{SUDO_UID:-$(id -u)}}" {stage}'
+        # A stage an interrupted upload left (the lock lets one converge write at a time).
+        f"find {STAGE_DIR} -maxdepth 1 -type d -name 'gpurig-{'?' * 32}' -user {login} "
+        f"-mmin +10 -exec rm -rf {{}} + 2>/dev/null; "
+        f"mkdir -m 700 {q_stage} && chown {login} {q_stage}"
     )
-    yield FileUploadCommand(
-        BytesIO(data), f"{dest}.gpurig-tmp", remote_temp_filename=f"{stage}/upload"
-    )
+    yield StagedUpload(data, stage)
     chown = f"chown {shlex.quote(owner)} {tmp} && " if owner else ""
-    yield StringCommand(f"rm -rf {stage}; {chown}mv -f {tmp} {q_dest}")
+    failed = shlex.quote(f"gpurig: could not write {dest}, the old file is unchanged:")
+    yield StringCommand(
+        f"mkdir -p {shlex.quote(parent)} && install -m {mode} /dev/null {tmp} && "
+        f"cat {q_stage}/upload > {tmp} && {chown}mv -f {tmp} {q_dest}; rc=$?; rm -rf {q_stage}; "
+        f'if [ $rc -ne 0 ]; then rm -f {tmp}; echo {failed} "$({_free(parent)})" >&2; '
+        "exit $rc; fi"
+    )
 
 
 def remove(path: str) -> str:

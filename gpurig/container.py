@@ -15,15 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpurig.inventory import format_size, parse_size
+from gpurig.redact import redacted
 
 Inspect = Mapping[str, Any]
 
 # The kernel's RLIM_INFINITY as Podman prints it (uint64), and as Docker prints it.
 _UNLIMITED = {2**64 - 1, 2**63 - 1, -1}
 _CDI_GPU = re.compile(r"nvidia\.com/gpu=(\w+)")
-# Names (env keys, command options) whose values are credentials: compared, never printed.
-_SECRET_KEY = re.compile(r"TOKEN|SECRET|PASSW|PASSWD|CREDENTIAL|API[_-]?KEY|AUTH|PRIVATE", re.I)
-REDACTED = "<redacted>"
 
 
 @dataclass(frozen=True)
@@ -183,19 +181,6 @@ def _ulimit_arg(value: int | str) -> str:
     return f"{value}:{value}" if isinstance(value, int) else str(value)
 
 
-def redacted(key: str, value: Any) -> Any:
-    """`value` as a report may print it: `<redacted>` when `key` (an env key, the option
-    before an argument, or the `--name` of `--name=value`) names a credential."""
-    if not isinstance(value, str) or not value:
-        return value
-    name, equals, rest = value.partition("=")
-    if _SECRET_KEY.search(key):
-        return REDACTED
-    if equals and name.startswith("-") and rest and _SECRET_KEY.search(name):
-        return f"{name}={REDACTED}"
-    return value
-
-
 def _unset(value: Any) -> str:
     return "(unset)" if value is None else str(value)
 
@@ -229,7 +214,8 @@ def _show_ulimits(ulimits: Mapping[str, tuple[int, int] | None]) -> str:
 
 def _show_command(command: list[Any]) -> str:
     argv = [str(a) for a in command]
-    flags = ["", *(a if a.startswith("-") else "" for a in argv)]
+    # The option an argument is the value of: the one before it, unless that carried its own.
+    flags = ["", *(a if a.startswith("-") and "=" not in a else "" for a in argv)]
     return shlex.join(redacted(flag, arg) for flag, arg in zip(flags, argv, strict=False)) or "none"
 
 

@@ -7,7 +7,6 @@ caller); renderers return text or dicts for gpurig/report.py to place.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from typing import Any
 
 from gpurig.finding import Finding, as_dict
 from gpurig.rules import found
+from gpurig.textsafe import visible
 
 # Fleet dimensions, in report order, with the words a finding uses for them.
 DIMENSIONS: dict[str, str] = {
@@ -99,10 +99,10 @@ def render_table(hosts: Mapping[str, HostFacts]) -> str:
     """Plain-text table: dimension, value, host count, hosts (outliers visible at a glance)."""
     rows = [("DIMENSION", "VALUE", "HOSTS", "")]
     rows += [(g.dimension, g.value, str(len(g.hosts)), ", ".join(g.hosts)) for g in groups(hosts)]
-    widths = [max(len(_plain(row[i])) for row in rows) for i in range(3)]
+    widths = [max(len(visible(row[i])) for row in rows) for i in range(3)]
     return "\n".join(
-        "  ".join(_plain(cell).ljust(width) for cell, width in zip(row[:3], widths, strict=True))
-        + f"  {_plain(row[3])}".rstrip()
+        "  ".join(visible(cell).ljust(width) for cell, width in zip(row[:3], widths, strict=True))
+        + f"  {visible(row[3])}".rstrip()
         for row in rows
     )
 
@@ -117,15 +117,9 @@ def render_markdown(hosts: Mapping[str, HostFacts]) -> str:
     return "\n".join(lines)
 
 
-def _plain(text: str) -> str:
-    """One terminal line: control characters shown escaped, not interpreted."""
-    return json.dumps(text)[1:-1] if any(ord(c) < 32 or ord(c) == 127 for c in text) else text
-
-
 def _md(text: str) -> str:
-    escaped = "".join(f"\\{c}" if c in "\\`*_{}[]<>()#+-.!|" else c for c in _plain(text))
-    return escaped
+    return "".join(f"\\{c}" if c in "\\`*_{}[]<>()#+-.!|" else c for c in visible(text))
 
 
 def _code(text: str) -> str:
-    return _plain(text).replace("`", "'").replace("|", "\\|")
+    return visible(text).replace("`", "'").replace("|", "\\|")

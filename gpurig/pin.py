@@ -15,7 +15,7 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from io import StringIO
 from pathlib import Path
@@ -51,11 +51,21 @@ class PinInputError(Exception):
     """The inventory cannot be read as YAML: `FILE:LINE: what is wrong`, as validate says."""
 
 
+# Why a URL may not be fetched (a reason), or None: applied to every redirect target.
+Policy = Callable[[str], "str | None"]
+
+
 class _Redirects(urllib.request.HTTPRedirectHandler):
-    """Follow a redirect as the same method (urllib turns HEAD into GET), and send the
-    registry's Authorization header on only to the same host."""
+    """Follow a redirect as the same method (urllib turns HEAD into GET), send the registry's
+    Authorization header on only to the same host, and refuse a target `policy` refuses."""
+
+    def __init__(self, policy: Policy | None = None) -> None:
+        self.policy = policy
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        problem = self.policy(newurl) if self.policy else None
+        if problem:
+            raise PinError(f"refusing a redirect from {req.full_url}: {problem}")
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None:
             new.method = req.get_method()
@@ -64,14 +74,14 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
         return new
 
 
-def _opener() -> urllib.request.OpenerDirector:
+def _opener(policy: Policy | None = None) -> urllib.request.OpenerDirector:
     """HTTP and HTTPS only: no file://, ftp:// or data: a registry could point gpurig at."""
     opener = urllib.request.OpenerDirector()
     for handler in (
         urllib.request.ProxyHandler(),
         urllib.request.HTTPHandler(),
         urllib.request.HTTPSHandler(),
-        _Redirects(),
+        _Redirects(policy),
         urllib.request.HTTPDefaultErrorHandler(),
         urllib.request.HTTPErrorProcessor(),
     ):
@@ -143,20 +153,26 @@ def insecure_registries(doc: Any) -> set[str]:
     return found
 
 
-def _request(url: str, method: str, headers: dict[str, str]) -> urllib.response.addinfourl:
+def _request(
+    url: str, method: str, headers: dict[str, str], policy: Policy | None = None
+) -> urllib.response.addinfourl:
     request = urllib.request.Request(url, method=method, headers=headers)
-    return _opener().open(request, timeout=TIMEOUT)
+    return _opener(policy).open(request, timeout=TIMEOUT)
 
 
 def realm_problem(realm: str, ref: ImageRef, scheme: str) -> str | None:
     """Why gpurig will not ask `realm` for a token, or None: only the registry's own host (or
-    its known token service), and only over HTTPS unless the registry itself is plain HTTP."""
-    url = urllib.parse.urlsplit(realm)
+    its known token service), and only over HTTPS unless the registry itself is plain HTTP.
+    The same rule holds for every URL a redirect from the realm leads to."""
     allowed = ("https", "http") if scheme == "http" else ("https",)
-    hosts = (
-        urllib.parse.urlsplit(f"//{ref.registry}").hostname,
-        *TOKEN_HOSTS.get(ref.registry, ()),
-    )
+    try:
+        url = urllib.parse.urlsplit(realm)
+        hosts = (
+            urllib.parse.urlsplit(f"//{ref.registry}").hostname,
+            *TOKEN_HOSTS.get(ref.registry, ()),
+        )
+    except ValueError as exc:  # "http://[::1/": urlsplit refuses it
+        return f"its token realm {realm} is not a URL ({exc})"
     if url.scheme not in allowed:
         return f"its token realm {realm} is not {' or '.join(f'{s}://' for s in allowed)}"
     if url.hostname not in hosts:
@@ -175,9 +191,15 @@ def _token(challenge: str, image: str, ref: ImageRef, scheme: str) -> str:
     if problem:
         raise PinError(f"{image}: refusing the registry's token challenge: {problem}")
     url = f"{realm}?{urllib.parse.urlencode(params)}"
+
+    def policy(target: str) -> str | None:
+        return realm_problem(target, ref, scheme)
+
     try:
-        with _request(url, "GET", {}) as response:
+        with _request(url, "GET", {}, policy) as response:
             body = json.loads(response.read(MAX_TOKEN_RESPONSE + 1)[:MAX_TOKEN_RESPONSE])
+    except PinError as exc:  # a redirect the realm rule refuses
+        raise PinError(f"{image}: {exc}") from None
     except urllib.error.HTTPError as exc:
         raise PinError(f"{image}: token request to {realm} failed: HTTP {exc.code}") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
@@ -205,7 +227,7 @@ def resolve(image: str, insecure: set[str] | frozenset[str] = frozenset()) -> st
                 headers["Authorization"] = f"Bearer {_token(challenge, image, ref, scheme)}"
                 continue
             raise PinError(f"{image}: HTTP {exc.code} from {url}") from None
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, ValueError) as exc:  # ValueError: "[::1"
             reason = getattr(exc, "reason", exc)
             raise PinError(f"{image}: cannot reach {url}: {reason}") from None
     if not DIGEST.fullmatch(digest):

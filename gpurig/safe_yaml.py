@@ -71,10 +71,11 @@ def read_bytes(path: str | Path) -> bytes:
 
 
 def read_text(path: str | Path) -> str:
-    """read_bytes, decoded as UTF-8 and checked by check_text."""
+    """read_bytes, decoded as UTF-8 (a byte order mark first, as some editors save, is not
+    text) and checked by check_text."""
     raw = read_bytes(path)
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise YamlRefused(line, f"cannot read: not UTF-8 (byte 0x{raw[exc.start]:02x})") from None

@@ -23,6 +23,8 @@ from gpurig.plans.engine import toolkit_wanted
 # One DNS label; a host name is labels joined by dots (RFC 1123), at most 253 characters.
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOSTNAME = re.compile(rf"{_LABEL}(?:\.{_LABEL})*\.?")
+# `[userinfo@]host[:port]` where brackets hold the whole host or nothing (RFC 3986 3.2).
+_NETLOC = re.compile(r"(?:[^@/\[\]]*@)?(?:\[(?P<v6>[^\]]*)\]|[^@/\[\]:]*)(?::\d*)?")
 DEFAULT_PORTS = {"http": 80, "https": 443, "ssh": 22, "git": 9418}
 # apt transports that are a local medium, not a network source: nothing to reach.
 LOCAL_SCHEMES = {"file", "cdrom", "copy"}
@@ -69,14 +71,22 @@ def endpoint(url: str, schemes: Iterable[str] = ("http", "https")) -> Endpoint:
     """Host and port of a `scheme://[user@]host[:port]/...` URL; BadUrl for anything else."""
     if any(c.isspace() or not c.isprintable() for c in url):
         raise BadUrl(f"{url!r} has spaces or control characters")
-    parts = urllib.parse.urlsplit(url)
+    try:  # urlsplit refuses an unclosed "[::1"; .port one that is not a number in 0-65535
+        parts = urllib.parse.urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise BadUrl(f"{url!r}: {exc}") from None
     scheme = parts.scheme.lower()
     if scheme not in schemes:
         raise BadUrl(f"{url!r}: scheme {scheme or 'none'} is not one of {', '.join(schemes)}")
-    try:
-        host, port = parts.hostname, parts.port
-    except ValueError as exc:  # a port that is not a number in 0-65535
-        raise BadUrl(f"{url!r}: {exc}") from None
+    netloc = _NETLOC.fullmatch(parts.netloc)
+    if netloc is None:
+        raise BadUrl(f"{url!r}: {parts.netloc!r} is not [user@]host[:port]")
+    if netloc["v6"] is not None:
+        try:
+            ipaddress.IPv6Address(netloc["v6"])
+        except ValueError:
+            raise BadUrl(f"{url!r}: [{netloc['v6']}] is not an IPv6 address") from None
     if not host:
         raise BadUrl(f"{url!r} names no host")
     return Endpoint(checked_host(host), port or DEFAULT_PORTS[scheme])

@@ -10,10 +10,18 @@ from __future__ import annotations
 
 import re
 
-# C0 controls (tab, newline and CR included: callers keep what their format allows), DEL, C1,
-# the Unicode line and paragraph separators, bidirectional embeddings, overrides and isolates,
-# lone surrogates (undecodable bytes) and the two noncharacters XML 1.0 forbids.
-UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]")
+# Every character Unicode classes as a control (Cc: C0, DEL, C1), a format character (Cf: the
+# bidirectional marks, embeddings, overrides and isolates, U+061C, zero-width characters, the
+# soft hyphen, the byte order mark, tag characters ...) or a line or paragraph separator (Zl,
+# Zp); lone surrogates (undecodable bytes); and the two noncharacters XML 1.0 forbids. Tab,
+# newline and CR are in it too: callers keep what their format allows. Spelled out (a scan of
+# unicodedata costs start-up); tests/unit/test_report.py checks it against unicodedata.
+UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
+    "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff"
+    "\ufff9-\ufffb\ufffe\uffff\U000110bd\U000110cd\U00013430-\U0001343f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]"
+)
 
 _SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
@@ -21,6 +29,8 @@ _SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 def escape_char(char: str) -> str:
     """`\\x1b`, `\\r`, `\\u202e`: the character as a Python string literal would spell it."""
     code = ord(char)
+    if code > 0xFFFF:
+        return f"\\U{code:08x}"
     return _SHORT.get(char) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from facts.gpurig_repo import LF_ATTRIBUTES, RepoState
 from gpurig.change import Change
 from gpurig.plans.packages import missing
+from gpurig.redact import redacted
 
 
 def env_marker(lockfile_sha256: str, keep: list[str]) -> str:
@@ -33,13 +34,14 @@ def _refusals(path: str, url: str, state: Mapping[str, Any]) -> list[Change]:
             data={"path": path},
         )
 
+    shown = redacted("", url)  # https://user:token@... : compared whole, shown without it
     if not state.get("checkout"):
-        return [
-            refuse("repo.not_checkout", "", f"a checkout of {url}", "a directory that is not one")
-        ]
+        not_one = "a directory that is not one"
+        return [refuse("repo.not_checkout", "", f"a checkout of {shown}", not_one)]
     found = []
     if state.get("origin") != url:
-        found.append(refuse("repo.origin", "origin", url, state.get("origin") or "(no origin)"))
+        origin = redacted("", state.get("origin") or "(no origin)")
+        found.append(refuse("repo.origin", "origin", shown, origin))
     if state["dirt"]:
         dirt = "; ".join(d.strip() for d in state["dirt"])
         found.append(refuse("repo.dirty", "work tree", "no uncommitted changes", dirt))
@@ -93,13 +95,14 @@ def _repo(path: str, declared: Mapping[str, Any], state: Mapping[str, Any] | Non
     ref, url, lf = declared["ref"], declared["url"], declared["line_endings"] == "lf"
     data = {"path": path, "url": url, "ref": ref, "lf": lf}
     if not state or not state.get("exists"):
+        shown = redacted("", url)
         return [
             Change(
                 "repo.missing",
                 f"checkout {path}",
-                f"a checkout of {url} at {ref[:12]}",
+                f"a checkout of {shown} at {ref[:12]}",
                 "missing",
-                f"clone {url} at {ref[:12]}",
+                f"clone {shown} at {ref[:12]}",
                 data=data,
             ),
             *_python(path, declared, {}),

@@ -1,21 +1,25 @@
 """Secrets (`secrets`): files copied from the machine running gpurig, mode 0600 unless
-declared. The host's copy is compared by a salted sha256 (the salt is new every run), so no
-output carries a digest anyone could look up; the content never leaves this machine but as an
-upload (deploys/secrets.py)."""
+declared. The host's copy is compared by an HMAC under a key this run shares with the host by
+Diffie-Hellman (facts.gpurig_files.SecretDigests): the key is in no command line, output or
+log, so no log lets anyone test guesses of a secret; the content never leaves this machine but
+as an upload (deploys/secrets.py)."""
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import os
 import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from facts.gpurig_files import FileDigests
+from facts.gpurig_files import MODP_2048, SecretDigests
 from gpurig.change import Change
 
-SALT = secrets.token_hex(16)
+# This run's Diffie-Hellman private value (never printed, never sent) and its public value.
+_PRIVATE = secrets.randbits(256)
+PUBLIC = format(pow(2, _PRIVATE, MODP_2048), "x")
 
 
 def local_path(src: str) -> Path:
@@ -23,21 +27,35 @@ def local_path(src: str) -> Path:
     return Path(os.path.expanduser(src))
 
 
-def local_digest(src: str, salt: str = SALT) -> str | None:
-    """The salted sha256 of the local source, or None when it cannot be read."""
+def shared_key(host_public: str) -> bytes:
+    """The key this run shares with the host that answered `host_public`."""
+    theirs = int(host_public, 16)
+    if not 1 < theirs < MODP_2048 - 1:
+        raise ValueError("the host's public value is out of range")
+    return pow(theirs, _PRIVATE, MODP_2048).to_bytes(256, "big")
+
+
+def _content(src: str) -> bytes | None:
     try:
-        return hashlib.sha256(salt.encode() + local_path(src).read_bytes()).hexdigest()
+        return local_path(src).read_bytes()
     except OSError:
         return None
+
+
+def local_digest(src: str, key: bytes) -> str | None:
+    """HMAC-SHA256 of the local source under `key`, or None when it cannot be read."""
+    content = _content(src)
+    return None if content is None else hmac.new(key, content, hashlib.sha256).hexdigest()
 
 
 def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
     declared = spec["secrets"]
     if not declared:
         return []
-    found = read(FileDigests, paths=sorted({s["dest"] for s in declared}), salt=SALT)
+    found = read(SecretDigests, paths=sorted({s["dest"] for s in declared}), public=PUBLIC)
+    key = shared_key(found["public"]) if found["public"] else None
     # Every source is checked first: a typo changes nothing on the host.
-    unreadable = [s["src"] for s in declared if local_digest(s["src"]) is None]
+    unreadable = [s["src"] for s in declared if _content(s["src"]) is None]
     if unreadable:
         return [
             Change(
@@ -52,11 +70,14 @@ def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
     changes = []
     for item in declared:
         dest, mode, owner = item["dest"], item["mode"], item.get("owner")
-        seen = found.get(dest)
+        seen = found["files"].get(dest)
         data = {"src": item["src"], "dest": dest, "mode": mode, "owner": owner}
-        if seen is None or seen["sha256"] != local_digest(item["src"]):
-            change_id = "secret.missing" if seen is None else "secret.content"
+        if key is None:  # no python3 on the host: nothing to compare with, so upload
+            seen, actual = None, "not comparable (no python3 on the host)"
+        else:
             actual = "missing" if seen is None else "different content"
+        if seen is None or seen["sha256"] != local_digest(item["src"], key):
+            change_id = "secret.missing" if actual == "missing" else "secret.content"
             changes.append(
                 Change(
                     change_id,

@@ -17,13 +17,14 @@ from pyinfra.api import OperationError
 from pyinfra.context import ctx_host
 
 from deploys import cleanup, repos
+from facts import gpurig_files
 from facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCache, RaySessions
-from facts.gpurig_files import FileDigests
+from facts.gpurig_files import MODP_2048, SecretDigests
 from facts.gpurig_repo import LOCK_MARKER, RepoState
 from gpurig.plans import cleanup as cleanup_plan
 from gpurig.plans import repos as repos_plan
 from gpurig.plans.repos import env_marker
-from gpurig.plans.secrets import local_digest
+from gpurig.plans.secrets import PUBLIC, local_digest, shared_key
 from gpurig.spec import normalise
 from tests.lockproject import make_project
 
@@ -246,17 +247,38 @@ def test_lockfile_that_does_not_match_the_project_fails_with_uvs_message(tmp_pat
     assert proc.returncode != 0 and "needs to be updated" in proc.stderr
 
 
-def test_secret_digest_is_salted_and_names_no_content(tmp_path: Path):
+def test_secret_digest_is_keyed_by_an_exchange_and_names_no_content(tmp_path: Path):
+    """The host's own python3 answers the exchange; this run's key gives the same HMAC."""
     secret = tmp_path / "token"
     secret.write_text("s3cret\n")
     secret.chmod(0o600)
-    paths = [str(secret), str(tmp_path / "none")]
-    found = fact(FileDigests, paths=paths, salt="pepper")
-    assert found[str(secret)]["sha256"] == local_digest(str(secret), "pepper")
-    assert found[str(secret)]["sha256"] != sh(f"sha256sum {secret}").split()[0]
-    assert found[str(secret)]["mode"] == "600" and found[str(tmp_path / "none")] is None
-    assert "s3cret" not in "".join(sh(FileDigests().command(paths=paths, salt="pepper")))
-    assert local_digest(str(tmp_path / "none")) is None
+    (tmp_path / "link").symlink_to(secret)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    paths = [str(secret), str(tmp_path / "none"), str(tmp_path / "link"), str(fifo)]
+    command = SecretDigests().command(paths=paths, public=PUBLIC)
+    found = fact(SecretDigests, paths=paths, public=PUBLIC)
+    key = shared_key(found["public"])
+    assert found["files"][str(secret)]["sha256"] == local_digest(str(secret), key)
+    assert found["files"][str(secret)]["sha256"] != sh(f"sha256sum {secret}").split()[0]
+    assert found["files"][str(secret)]["mode"] == "600"
+    assert [found["files"][p] for p in paths[1:]] == [None, None, None]  # no symlink, no FIFO
+    assert "s3cret" not in command and "s3cret" not in sh(command)
+    assert local_digest(str(tmp_path / "none"), key) is None
+
+
+def test_secret_digests_say_when_the_host_has_no_python3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(gpurig_files, "PYTHON", str(tmp_path / "python3"))  # not there
+    found = fact(SecretDigests, paths=["/etc/hostname"], public=PUBLIC)
+    assert found == {"public": None, "files": {"/etc/hostname": None}}
+
+
+def test_the_exchange_uses_rfc_3526_group_14():
+    from paramiko.kex_group14 import KexGroup14
+
+    assert MODP_2048 == KexGroup14.P and KexGroup14.G == 2
 
 
 def test_core_files_are_found_by_their_elf_header(tmp_path: Path):

@@ -16,6 +16,7 @@ from gpu_fixtures import read_fixture
 from pyinfra.api import OperationError
 from test_plans import DRIVER, converged, reader
 
+from deploys import packages
 from deploys.driver import hold
 from facts.gpurig_packages import DriverPackages
 from gpurig.plans import driver, plan_host
@@ -159,9 +160,9 @@ def test_apt_appends_the_blacklist_to_the_distribution_s(tmp_path: Path):
     assert listed == ["linux-", *driver.blacklist()]
 
 
-def test_the_hold_command_rechecks_every_name():
-    assert hold(["nvidia-driver-580", "libnvidia-compute-580:i386"]) == (
-        "apt-mark hold nvidia-driver-580 libnvidia-compute-580:i386"
-    )
+def test_the_hold_command_rechecks_every_name(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(packages, "lock_wait", lambda: 600)  # outside a pyinfra run
+    command = hold(["nvidia-driver-580", "libnvidia-compute-580:i386"])
+    assert command == packages.apt("apt-mark hold nvidia-driver-580 libnvidia-compute-580:i386")
     with pytest.raises(OperationError, match="not a package name"):
         hold(["nvidia-driver-580", "x; reboot"])

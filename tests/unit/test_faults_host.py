@@ -5,7 +5,10 @@ removed, and one odd section spoils only its own concern."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +22,7 @@ from gpurig.drift import drift_reads, evaluate
 from gpurig.plans import cleanup as cleanup_plan
 from gpurig.spec import normalise
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 ELF_CORE = b"\x7fELF\x02\x01\x01" + b"\x00" * 9 + b"\x04\x00" + b"\x00" * 46
 
 
@@ -165,3 +169,58 @@ def test_no_secret_value_or_plain_digest_reaches_any_output(tmp_path: Path, faul
     faults.secrets_seen += sum(value in t or plain in t for t in texts)
     assert [c.id for c in changes] == ["secret.content"]
     assert not any(value in t or plain in t for t in texts)
+
+
+_VERBOSE_READ = """
+import sys
+import click
+from pyinfra.api import Config, Inventory, State
+from pyinfra.api.output import set_echo, set_formatter
+from pyinfra_cli.cli import _set_verbosity
+set_formatter(click.style)
+set_echo(click.echo)  # as pyinfra's CLI: -vv and -vvv print commands and output through it
+from facts.gpurig_host import HostState
+from gpurig.drift import drift_reads
+from gpurig.inventory import load_spec_file
+from gpurig.spec import normalise
+import logging
+logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+inventory = Inventory((["@local"], {}))
+state = _set_verbosity(State(inventory, Config()), 3)  # what `pyinfra -vvv` sets
+host = inventory.get_host("@local")
+host.connect()
+spec = normalise({"secrets": [{"src": sys.argv[1], "dest": sys.argv[2]}]})
+values = host.get_fact(HostState, reads=drift_reads(spec))
+from gpurig.drift import evaluate
+print("FINDINGS", [f.id for f in evaluate(spec, values)])
+"""
+
+
+def test_a_vvv_log_lets_no_one_test_a_guess_of_the_secret(tmp_path: Path, faults: Any):
+    """`-vv` printed the digest's salt with the fact command and `-vvv` the salted digest: one
+    log confirmed a guess of a short secret. Read here through pyinfra with -vvv's settings
+    (every command, every output, debug logging): no word of the log, as a salt or an HMAC key,
+    turns the secret into a digest the log holds."""
+    from tests.logguess import guesses_confirmed
+
+    secret = b"1234"  # a PIN: four digits, 10k guesses
+    src, dest = tmp_path / "pin", tmp_path / "dest"
+    src.write_bytes(secret)
+    dest.write_bytes(secret)  # the host's copy is current: its digest is in the output
+    dest.chmod(0o600)
+    proc = subprocess.run([sys.executable, "-c", _VERBOSE_READ, str(src), str(dest)],
+                          capture_output=True, text=True, check=True, cwd=REPO_ROOT)  # fmt: skip
+    log = proc.stdout + proc.stderr
+    findings = next(line for line in log.splitlines() if line.startswith("FINDINGS"))
+    assert "secret." not in findings  # the copy compared equal, through its keyed digest
+    # The log is really that verbose: the command, and the host's answer (its public value).
+    assert "/usr/bin/python3 -I -S -c" in log and re.search(r"public [0-9a-f]{400,}", log)
+    faults.injected += 1
+    confirmed = guesses_confirmed(log, secret)
+    faults.secrets_seen += len(confirmed)
+    assert confirmed == []
+    # The same attack on a log of the old scheme (the salt on the command line, the salted
+    # sha256 in the output) confirms the guess: this test failed before the exchange.
+    salt = "0f4b6c2a9e1d83c75a60b2e4f91d7c3a"
+    old = f"s={salt}\n0 {hashlib.sha256(salt.encode() + secret).hexdigest()} 600 root\n"
+    assert guesses_confirmed(old, secret) == [salt]

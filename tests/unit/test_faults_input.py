@@ -29,7 +29,7 @@ from gpurig.inventory import InventoryError, format_path, load_inventory, load_s
 from gpurig.onboard import Check, render_checks
 from gpurig.pin import PinInputError, pin_text
 from gpurig.pyinfra_inventory import load_groups
-from gpurig.report import HostReport, to_json, to_junit, to_markdown, to_table
+from gpurig.report import HostReport, render, to_json, to_junit, to_markdown, to_table
 from gpurig.safe_yaml import MAX_BYTES, MAX_DEPTH
 from gpurig.textsafe import UNSAFE, visible
 
@@ -272,6 +272,10 @@ FILES: list[tuple[str, Callable[[Path], Path], int | None, str]] = [
     ("escape in a comment", _write(VALID_HEAD + "# \x1b[2J\n"), 3, "control character \\x1b"),
     ("bidi override", _write(VALID_HEAD + "# \u202eevil\n"), 3, "control character \\u202e"),
     ("C1 control", _write(VALID_HEAD + "# \x85\n"), 3, "control character \\x85"),
+    ("bidi mark", _write(VALID_HEAD + "x: a\u200fb\n"), 3, "control character \\u200f"),
+    ("zero-width space", _write(VALID_HEAD + "# a\u200bb\n"), 3, "control character \\u200b"),
+    ("byte order mark inside", _write(VALID_HEAD + "\ufeffx: 1\n"), 3,
+     "control character \\ufeff"),
     ("5000-digit integer", _write(VALID_HEAD + "x: " + "9" * 5000 + "\n"), 3, "too long"),
     ("5000-digit tagged integer", _write(VALID_HEAD + 'x: !!int "' + "9" * 5000 + '"\n'), 3,
      "too long"),
@@ -442,6 +446,11 @@ PAYLOADS = {
     "DEL and CSI": "a\x7f\x9b2Jb",
     "vertical tab and form feed": "a\x0b\x0cb",
     "bidi override": "abc\u202edcba",
+    "C1 NEL and CSI": "a\x85\x9b2Jb",
+    "bidi marks": "a\u200fb\u200ec\u061cd",
+    "bidi isolates": "\u2067abc\u2069\u2066d\u2068",
+    "zero width, soft hyphen, BOM": "a\u200bb\u200dc\u00add\ufeffe\u2060f",
+    "tag characters": "ok\U000e0001\U000e0041\U000e007f",
     "line separator": "a\u2028b",
     "lone surrogate": "a\udcffb",
     "noncharacter": "a\uffffb",
@@ -524,6 +533,29 @@ def test_json_round_trips_exactly(faults: Any, payload: str) -> None:
     assert doc["hosts"][1]["name"] == payload
 
 
+def _hostile_fleet(payload: str) -> list[HostReport]:
+    """Three reachable hosts whose fleet facts quote the host (driver, kernel, image names)."""
+    facts = [{"driver": payload, "kernel": "6.1", "image": {payload: payload}},
+             {"driver": "570.1", "kernel": payload, "image": {payload: "sha256:1"}},
+             {"driver": "570.1", "kernel": "6.1", "image": {"train": payload}}]  # fmt: skip
+    return [HostReport(f"h{i}", True, [], f) for i, f in enumerate(facts)]
+
+
+@pytest.mark.parametrize("payload", PAYLOADS.values(), ids=PAYLOADS.keys())
+def test_the_fleet_view_shows_host_text_escaped_in_every_format(faults: Any, payload: str):
+    """The fleet view once escaped only C0 and DEL: C1, bidi and format characters from a
+    host reached the terminal and the job summary as themselves."""
+    reports = _hostile_fleet(payload)
+    for fmt in ("table", "markdown", "json", "junit"):
+        text = render(reports, fmt)
+        faults.rendered += 1
+        assert not UNSAFE.search(text.replace("\n", "")), (fmt, text)
+    table = render(reports, "table")
+    assert "fleet:" in table and visible(payload) in table
+    assert "### Fleet" in render(reports, "markdown")
+    assert json.loads(render(reports, "json"))["fleet"]["groups"][0]["value"] in (payload, "570.1")
+
+
 @pytest.mark.parametrize("payload", PAYLOADS.values(), ids=PAYLOADS.keys())
 def test_onboard_preflight_lines_show_control_characters_escaped(faults: Any, payload: str):
     text = render_checks([Check("gpu", "ok", payload), Check("os", "FAIL", payload)])
@@ -532,6 +564,25 @@ def test_onboard_preflight_lines_show_control_characters_escaped(faults: Any, pa
     assert text.count("\n") == 2 and visible(payload) in text
 
 
+def test_a_byte_order_mark_first_is_not_text(tmp_path: Path) -> None:
+    """Editors that save UTF-8 with a BOM: the file loads (U+FEFF anywhere else is refused)."""
+    path = tmp_path / "bom.yaml"
+    path.write_bytes("\ufeff".encode() + VALID_HEAD.encode())
+    assert [h.name for h in load_inventory([path]).hosts] == ["a"]
+
+
 def test_yaml_value_spelling_control() -> None:
     """The inventories above are read as YAML: escapes in them arrive as the characters."""
     assert YAML(typ="safe").load(_yaml({"x": "a\x1b\n", "y": math.nan}))["x"] == "a\x1b\n"
+
+
+def test_unsafe_holds_every_control_format_and_separator_character_unicode_knows() -> None:
+    """textsafe spells its class out; this keeps it equal to what unicodedata calls Cc, Cf, Zl,
+    Zp and Cs (a newer Unicode adding a format character fails here, not in a report)."""
+    import unicodedata
+
+    kinds = {"Cc", "Cf", "Zl", "Zp", "Cs"}
+    chars = (chr(c) for c in range(0x110000))
+    missing = [c for c in chars if unicodedata.category(c) in kinds and not UNSAFE.fullmatch(c)]
+    assert missing == []
+    assert visible("\U000e0041") == "\\U000e0041" and visible("\u200f") == "\\u200f"

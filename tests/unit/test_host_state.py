@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from facts.gpurig_files import FileDigests
+from facts.gpurig_files import FileDigests, SecretDigests
 from facts.gpurig_host import HostState, Recorder, Snapshot, Unreadable, read_key, required_reads
 from facts.gpurig_packages import DebStatus
 from facts.probe import Probe
@@ -44,7 +44,7 @@ def run_here(reads: list) -> tuple[HostState, dict[str, Any]]:
 
 def test_every_read_of_a_full_spec_is_answered_by_one_command():
     reads = drift_reads(SPEC)
-    assert {cls for cls, _ in reads} >= {Probe, DebStatus, FileDigests}
+    assert {cls for cls, _ in reads} >= {Probe, DebStatus, SecretDigests}
     _, values = run_here(reads)
     assert set(values) == {read_key(cls, kwargs) for cls, kwargs in reads}
     assert not [v for v in values.values() if isinstance(v, Unreadable)]
@@ -85,9 +85,9 @@ def test_plans_read_by_the_spec_alone(spec: dict[str, Any]):
 def test_a_section_that_cannot_be_parsed_spoils_only_its_concern():
     reads = drift_reads(SPEC)
     _, values = run_here(reads)
-    key = read_key(FileDigests, {"paths": ["/etc/hostname"], "salt": reads[0][1]["salt"]})
+    key = read_key(SecretDigests, {"paths": ["/etc/hostname"], "public": reads[0][1]["public"]})
     assert key in values
-    values[key] = Unreadable("FileDigests: unexpected line: 'rm -rf /'")
+    values[key] = Unreadable("SecretDigests: unexpected line: 'rm -rf /'")
     ids = [f.id for f in evaluate(SPEC, values)]
     assert ids.count("state.unreadable") == 1
     assert "packages.missing" in ids  # the other concerns are still judged

@@ -21,7 +21,9 @@ TOKEN = "t0ken"
 # Repositories whose token realm is not the registry's own: {HOST} is the Host header, {PORT}
 # the server's port; a test may add its own.
 REALMS = {"team/auth": "http://{HOST}/token", "team/moved": "http://{HOST}/token"}
-SEEN: list[tuple[str, str, str | None]] = []  # (Host, path, Authorization) of every request
+SEEN: list[tuple[str, str, str | None]] = []
+# Where the realm /token-moved redirects to (a test sets it).
+REDIRECT = "http://{HOST}/token?service=reg"  # (Host, path, Authorization) of every request
 
 
 class Registry(BaseHTTPRequestHandler):
@@ -55,6 +57,12 @@ class Registry(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         SEEN.append((self.headers["Host"], self.path, self.headers.get("Authorization")))
+        if self.path.startswith("/token-moved?"):  # the realm redirects: to where REDIRECT says
+            port = self.server.server_address[1]
+            self.send_response(302)
+            self.send_header("Location", REDIRECT.format(HOST=self.headers["Host"], PORT=port))
+            self.end_headers()
+            return
         body = json.dumps({"token": TOKEN}).encode()
         ok = self.path.startswith("/token?") and "service=reg" in self.path
         self.send_response(200 if ok else 400)
@@ -222,3 +230,55 @@ def test_authorization_is_not_sent_on_to_another_host(registry: str):
 def test_realm_rule(realm: str, registry: str, scheme: str, allowed: bool):
     ref = ImageRef(registry, "org/app", "1")
     assert (realm_problem(realm, ref, scheme) is None) == allowed
+
+
+@pytest.mark.parametrize(
+    ("target", "why"),
+    [
+        # Another host by name: a cloud metadata service answers like this, and its answer
+        # would go back to the registry as the bearer token.
+        ("http://localhost:{PORT}/token?service=reg", "is on another host than 127.0.0.1"),
+        ("http://127.0.0.1@localhost:{PORT}/token?service=reg", "another host than 127.0.0.1"),
+        ("http://169.254.169.254/latest/meta-data/iam/", "is on another host than 127.0.0.1"),
+    ],
+)
+def test_a_redirect_from_the_realm_is_held_to_the_realm_rule(
+    registry: str, monkeypatch: pytest.MonkeyPatch, faults, target: str, why: str
+):
+    """The realm passes the rule, then redirects elsewhere: the target is refused before any
+    request reaches it, and nothing goes back to the registry as a token."""
+    monkeypatch.setitem(REALMS, "team/evil", "http://{HOST}/token-moved")
+    monkeypatch.setitem(globals(), "REDIRECT", target)
+    image = f"{registry}/team/evil:1"
+    error = faults.attempt(f"realm redirect {target}", lambda: resolve(image, {registry}), PinError)
+    assert error is not None and "refusing a redirect from http://127.0.0.1:" in str(error)
+    assert why in str(error) and str(error).startswith(f"{image}: ")
+    hosts = {host for host, _, _ in SEEN}
+    faults.secrets_sent += sum(host != registry or auth is not None for host, _, auth in SEEN)
+    assert hosts == {registry}  # localhost (the other host) never saw a request
+    assert [path.split("?")[0] for _, path, _ in SEEN] == [
+        "/v2/team/evil/manifests/1",
+        "/token-moved",
+    ]
+    assert all(auth is None for _, _, auth in SEEN)  # no token went back to the registry
+
+
+def test_a_redirect_within_the_realm_host_is_followed(
+    registry: str, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setitem(REALMS, "team/auth", "http://{HOST}/token-moved")
+    assert resolve(f"{registry}/team/auth:2", {registry}) == DIGESTS[("team/auth", "2")]
+    assert [path.split("?")[0] for _, path, _ in SEEN] == [
+        "/v2/team/auth/manifests/2",
+        "/token-moved",
+        "/token",
+        "/v2/team/auth/manifests/2",
+    ]
+
+
+def test_an_odd_realm_url_is_refused_with_pins_own_error():
+    ref = ImageRef("ghcr.io", "org/app", "1")
+    assert "is not a URL" in str(realm_problem("https://[::1/token", ref, "https"))
+    assert "is not a URL" in str(
+        realm_problem("https://ghcr.io/t", ImageRef("[::1", "a", "1"), "https")
+    )

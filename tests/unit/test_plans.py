@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import hmac
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 
 from facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCache, RaySessions
 from facts.gpurig_container import ContainerInspect, CpuQuota
-from facts.gpurig_files import FileDigests
+from facts.gpurig_files import MODP_2048, FileDigests, SecretDigests
 from facts.gpurig_json import JsonFile
 from facts.gpurig_nvidia import CdiSpec, NvidiaGpus, ToolkitKeyring
 from facts.gpurig_packages import DebStatus, DriverPackages
@@ -26,7 +27,7 @@ from gpurig.change import findings
 from gpurig.container import FIELD_NAMES
 from gpurig.plans import CHANGE_IDS, compose, core_dumps, driver, engine, plan_host, toolkit
 from gpurig.plans.repos import env_marker
-from gpurig.plans.secrets import SALT, local_digest
+from gpurig.plans.secrets import PUBLIC, local_digest, shared_key
 from gpurig.rules import one_per_cause
 from gpurig.spec import normalise
 
@@ -35,6 +36,17 @@ DIGEST = "sha256:" + "a" * 64
 REF = "b" * 40
 LOCK = "1" * 64
 SECRET = str(Path(__file__).resolve().parent / "operations" / "netrc.sample")
+# The host's side of the secrets' key exchange (facts.gpurig_files.SecretDigests), fixed here.
+HOST_PRIVATE = 0x5EC12E7
+HOST_PUBLIC = format(pow(2, HOST_PRIVATE, MODP_2048), "x")
+
+
+def host_digest(path: str) -> str:
+    """What the host prints for a file: HMAC-SHA256 under the key it shares with this run."""
+    key = pow(int(PUBLIC, 16), HOST_PRIVATE, MODP_2048).to_bytes(256, "big")
+    return hmac.new(key, Path(path).read_bytes(), hashlib.sha256).hexdigest()
+
+
 VERSION = "1.17.8-1"
 DRIVER = "590.48.01"
 COMPOSE_SHA = "d" * 64
@@ -108,7 +120,7 @@ def converged(kind: str) -> dict[str, Any]:
         for path, c in wanted_files(spec).items()
         if c is not None
     }
-    files["/root/.netrc"] = {"sha256": local_digest(SECRET), "mode": "600", "owner": "root"}
+    files["/root/.netrc"] = {"sha256": host_digest(SECRET), "mode": "600", "owner": "root"}
     files[compose.PLUGIN] = {"sha256": COMPOSE_SHA, "mode": "755", "owner": "root"}
     return {
         "spec": spec,
@@ -154,6 +166,9 @@ def reader(state: dict[str, Any]) -> Callable[..., Any]:
     def read(cls: type, **kwargs: Any) -> Any:
         if cls is FileDigests:
             return {p: state["files"].get(p) for p in kwargs["paths"]}
+        if cls is SecretDigests:
+            files = {p: state["files"].get(p) for p in kwargs["paths"]}
+            return {"public": state.get("host_public", HOST_PUBLIC), "files": files}
         if cls is DebStatus:
             return {p: state["packages"][p] for p in kwargs["packages"] if p in state["packages"]}
         if cls is DriverPackages:
@@ -354,9 +369,19 @@ def test_credentials_in_env_are_never_shown():
     assert "<redacted>" in change.expected
 
 
-def test_secret_digests_are_salted():
-    assert local_digest(SECRET) != hashlib.sha256(Path(SECRET).read_bytes()).hexdigest()
-    assert local_digest(SECRET) == local_digest(SECRET, SALT)
+def test_secret_digests_are_keyed_by_the_exchange():
+    key = shared_key(HOST_PUBLIC)
+    assert local_digest(SECRET, key) == host_digest(SECRET)
+    assert local_digest(SECRET, key) != hashlib.sha256(Path(SECRET).read_bytes()).hexdigest()
+    with pytest.raises(ValueError, match="out of range"):
+        shared_key("1")
+
+
+def test_a_host_without_python3_gets_its_secret_uploaded():
+    state = copy.deepcopy(converged("docker"))
+    state["host_public"] = None
+    [change] = [c for c in plan_host(state["spec"], reader(state)) if c.id.startswith("secret")]
+    assert change.id == "secret.content" and "no python3" in change.actual
 
 
 def test_foreign_daemon_json_keys_are_kept_and_not_drift():

@@ -82,11 +82,42 @@ def test_apt_endpoints_follow_the_proxy_and_skip_local_media() -> None:
         "http:///nohost",
         "http://x\n.example/",
         "http://" + "a" * 64 + ".example/",
+        # Brackets: urlsplit raises ValueError for the first three; the others it accepts.
+        "http://[::1/",
+        "http://]/",
+        "http://[/",
+        "http://[]/",
+        "http://[::1]x/",
+        "http://[v1.x]/",
+        "http://[deb.example]/",
+        "http://a:-1/",
+        "http://a:99999999999999999999/",
     ],
 )
-def test_hostile_or_odd_urls_are_refused_before_any_command(url: str) -> None:
-    with pytest.raises(BadUrl):
-        sources.endpoint(url)
+def test_hostile_or_odd_urls_are_refused_before_any_command(url: str, faults: Any) -> None:
+    """Every parser of the module refuses odd input with BadUrl, never another exception."""
+    parsers = [
+        sources.endpoint,
+        lambda u: sources.git_endpoint(u),
+        lambda u: sources.apt_endpoint(u, {}),
+        lambda u: sources.apt_endpoint(f"mirror+{u}", {}),
+        lambda u: sources.apt_endpoint("http://deb.example/", {"http": u}),
+    ]
+    for parse in parsers:
+        assert faults.attempt(f"url {url!r}", lambda p=parse: p(url), BadUrl) is not None
+
+
+def test_an_unclosed_bracket_in_an_apt_source_is_a_note_not_a_traceback() -> None:
+    """`deb http://[::1/ jammy main` once ended onboarding in a ValueError from urlsplit."""
+    from facts.gpurig_host import read_key
+    from gpurig.onboard import _reach, sources_check
+
+    files = {"/etc/apt/sources.list": "deb http://[::1/ jammy main\n"}
+    state = {read_key(AptSources, {}): {"files": files, "proxies": {}}}
+    found = _reach(normalise({"packages": ["tmux"]}), 1)(None, state)
+    check = sources_check(found, 1)
+    assert check.status == "warn"
+    assert check.detail == "not checked: apt source for packages: 'http://[::1/': Invalid IPv6 URL"
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,9 @@
-"""The fault tally: test_faults_input feeds hostile input to every reader and renderer, and
-test_faults_host plants hostile names and outputs on a host; each records its outcomes here,
-and the session ends with one line saying what was tried and how it went.
+"""The fault tally, shared by the unit and integration suites: test_faults_input feeds hostile
+input to every reader and renderer, test_faults_host plants hostile names and outputs on a
+host, test_pin sends pin hostile registries, test_rental_faults breaks sandbox hosts the way
+fresh rentals break (a held dpkg lock, a full disk, a cut link, the controller interrupted);
+each records its outcomes here, and the session ends with one line saying what was tried and
+how it went.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ class Faults:
     injected: int = 0  # hostile names and outputs planted on a host, and host deaths
     bytes_lost: int = 0  # of the user's files, counted before and after
     secrets_seen: int = 0  # secret values or digests found in any output
+    secrets_sent: int = 0  # requests that carried a token or salt where it must not go
+    code_run: int = 0  # payloads that ran as code (a planted module imported, a shell word run)
+    failed_alone: int = 0  # hosts broken mid-run that failed while the others completed
     refusal_times: dict[str, float] = field(default_factory=dict)
 
     def attempt(
@@ -51,10 +57,11 @@ class Faults:
 
     def summary(self) -> str:
         line = (
-            f"faults: {self.tried} payloads tried, {self.refused} inventories refused, "
+            f"faults: {self.tried} payloads tried, {self.refused} refused with a message, "
             f"{self.rendered} reports rendered, {self.tracebacks} tracebacks; "
-            f"{self.injected} host faults injected, {self.bytes_lost} bytes lost, "
-            f"{self.secrets_seen} secrets seen"
+            f"{self.injected} host faults injected, {self.code_run} code run, "
+            f"{self.secrets_seen} secrets seen, {self.secrets_sent} secrets sent, "
+            f"{self.bytes_lost} bytes lost, {self.failed_alone} hosts failed alone"
         )
         if self.refusal_times:
             name, slowest = max(self.refusal_times.items(), key=lambda item: item[1])
