@@ -40,9 +40,9 @@ def inspect_with(env: dict[str, str], cmd: list[str]) -> dict[str, Any]:
 
 
 def reports(expected: str, actual: str) -> list[HostReport]:
+    differs = (Difference("env", expected, actual, "container.env"),)
     found = Finding("container.env", "error", "env", expected, actual, "recreate",
-                    subject="container t", action="refused",
-                    differences=(Difference("env", expected, actual, "container.env"),))  # fmt: skip
+                    subject="container t", action="refused", differences=differs)  # fmt: skip
     return [HostReport("h", True, [found])]
 
 
