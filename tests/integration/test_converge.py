@@ -52,7 +52,7 @@ def test_verify_suite_passes_on_both_engines(sandbox: Sandbox, converged: Path):
 def test_container_has_the_declared_settings_and_defaults(sandbox: Sandbox, converged: Path):
     for name in (DOCKER, PODMAN):
         info = inspect(sandbox, name)
-        assert info["HostConfig"]["ShmSize"] == 512 << 30
+        assert info["HostConfig"]["ShmSize"] == 8 << 30
         assert info["Config"]["User"] == "root"
         assert info["HostConfig"]["NetworkMode"] == "host"
         assert sandbox.state.images["train"].split("@")[1] in json.dumps(info)
@@ -106,7 +106,7 @@ def test_running_container_with_drift_is_refused_then_stopped_one_is_recreated(
     recreated = converge([converged], limit=[PODMAN])
     assert recreated.returncode == 0, recreated.stderr
     info = inspect(sandbox, PODMAN)
-    assert info["HostConfig"]["ShmSize"] == 512 << 30 and info["State"]["Running"]
+    assert info["HostConfig"]["ShmSize"] == 8 << 30 and info["State"]["Running"]
 
 
 def test_running_container_is_recreated_with_the_opt_in(sandbox: Sandbox, converged: Path):
@@ -118,7 +118,7 @@ def test_running_container_is_recreated_with_the_opt_in(sandbox: Sandbox, conver
     result = converge([converged], limit=[DOCKER], data={"allow_recreate": "true"})
     assert result.returncode == 0, result.stderr
     assert result.changed["Containers | Container train"] == [DOCKER]
-    assert inspect(sandbox, DOCKER)["HostConfig"]["ShmSize"] == 512 << 30
+    assert inspect(sandbox, DOCKER)["HostConfig"]["ShmSize"] == 8 << 30
 
 
 def test_engine_on_a_host_without_systemd_is_refused(sandbox: Sandbox, tmp_path: Path):
