@@ -47,6 +47,7 @@ from gpurig.report import HostReport, to_table
 from gpurig.safe_yaml import YamlRefused, read_bytes
 from gpurig.spec import normalise
 from gpurig.textsafe import visible
+from gpurig.user_scope import is_user
 
 Status = Literal["ok", "warn", "FAIL"]
 
@@ -161,9 +162,11 @@ def _from_findings(name: str, findings: Sequence[Finding], fine: str) -> Check:
     return Check(name, status, detail)
 
 
-def _root(probe: Mapping[str, Any]) -> Check:
+def _root(spec: Mapping[str, Any], probe: Mapping[str, Any]) -> Check:
     host = probe.get("host") or {}
     user = host.get("user") or f"uid {host.get('uid')}"
+    if is_user(spec):
+        return Check("root", "ok", f"not needed: scope: user acts as {user} alone")
     if host.get("uid") == 0:
         return Check("root", "ok", "logged in as root")
     if host.get("sudo"):
@@ -237,7 +240,7 @@ def probe_checks(host: Host, probe: Mapping[str, Any]) -> list[Check]:
     problem = os_problem(os_info.get("os_id"), os_info.get("os_version"))
     return [
         Check("os", "FAIL" if problem else "ok", problem or str(os_info.get("os_pretty"))),
-        _root(probe),
+        _root(spec, probe),
         _disk(findings, probe),
         _gpu(spec, findings, probe),
         _engine(spec, probe),

@@ -1,0 +1,81 @@
+"""User scope (`spec.scope: user`): gpurig acts as the login user alone, without root or sudo,
+as a cluster account does (field notes 001: a SLURM user starting Podman's API by hand).
+
+What such a user owns is converged: the user's rootless Podman API socket, a block in the
+user's login profile (core dumps off, DOCKER_HOST), checkouts and environments in paths the
+user can write, the user's own leftovers, containers through the rootless engine. What needs
+root is refused by `gpurig validate` (`root_only`); what the user can read is still checked.
+
+Where the socket lives is decided on the host, by one shell rule every command shares (the
+plans read by the spec alone, so no command can wait for a fact to name the path):
+- a lingering user (`loginctl enable-linger`) has a `systemd --user` manager for good:
+  `podman.socket` listens at `/run/user/UID/podman/podman.sock`;
+- otherwise gpurig supervises `podman system service --time=0` itself, in Podman's own
+  runtime directory for a user without one, `/tmp/podman-run-UID` (node-local, outlives the
+  login session that started it: `/run/user/UID` goes when the last session ends).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+# The user's Podman runtime directory on this node (see above), as a shell expression.
+RUNTIME_DIR = (
+    '$(if [ -e "/var/lib/systemd/linger/$(id -un)" ]; then echo "/run/user/$(id -u)"; '
+    'else echo "/tmp/podman-run-$(id -u)"; fi)'
+)
+# Where the supervised service runs (no linger), as a shell expression.
+SUPERVISED_DIR = '/tmp/podman-run-"$(id -u)"'
+SOCKET = f"{RUNTIME_DIR}/podman/podman.sock"
+# gpurig's supervised service records its pid here (in SUPERVISED_DIR).
+PID_FILE = "gpurig-podman.pid"
+# One converge at a time per user and node: node-local, in the user's runtime directory.
+LOCK = "gpurig-converge.lock"
+# Every podman gpurig runs as the user goes through the API socket (CONTAINER_HOST makes
+# Podman 4 a remote client): a second local podman with another runtime directory would
+# join the service's user namespace and break it ("XDG_RUNTIME_DIR ... is not owned").
+CONTAINER_HOST = f'CONTAINER_HOST="unix://{SOCKET}"'
+
+# The user's registries drop-in (Podman reads ~/.config/containers/registries.conf.d).
+REGISTRIES = "~/.config/containers/registries.conf.d/90-gpurig.conf"
+
+# What a user-scope spec may not declare, and why: each needs root.
+_ROOT_ONLY = {
+    "packages": "installing packages needs root (apt); ask the cluster's admins for them",
+    "nvidia_toolkit": "the NVIDIA container toolkit is installed with apt and configured in "
+    "/etc, which needs root",
+    "compose": "the compose plugin is installed in /usr/local/lib/docker/cli-plugins, which "
+    "needs root",
+    "engine": "Docker's daemon runs as root; use engine: podman (the user's rootless Podman) "
+    "or none",
+    "hold": "holding driver packages (apt-mark, /etc/apt) needs root; hold: false checks the "
+    "driver read-only",
+    "owner": "changing a file's owner needs root; the user's files are its own",
+    "podman_socket": "containers run through the user's Podman API socket; leave "
+    "podman_socket true",
+}
+
+
+def is_user(spec: Mapping[str, Any]) -> bool:
+    """Whether a (normalised) spec acts as the login user only."""
+    return spec.get("scope") == "user"
+
+
+def root_only(spec: Mapping[str, Any]) -> Iterator[tuple[tuple[Any, ...], str]]:
+    """(key path in the spec, why) for each item of a normalised user-scope spec that needs
+    root; nothing for a system-scope spec."""
+    if not is_user(spec):
+        return
+    found: list[tuple[Any, ...]] = [
+        (key,) for key in ("packages", "nvidia_toolkit", "compose") if spec.get(key)
+    ]
+    if spec.get("engine") == "docker":
+        found.append(("engine",))
+    if (spec.get("driver") or {}).get("hold"):
+        found.append(("driver", "hold"))
+    found += [("secrets", i, "owner") for i, s in enumerate(spec["secrets"]) if s.get("owner")]
+    if spec["containers"] and spec["engine"] == "podman" and not spec["podman_socket"]:
+        found.append(("podman_socket",))
+    for path in found:
+        yield path, f"refused with scope: user: {_ROOT_ONLY[path[-1]]}"
