@@ -15,12 +15,13 @@ from gpurig.plans import containers as plan
 
 
 def _create(data: dict[str, Any], remove: bool) -> Iterator[str]:
-    engine, name = data["engine"], shlex.quote(data["container"])
+    env = f"{data['env']} " if data["env"] else ""
+    engine, name = f"{env}{data['engine']}", shlex.quote(data["container"])
     if remove:
         yield f"{engine} rm --force {name}"
-    yield f"{shlex.join([engine, 'pull', data['image']])} >/dev/null"
+    yield f"{env}{shlex.join([data['engine'], 'pull', data['image']])} >/dev/null"
     # `run -d` over OpenSSH keeps the session open while conmon holds stdout: redirect it.
-    yield f"{shlex.join(data['argv'])} >/dev/null"
+    yield f"{env}{shlex.join(data['argv'])} >/dev/null"
     if data["gpu_check"]:
         message = (
             f"gpurig: GPU not visible inside container {data['container']} (nvidia-smi failed)"
@@ -46,7 +47,8 @@ def declared_container(spec: dict[str, Any], container: str, allow_recreate: boo
             continue
         done.add(data["container"])
         if data.get("start"):
-            yield f"{data['engine']} start {shlex.quote(data['container'])} >/dev/null"
+            env = f"{data['env']} " if data["env"] else ""
+            yield f"{env}{data['engine']} start {shlex.quote(data['container'])} >/dev/null"
         else:
             yield from _create(data, remove=bool(data.get("recreate")))
 

@@ -9,6 +9,8 @@ import shlex
 
 from pyinfra import host
 
+from gpurig.user_scope import is_user, lock_command
+
 LOCK = "/run/gpurig-converge.lock"
 BUSY = 75  # flock -E: the lock is held by another converge
 # By host name: the channels must outlive the deploy file's run, until pyinfra disconnects.
@@ -21,8 +23,11 @@ def hold() -> str | None:
     client = getattr(host.connector, "client", None)
     if client is None or host.name in _HELD:
         return None
+    hold_it = "sh -c 'echo held; exec cat >/dev/null'"
     sudo = "" if host.data.get("ssh_user") in (None, "root") else "sudo -n "
-    command = f"{sudo}flock -n -E {BUSY} {shlex.quote(LOCK)} sh -c 'echo held; exec cat >/dev/null'"
+    command = f"{sudo}flock -n -E {BUSY} {shlex.quote(LOCK)} {hold_it}"
+    if is_user(host.data.get("spec") or {}):  # no sudo, and the user's own lock
+        command = lock_command(BUSY, hold_it)
     channel = client.get_transport().open_session()
     channel.exec_command(command)
     answer = channel.makefile("r").readline().strip()

@@ -11,6 +11,8 @@ from typing import Any
 
 from pyinfra.api import FactBase
 
+from gpurig.user_scope import shell_path
+
 _ROW = re.compile(r"(?P<i>\d+) (?P<sha>[0-9a-f]{64}) (?P<mode>[0-7]{1,4}) (?P<owner>\S+)")
 
 
@@ -26,7 +28,7 @@ class FileDigests(FactBase[dict[str, Any]]):
         self._paths = list(paths)
         lines = [f"s={shlex.quote(salt)}", "i=0"]
         for path in paths:
-            p = shlex.quote(path)
+            p = shell_path(path)  # a user's `~/...` is read from its own home
             lines.append(
                 f"if [ -f {p} ] && [ ! -L {p} ]; then echo $i "
                 f'$({{ printf %s "$s"; cat {p}; }} | sha256sum | cut -c1-64) '

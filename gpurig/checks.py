@@ -16,6 +16,7 @@ from gpurig.compat import Finding, Severity, check_kernel_module, judge
 from gpurig.datafiles import table
 from gpurig.hostkeys import changed_message
 from gpurig.inventory import parse_size
+from gpurig.user_scope import is_user
 
 Probe = Mapping[str, Any]
 Spec = Mapping[str, Any]
@@ -143,6 +144,8 @@ def _shm(spec: Spec, probe: Probe) -> Iterator[Finding]:
 def _engine(spec: Spec, probe: Probe) -> Iterator[Finding]:
     engine = probe.get("engine") or {}
     socket = engine.get("podman_socket") or {}
+    if is_user(spec):
+        return  # the user's own socket is the engine plan's (it asks for _ping itself)
     if spec["engine"] == "podman" and spec["podman_socket"] and socket.get("answers") is False:
         yield finding(
             "engine.api",

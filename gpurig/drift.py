@@ -21,7 +21,6 @@ from pyinfra.api import Config, Inventory, State
 from pyinfra.api.exceptions import ConnectError
 from pyinfra.api.host import Host as PyinfraHost
 
-from facts.gpurig_container import ContainerInspect
 from facts.gpurig_host import HostState, Read, Snapshot, Unreadable, required_reads
 from facts.gpurig_packages import DebStatus
 from facts.gpurig_repo import RepoState
@@ -32,6 +31,7 @@ from gpurig.container import running_image
 from gpurig.hostkeys import is_mismatch
 from gpurig.inventory import Host
 from gpurig.plans import PLANS, plan_host
+from gpurig.plans.containers import inspect
 from gpurig.plans.engine import toolkit_wanted
 from gpurig.plans.toolkit import packages as toolkit_packages
 from gpurig.pyinfra_inventory import host_data, write_known_hosts
@@ -77,8 +77,7 @@ def probe_of(spec: Mapping[str, Any], read: Snapshot) -> dict[str, Any] | None:
     if not probe or probe.get("error") or spec["engine"] == "none":
         return probe
     containers = [
-        {**c, "inspect": read(ContainerInspect, engine=spec["engine"], container=c["name"])}
-        for c in probe.get("containers") or []
+        {**c, "inspect": inspect(read, spec, c["name"])} for c in probe.get("containers") or []
     ]
     return {**probe, "containers": containers}
 

@@ -17,6 +17,7 @@ plans read by the spec alone, so no command can wait for a fact to name the path
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -25,17 +26,61 @@ RUNTIME_DIR = (
     '$(if [ -e "/var/lib/systemd/linger/$(id -un)" ]; then echo "/run/user/$(id -u)"; '
     'else echo "/tmp/podman-run-$(id -u)"; fi)'
 )
-# Where the supervised service runs (no linger), as a shell expression.
-SUPERVISED_DIR = '/tmp/podman-run-"$(id -u)"'
 SOCKET = f"{RUNTIME_DIR}/podman/podman.sock"
 # gpurig's supervised service records its pid here (in SUPERVISED_DIR).
 PID_FILE = "gpurig-podman.pid"
-# One converge at a time per user and node: node-local, in the user's runtime directory.
-LOCK = "gpurig-converge.lock"
+
+
+# One converge at a time per user and node: a lock in the user's (node-local) runtime
+# directory, made if missing and used only when it is the user's own.
+def lock_command(busy: int, command: str) -> str:
+    """`command` run under the user's converge lock (flock exits `busy` when it is held)."""
+    return (
+        f'run={RUNTIME_DIR}; {{ [ ! -L "$run" ] && mkdir -p -m 700 "$run" && [ -O "$run" ]; }} '
+        f'&& exec flock -n -E {busy} "$run/gpurig-converge.lock" {command}'
+    )
+
+
 # Every podman gpurig runs as the user goes through the API socket (CONTAINER_HOST makes
 # Podman 4 a remote client): a second local podman with another runtime directory would
 # join the service's user namespace and break it ("XDG_RUNTIME_DIR ... is not owned").
 CONTAINER_HOST = f'CONTAINER_HOST="unix://{SOCKET}"'
+
+# Shell functions the fact (facts/gpurig_user.py) and the converge (deploys/user.py) share, so
+# both judge gpurig's supervised service the same way. `service_pid` prints the pid in the
+# pid file only while that process is still this service (a reused pid is someone else's):
+# its command line ends with the service's arguments.
+SERVICE_SH = f"""\
+sup=/tmp/podman-run-$(id -u)
+sup_sock="$sup/podman/podman.sock"
+service_args="system service --time=0 unix://$sup_sock"
+service_pid() {{
+  p=$(head -c 20 "$sup/{PID_FILE}" 2>/dev/null)
+  case $p in '' | *[!0-9]*) return 0 ;; esac
+  case "$(tr '\\0' ' ' < "/proc/$p/cmdline" 2>/dev/null)" in
+    *" $service_args ") echo "$p" ;;
+  esac
+}}
+answers() {{
+  [ -S "$1" ] && [ "$(curl -s --max-time 5 --unix-socket "$1" http://d/_ping 2>/dev/null)" = OK ]
+}}
+"""
+
+# The login file bash reads (the first of these that exists; ~/.profile when none does), as a
+# shell snippet that sets $login: the fact and the converge pick the same file. gpurig's
+# lines sit in it between markers, one block per concern.
+LOGIN_FILE_SH = (
+    "login=; for f in .bash_profile .bash_login .profile; do "
+    '[ -e "$HOME/$f" ] && { login=$f; break; }; done; login=${login:-.profile}'
+)
+BEGIN = "# >>> gpurig {name} (written by gpurig: edits here are replaced) >>>"
+END = "# <<< gpurig {name} <<<"
+# Login shells reach the user's Podman through its socket, docker CLI and podman alike.
+DOCKER_HOST_LINES = [
+    f'DOCKER_HOST="unix://{SOCKET}"',
+    'CONTAINER_HOST="$DOCKER_HOST"',
+    "export DOCKER_HOST CONTAINER_HOST",
+]
 
 # The user's registries drop-in (Podman reads ~/.config/containers/registries.conf.d).
 REGISTRIES = "~/.config/containers/registries.conf.d/90-gpurig.conf"
@@ -55,6 +100,13 @@ _ROOT_ONLY = {
     "podman_socket": "containers run through the user's Podman API socket; leave "
     "podman_socket true",
 }
+
+
+def shell_path(path: str) -> str:
+    """`path` quoted for sh; `~/...` (a user's file) is expanded there, from $HOME."""
+    if path.startswith("~/"):
+        return f'"$HOME"/{shlex.quote(path[2:])}'
+    return shlex.quote(path)
 
 
 def is_user(spec: Mapping[str, Any]) -> bool:

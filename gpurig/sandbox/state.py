@@ -56,6 +56,7 @@ class State:
     images: dict[str, str] = field(default_factory=dict)  # name -> reference by digest
     local_image: str = ""  # the train image as Podman here holds it before the push
     hosts: dict[str, HostRecord] = field(default_factory=dict)
+    users: list[str] = field(default_factory=list)  # cluster users on full-1 (sandbox.users)
 
     def fleet(self) -> list[HostRecord]:
         return [h for h in self.hosts.values() if h.kind == "fleet"]
@@ -76,7 +77,13 @@ def load(path: Path) -> State:
     if not path.exists():
         return State()
     raw = json.loads(path.read_text())
-    hosts = {name: HostRecord(**rec) for name, rec in raw.pop("hosts", {}).items()}
+    # Fields another gpurig's sandbox records (sandboxes of several versions share the
+    # index) are left out: this one only needs what it knows.
+    fields = HostRecord.__dataclass_fields__
+    hosts = {
+        name: HostRecord(**{k: v for k, v in rec.items() if k in fields})
+        for name, rec in raw.pop("hosts", {}).items()
+    }
     raw.pop("version", None)
     known = State.__dataclass_fields__
     return State(hosts=hosts, **{k: v for k, v in raw.items() if k in known})
