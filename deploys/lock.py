@@ -17,17 +17,24 @@ BUSY = 75  # flock -E: the lock is held by another converge
 _HELD: dict[str, object] = {}
 
 
+def hold_command(spec: dict, sudo: bool) -> str:
+    """A command that prints `held` once it holds the converge lock, and keeps it until its
+    stdin closes (exit BUSY when another converge holds it); scope: user takes the user's
+    own lock, without sudo."""
+    hold_it = "sh -c 'echo held; exec cat >/dev/null'"
+    if is_user(spec):
+        return lock_command(BUSY, hold_it)
+    return f"{'sudo -n ' if sudo else ''}flock -n -E {BUSY} {shlex.quote(LOCK)} {hold_it}"
+
+
 def hold() -> str | None:
     """Take the host's converge lock; None when held (or the connector is not SSH), else why
     the host must be left alone."""
     client = getattr(host.connector, "client", None)
     if client is None or host.name in _HELD:
         return None
-    hold_it = "sh -c 'echo held; exec cat >/dev/null'"
-    sudo = "" if host.data.get("ssh_user") in (None, "root") else "sudo -n "
-    command = f"{sudo}flock -n -E {BUSY} {shlex.quote(LOCK)} {hold_it}"
-    if is_user(host.data.get("spec") or {}):  # no sudo, and the user's own lock
-        command = lock_command(BUSY, hold_it)
+    sudo = host.data.get("ssh_user") not in (None, "root")
+    command = hold_command(host.data.get("spec") or {}, sudo)
     channel = client.get_transport().open_session()
     channel.exec_command(command)
     answer = channel.makefile("r").readline().strip()

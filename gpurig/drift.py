@@ -37,6 +37,7 @@ from gpurig.plans.toolkit import packages as toolkit_packages
 from gpurig.pyinfra_inventory import host_data, write_known_hosts
 from gpurig.report import HostReport
 from gpurig.spec import normalise
+from gpurig.user_scope import is_user
 
 PROBE_TIMEOUT = 120  # seconds for the whole command; engines and GPUs can be slow to answer
 
@@ -262,16 +263,24 @@ def not_root(uid: int) -> Finding:
     )
 
 
-def drift_local(host: Host) -> HostReport:
-    """Read and judge this machine as `host`: the same one command, plans and checks as
-    `run_drift`, run by pyinfra's @local connector (sh in a subprocess, no SSH)."""
+def read_local(host: Host) -> tuple[Probed, bool]:
+    """This machine read as `host` by pyinfra's @local connector (sh in a subprocess, no
+    SSH), and whether through sudo (never with scope: user, which acts as the user)."""
     inventory = Inventory((["@local"], {}))
     State(inventory, Config())
     _quiet_pyinfra()
-    sudo = local_sudo()
-    reads = drift_reads(normalise(host.spec))
-    result = report(Probed(host, *_read_host(inventory.get_host("@local"), reads, sudo)))
-    if sudo or os.geteuid() == 0:
+    spec = normalise(host.spec)
+    sudo = not is_user(spec) and local_sudo()
+    reads = drift_reads(spec)
+    return Probed(host, *_read_host(inventory.get_host("@local"), reads, sudo)), sudo
+
+
+def drift_local(host: Host) -> HostReport:
+    """Read and judge this machine as `host`: the same one command, plans and checks as
+    `run_drift`."""
+    probed, sudo = read_local(host)
+    result = report(probed)
+    if sudo or os.geteuid() == 0 or is_user(normalise(host.spec)):
         return result
     return replace(result, findings=[not_root(os.geteuid()), *result.findings])
 
