@@ -207,8 +207,8 @@ class Probe(FactBase[dict[str, Any]]):
         user: bool = False,
     ) -> str:
         args = script_arguments(engine, paths, containers, imports)
-        # scope: user: containers through the user's API socket, and no `sudo -n true` (a
-        # user without sudo rights would have each try reported to the admins).
+        # scope: user: containers through the user's API socket, and no `sudo -n true`: a
+        # user-scope login never tries sudo.
         scope = f"export {CONTAINER_HOST} GPURIG_NO_SUDO=1\n" if user else ""
         return f"{scope}set -- {shlex.join(args)}\n{SCRIPT_PATH.read_text(encoding='utf-8')}"
 

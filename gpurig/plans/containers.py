@@ -9,6 +9,7 @@ from typing import Any
 
 from facts.gpurig_container import ContainerInspect, CpuQuota, UserContainerInspect
 from facts.gpurig_nvidia import NvidiaGpus
+from facts.gpurig_user import UserPodman
 from gpurig.change import Change
 from gpurig.container import diff_container, run_argv
 from gpurig.user_scope import CONTAINER_HOST, is_user
@@ -114,9 +115,13 @@ def plan(
     cpus = read(CpuQuota) or 1
     gpu = read(NvidiaGpus)
     gpu_check = spec["gpu"] != "absent" and gpu["smi"]
+    found = {name: inspect(read, spec, name) for name in declared}
+    if is_user(spec) and not read(UserPodman).get("answers"):
+        # The user's containers are seen only through its API socket: the engine's change
+        # starts it, and the converge reads them afresh after that change.
+        return []
     changes = []
     for name, cspec in declared.items():
-        found = inspect(read, spec, name)
         wanted = resolved(cspec, cpus)
-        changes += _one(name, wanted, found, engine, gpu_check, allow_recreate, is_user(spec))
+        changes += _one(name, wanted, found[name], engine, gpu_check, allow_recreate, is_user(spec))
     return changes

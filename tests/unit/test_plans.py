@@ -320,6 +320,10 @@ USER_ROWS: dict[str, tuple[Callable[[dict[str, Any]], None], str, bool]] = {
     "stale socket": (lambda s: s["user_podman"].update(answers=False, service=None),
                      "engine.user_service", False),
     "hung service": (_set("user_podman", "answers", value=False), "engine.user_service", False),
+    "socket down: containers unseen, not missing": (
+        lambda s: (s["user_podman"].update(answers=False, service=None, socket="missing"),
+                   s.update(inspect=None)),
+        "engine.user_service", False),
     "another account's directory": (_set("user_podman", "supervised_dir", value=0),
                                     "engine.user_service", True),
     "lingering, socket unit stopped": (
@@ -349,7 +353,8 @@ def test_user_scope_differences(row: str):
     if change_id == "engine.user_service" and not refused:
         actual = {"socket gone, service dead": "no service", "stale socket": "a stale socket, "
                   "no service", "hung service": "running (pid 4242), not answering"}  # fmt: skip
-        assert change.actual == actual.get(row, "running (pid 4242)")
+        assert change.actual == actual.get(row, "no service" if "unseen" in row else
+                                           "running (pid 4242)")  # fmt: skip
     assert "apt" not in change.action and "sudo" not in change.action
 
 
