@@ -127,3 +127,21 @@ def test_user_scope_needs_no_apt_source_and_no_root_in_preflight(tmp_path: Path)
         "ok",
         "not needed: scope: user acts as alice alone",
     )
+
+
+def test_user_scope_reaches_containers_only_through_the_users_socket() -> None:
+    """Every podman gpurig runs as the user goes through the API socket: a local podman with
+    another runtime directory would join the service's namespace and break it."""
+    from facts.gpurig_acceptance import UserAcceptance
+    from facts.gpurig_container import UserContainerInspect
+    from facts.probe import Probe, probe_kwargs
+    from gpurig.user_scope import CONTAINER_HOST
+
+    spec = normalise({"scope": "user", "engine": "podman", "containers": {"t": {"image": IMAGE}}})
+    accept = UserAcceptance().command(engine="podman", container="t")
+    assert accept.startswith(f"export {CONTAINER_HOST}\n") and "podman exec t " in accept
+    inspect = UserContainerInspect().command(engine="podman", container="t")
+    assert inspect.startswith(f"{CONTAINER_HOST} podman container inspect t")
+    probe = Probe().command(**probe_kwargs(spec))
+    assert probe.startswith(f"export {CONTAINER_HOST} GPURIG_NO_SUDO=1\n")
+    assert "GPURIG_NO_SUDO" not in Probe().command(**probe_kwargs(normalise({})))
