@@ -11,6 +11,7 @@ from typing import Any
 
 from pyinfra.api import FactBase
 
+from facts.gpurig_cleanup import CoreFiles, RaySessions
 from gpurig.user_scope import LOGIN_FILE_SH, RUNTIME_DIR, SERVICE_SH
 
 # A tool name as it may reach `command -v` (the plans name them; nothing from a host).
@@ -180,3 +181,18 @@ class LoginProfile(FactBase[dict[str, Any]]):
         if current is not None:
             found["damaged"].append(current)
         return found
+
+
+# scope: user: leftovers in shared places (/tmp) are the user's own, or none of its business.
+class UserRaySessions(RaySessions):
+    """RaySessions, of the sessions the user owns."""
+
+    def command(self) -> str:
+        return f"GPURIG_MINE=1\n{super().command()}"
+
+
+class UserCoreFiles(CoreFiles):
+    """CoreFiles, of the core files the user owns."""
+
+    def command(self, dirs: Sequence[str]) -> str:
+        return f"GPURIG_MINE=1\n{super().command(dirs)}"

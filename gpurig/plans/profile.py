@@ -35,12 +35,19 @@ def block(
         return [
             Change(change_id, subject, "absent", "present", f"remove it from {where}", data=data)
         ]
+    if found is None:
+        actual = "missing"
+    else:
+        lost = [line for line in wanted if line not in found]
+        extra = [line for line in found if line not in wanted]
+        parts = [f"{len(lost)} missing"] * bool(lost) + [f"{len(extra)} not gpurig's"] * bool(extra)
+        actual = f"lines: {', '.join(parts)}" if parts else "its lines in another order"
     return [
         Change(
             change_id,
             subject,
-            "; ".join(wanted),
-            "missing" if found is None else "; ".join(found) or "empty",
+            f"gpurig's {len(wanted)} lines",
+            actual,
             f"write it in {where}",
             data=data,
         )

@@ -190,8 +190,9 @@ ROWS: dict[str, Row] = {
         [ELF_CORE, "mkdir -p /tmp/ray/session_a /tmp/ray/session_b",
          "ln -sfn /tmp/ray/session_b /tmp/ray/session_latest"],
         {"cleanup.core_files", "cleanup.ray_sessions"}, exit_code=0,
+        root=[ELF_CORE.replace("4242", "7777")],  # root's: not the user's business
         check=["! test -e /tmp/core.4242", "! test -e /tmp/ray/session_a",
-               "test -d /tmp/ray/session_b"]),
+               "test -d /tmp/ray/session_b", "test -e /tmp/core.7777"]),
     "lingering turned on": Row(
         [], {"engine.socket", "engine.user_service"}, root=[f"loginctl enable-linger {USER}"],
         check=["XDG_RUNTIME_DIR=/run/user/$(id -u) systemctl --user is-active podman.socket",

@@ -21,7 +21,13 @@ from facts.gpurig_nvidia import CdiSpec, NvidiaGpus, ToolkitKeyring
 from facts.gpurig_packages import DebStatus, DriverPackages
 from facts.gpurig_repo import LF_ATTRIBUTES, RepoState
 from facts.gpurig_units import Units
-from facts.gpurig_user import Commands, LoginProfile, UserPodman
+from facts.gpurig_user import (
+    Commands,
+    LoginProfile,
+    UserCoreFiles,
+    UserPodman,
+    UserRaySessions,
+)
 from gpurig.container import FIELD_NAMES
 from gpurig.plans import CHANGE_IDS, compose, core_dumps, driver, engine, plan_host, toolkit
 from gpurig.plans.repos import env_marker
@@ -191,7 +197,8 @@ def reader(state: dict[str, Any]) -> Callable[..., Any]:
                   ToolkitKeyring: "keyring", CdiSpec: "cdi", RepoState: "repo", RaySessions: "ray",
                   CoreFiles: "cores", EditableFinders: "finders", FlashinferCache: "flashinfer",
                   CpuQuota: "cpus", ContainerInspect: "inspect",
-                  UserContainerInspect: "inspect"}  # fmt: skip
+                  UserContainerInspect: "inspect", UserRaySessions: "ray",
+                  UserCoreFiles: "cores"}  # fmt: skip
         return state[simple[cls]]
 
     return read
@@ -341,6 +348,8 @@ USER_ROWS: dict[str, tuple[Callable[[dict[str, Any]], None], str, bool]] = {
                               "engine.docker_host", True),
     "registries file gone": (_set("files", REGISTRIES, value=None), "engine.registries", False),
     "git missing": (_set("commands", value={"git": False}), "tools.missing", True),
+    "the user's core file": (_set("cores", value={"/tmp/core.1": 4096}), "cleanup.core_files",
+                             False),
     "driver moved": (_set("gpu", "driver", value="580.95.05"), "driver.version", True),
 }  # fmt: skip
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from deploys.engine import USER_START
-from facts.gpurig_user import Commands, UserPodman
+from facts.gpurig_cleanup import CoreFiles
+from facts.gpurig_user import Commands, UserCoreFiles, UserPodman
 
 # `podman system service --time=0 unix://PATH`: serve _ping on PATH until killed. Run by the
 # system's python3: the user may not reach the test's own interpreter.
@@ -152,3 +153,28 @@ def test_odd_user_podman_output_is_refused() -> None:
             fact.process([*good, odd])
     with pytest.raises(ValueError, match="no answers"):
         fact.process(good[:-1])
+
+
+def test_a_users_leftovers_are_its_own(shell) -> None:
+    """In a place every user writes (/tmp), a user's cleanup sees only its own core files."""
+    run, _ = shell
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make another account's file")
+    shared = Path(tempfile.mkdtemp(prefix="gpurig-shared-"))
+    shared.chmod(0o1777)
+    elf_core = b"\x7fELF\x02\x01\x01" + b"\x00" * 9 + b"\x04\x00"
+    try:
+        (shared / "core.1").write_bytes(elf_core)  # root's
+        made = run(f"printf '\\177ELF\\002\\001\\001\\000\\000\\000\\000\\000\\000\\000\\000\\000"
+                   f"\\004\\000' > {shared}/core.2")  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        mine = UserCoreFiles()
+        done = run(mine.command(dirs=[str(shared)]))
+        assert mine.process(done.stdout.splitlines()) == {f"{shared}/core.2": len(elf_core)}
+        every = CoreFiles()
+        out = subprocess.run(["sh", "-c", every.command(dirs=[str(shared)])],
+                             capture_output=True, text=True)  # fmt: skip
+        assert set(every.process(out.stdout.splitlines())) == {f"{shared}/core.1",
+                                                               f"{shared}/core.2"}  # fmt: skip
+    finally:
+        shutil.rmtree(shared)
