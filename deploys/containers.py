@@ -15,9 +15,10 @@ from gpurig.plans import containers as plan
 from gpurig.redact import redacted
 
 
-def run_command(argv: list[str]) -> StringCommand:
-    """`ENGINE run ...`, each word quoted; an `--env` credential (gpurig.redact) is shown as
-    pyinfra's mask where it prints commands (-vv), and sent to the host as it is."""
+def run_command(argv: list[str], env: str = "") -> StringCommand:
+    """`ENGINE run ...`, each word quoted, after `env` (the user's engine variables, in user
+    scope); an `--env` credential (gpurig.redact) is shown as pyinfra's mask where it prints
+    commands (-vv), and sent to the host as it is."""
 
     def word(flag: str, arg: str) -> QuoteString:
         key, _, value = arg.partition("=")
@@ -26,15 +27,16 @@ def run_command(argv: list[str]) -> StringCommand:
 
     words = [word(flag, arg) for flag, arg in zip(["", *argv], argv, strict=False)]
     # `run -d` over OpenSSH keeps the session open while conmon holds stdout: redirect it.
-    return StringCommand(*words, ">/dev/null")
+    return StringCommand(*([env] if env else []), *words, ">/dev/null")
 
 
 def _create(data: dict[str, Any], remove: bool) -> Iterator[str | StringCommand]:
-    engine, name = data["engine"], shlex.quote(data["container"])
+    env = f"{data['env']} " if data["env"] else ""
+    engine, name = f"{env}{data['engine']}", shlex.quote(data["container"])
     if remove:
         yield f"{engine} rm --force {name}"
-    yield f"{shlex.join([engine, 'pull', data['image']])} >/dev/null"
-    yield run_command(data["argv"])
+    yield f"{env}{shlex.join([data['engine'], 'pull', data['image']])} >/dev/null"
+    yield run_command(data["argv"], data["env"])
     if data["gpu_check"]:
         message = (
             f"gpurig: GPU not visible inside container {data['container']} (nvidia-smi failed)"
@@ -60,7 +62,8 @@ def declared_container(spec: dict[str, Any], container: str, allow_recreate: boo
             continue
         done.add(data["container"])
         if data.get("start"):
-            yield f"{data['engine']} start {shlex.quote(data['container'])} >/dev/null"
+            env = f"{data['env']} " if data["env"] else ""
+            yield f"{env}{data['engine']} start {shlex.quote(data['container'])} >/dev/null"
         else:
             yield from _create(data, remove=bool(data.get("recreate")))
 

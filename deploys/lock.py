@@ -10,14 +10,18 @@ stop pyinfra's whole run)."""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
+from typing import Any
 
 from paramiko.ssh_exception import SSHException
 from pyinfra import host
 
+from gpurig.user_scope import is_user, lock_command
+
 # In a directory only root may enter: any local user could otherwise hold the lock.
 LOCK_DIR = "/run/gpurig"
 LOCK = f"{LOCK_DIR}/converge.lock"
-# A login without root or sudo (user scope) locks its own runs only, in a directory it owns.
+# A login without root or sudo locks its own runs only, in a directory it owns.
 USER_LOCK = '"${XDG_RUNTIME_DIR:-$HOME/.cache}/gpurig/converge.lock"'
 BUSY = 75  # flock -E: the lock is held by another converge
 TIMEOUT = 30  # seconds for the host to answer
@@ -26,13 +30,17 @@ HELD = b"held"
 _HELD: dict[str, object] = {}
 
 
-def lock_command(as_root: bool, sudo: bool) -> str:
-    """The command that takes the lock, says `held`, and keeps it until its stdin closes."""
-    hold = f"flock -n -E {BUSY} \"$lock\" sh -c 'echo held; exec cat >/dev/null'"
+def hold_command(spec: Mapping[str, Any], sudo: bool, as_root: bool = True) -> str:
+    """The command that takes the lock, says `held`, and keeps it until its stdin closes
+    (exit BUSY when another converge holds it): scope: user takes the user's own lock (the one
+    its Podman service starts under), a root login root's, any other login its own."""
+    hold_it = "sh -c 'echo held; exec cat >/dev/null'"
+    if is_user(spec):
+        return lock_command(BUSY, hold_it)
+    hold = f'flock -n -E {BUSY} "$lock" {hold_it}'
     if as_root:
-        script = (
-            f"umask 077 && mkdir -p {LOCK_DIR} && chmod 700 {LOCK_DIR} && lock={LOCK} && {hold}"
-        )
+        private = f"mkdir -p {LOCK_DIR} && chmod 700 {LOCK_DIR}"
+        script = f"umask 077 && {private} && lock={LOCK} && {hold}"
     else:
         script = f'umask 077 && lock={USER_LOCK} && mkdir -p "${{lock%/*}}" && {hold}'
     return f"{'sudo -n ' if sudo else ''}sh -c {shlex.quote(script)}"
@@ -65,7 +73,7 @@ def hold() -> str | None:
     try:
         channel = client.get_transport().open_session(timeout=TIMEOUT)
         channel.settimeout(TIMEOUT)
-        channel.exec_command(lock_command(as_root, sudo))
+        channel.exec_command(hold_command(host.data.get("spec") or {}, sudo, as_root))
         answer = first_line(channel)
         if answer == HELD:
             _HELD[host.name] = channel

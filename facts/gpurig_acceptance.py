@@ -13,6 +13,7 @@ from typing import Any
 from pyinfra.api import FactBase
 
 from gpurig.acceptance import ACCEPTANCE_SCRIPT, gpu_names, parse_result
+from gpurig.user_scope import CONTAINER_HOST
 
 DCGMI_TIMEOUT = 300  # level 1 takes under a minute (DCGM's docs); a hung diag must not hang us
 MAX_OUTPUT = 65536
@@ -67,3 +68,11 @@ printf '%s\\n' "$out" | head -c {MAX_OUTPUT}
         if dcgmi_exit is not None:
             found["dcgmi"] = {"exit": dcgmi_exit, "output": "\n".join(sections["dcgmi"])}
         return found
+
+
+class UserAcceptance(Acceptance):
+    """Acceptance with the container reached through the user's Podman API socket (scope:
+    user): a second, local podman would join the service's namespace and break it."""
+
+    def command(self, engine: str | None = None, container: str | None = None) -> str:
+        return f"export {CONTAINER_HOST}\n{super().command(engine, container)}"

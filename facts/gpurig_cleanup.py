@@ -68,7 +68,8 @@ class RaySessions(FactBase[dict[str, Any]]):
                 "[ -d /tmp/ray ] || exit 0",
                 'echo "latest${T}$(readlink -f /tmp/ray/session_latest)"',
                 "for d in /tmp/ray/session_*; do",
-                '  [ -d "$d" ] && [ ! -L "$d" ] || continue',
+                '  [ -d "$d" ] && [ ! -L "$d" ] && { [ -z "${GPURIG_MINE-}" ] || [ -O "$d" ]; } '
+                "|| continue",
                 '  echo "session${T}$(du -sk "$d" | cut -f1)${T}$d"',
                 "done",
                 "exit 0",
@@ -103,7 +104,8 @@ class CoreFiles(FactBase[dict[str, int]]):
                 TAB,
                 f"for d in {' '.join(shlex.quote(d) for d in dirs)}; do",
                 '  for f in "$d"/core "$d"/core.[0-9]*; do',
-                '    [ -f "$f" ] && [ ! -L "$f" ] || continue',
+                '    [ -f "$f" ] && [ ! -L "$f" ] && { [ -z "${GPURIG_MINE-}" ] || [ -O "$f" ]; } '
+                "|| continue",
                 "    magic=$(od -An -tx1 -N18 \"$f\" 2>/dev/null | tr -d ' \\n')",
                 f'    case $magic in {elf}0400|{elf}0004) echo "$(wc -c < "$f")${{T}}$f" ;; esac',
                 "  done",

@@ -8,6 +8,8 @@ from typing import Any
 
 from pyinfra.api import FactBase
 
+from gpurig.user_scope import CONTAINER_HOST
+
 
 class ContainerInspect(FactBase):
     """`ENGINE inspect NAME` as a dict, or None when there is no such container."""
@@ -21,6 +23,13 @@ class ContainerInspect(FactBase):
             return None
         data = json.loads(text)
         return data[0] if data else None
+
+
+class UserContainerInspect(ContainerInspect):
+    """ContainerInspect through the user's Podman API socket (scope: user)."""
+
+    def command(self, engine: str, container: str) -> str:
+        return f"{CONTAINER_HOST} {super().command(engine, container)}"
 
 
 class CpuQuota(FactBase):

@@ -17,6 +17,8 @@ from typing import Any
 
 from pyinfra.api import FactBase
 
+from gpurig.user_scope import shell_path
+
 _ROW = re.compile(r"(?P<i>\d+) (?P<sha>[0-9a-f]{64}) (?P<mode>[0-7]{1,4}) (?P<owner>\S+)")
 # RFC 3526, section 3: the 2048-bit MODP group (group 14, as SSH's diffie-hellman-group14 uses
 # it), generator 2. tests/unit/test_code_facts.py compares it with paramiko's copy.
@@ -93,7 +95,7 @@ class FileDigests(FactBase[dict[str, Any]]):
         self._paths = list(paths)
         lines = ["i=0"]
         for path in paths:
-            p = shlex.quote(path)
+            p = shell_path(path)  # a user's `~/...` is read from its own home
             lines.append(
                 f"if [ -f {p} ] && [ ! -L {p} ]; then echo $i "
                 f"$(sha256sum < {p} | cut -c1-64) $(stat -c '%a %U' {p}); fi; i=$((i+1))"

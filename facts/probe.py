@@ -18,6 +18,7 @@ from typing import Any
 from pyinfra.api import FactBase
 
 from gpurig import gpu_parse, node_parse
+from gpurig.user_scope import CONTAINER_HOST, is_user
 
 SCRIPT_PATH = Path(__file__).with_name("probe.sh")
 
@@ -68,6 +69,7 @@ def probe_kwargs(spec: Mapping[str, Any]) -> dict[str, Any]:
         "paths": ["/tmp", *spec["repos"]],
         "containers": list(spec["containers"]),
         **({"imports": imports} if imports else {}),
+        **({"user": True} if is_user(spec) else {}),
     }
 
 
@@ -222,9 +224,13 @@ class Probe(FactBase[dict[str, Any]]):
         paths: Iterable[str] = (),
         containers: Iterable[str] = (),
         imports: Iterable[Imports] = (),
+        user: bool = False,
     ) -> str:
         args = script_arguments(engine, paths, containers, imports)
-        return f"set -- {shlex.join(args)}\n{SCRIPT_PATH.read_text(encoding='utf-8')}"
+        # scope: user: containers through the user's API socket, and no `sudo -n true`: a
+        # user-scope login never tries sudo.
+        scope = f"export {CONTAINER_HOST} GPURIG_NO_SUDO=1\n" if user else ""
+        return f"{scope}set -- {shlex.join(args)}\n{SCRIPT_PATH.read_text(encoding='utf-8')}"
 
     def process(self, output: list[str]) -> dict[str, Any]:
         """The typed probe, or `{"error": ...}` when the output is not the script's JSON."""

@@ -80,7 +80,7 @@ section_host() {
   kv_num memory_bytes "${mem:+$((mem * 1024))}"
   # Can this login become root without a password? null: no sudo to ask (or already root).
   member sudo
-  if [ "$uid" != 0 ] && have sudo; then json_bool bounded sudo -n true </dev/null 2>/dev/null
+  if [ "$uid" != 0 ] && [ -z "${GPURIG_NO_SUDO-}" ] && have sudo; then json_bool bounded sudo -n true </dev/null 2>/dev/null
   else printf null; fi
   close_obj
 }

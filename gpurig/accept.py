@@ -16,12 +16,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from facts.gpurig_acceptance import Acceptance
+from facts.gpurig_acceptance import Acceptance, UserAcceptance
 from gpurig.acceptance import DEFAULT_MARGIN, Verdict, judge_host
 from gpurig.fsutil import atomic_write, xdg_dir
 from gpurig.inventory import Host
 from gpurig.spec import gpu_containers, normalise
 from gpurig.textsafe import visible
+from gpurig.user_scope import is_user
 
 ACCEPT_TIMEOUT = 900  # torch's import and first CUDA call, the timings, and dcgmi's own 300 s
 
@@ -72,11 +73,13 @@ def measure(host: Host, cache: Path, margin: float = DEFAULT_MARGIN) -> Accepted
     """Connect (strict host key, sudo as the inventory says), measure and judge one host."""
     from gpurig.drift import probe_hosts  # pyinfra's API: loaded only when a host is read
 
-    engine, container = where(normalise(host.spec))
+    spec = normalise(host.spec)
+    engine, container = where(spec)
+    fact = UserAcceptance if is_user(spec) else Acceptance
 
     def run(pyinfra_host: Any, state: dict[str, Any]) -> dict[str, Any]:
         found = pyinfra_host.get_fact(
-            Acceptance, engine=engine, container=container, _timeout=ACCEPT_TIMEOUT
+            fact, engine=engine, container=container, _timeout=ACCEPT_TIMEOUT
         )
         return {**state, "acceptance": found}
 

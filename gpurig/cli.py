@@ -203,6 +203,66 @@ def _drift_usage(
         raise click.UsageError("--spec FILE replaces INVENTORY: give one of them")
 
 
+@main.command()
+@click.argument("inventories", nargs=-1, metavar="[INVENTORY]...")
+@click.option("--local", is_flag=True, help="Converge this machine (required: up acts locally).")
+@click.option("--as", "as_host", metavar="NAME", help="INVENTORY's host NAME's spec.")
+@click.option(
+    "--spec",
+    "spec_file",
+    type=click.Path(dir_okay=False),
+    help="A file holding one host's spec (no INVENTORY).",
+)
+def up(
+    inventories: tuple[str, ...], local: bool, as_host: str | None, spec_file: str | None
+) -> None:
+    """Bring this machine to its declared state and print what a job needs, for a job script:
+
+        eval "$(gpurig up --local --as NAME)"
+
+    stdout carries only `export DOCKER_HOST=...` and `export CONTAINER_HOST=...` (the Podman
+    socket the spec declares); everything else goes to stderr. Exit 0 ready, 1 this node
+    cannot serve the job (one line says why), 2 invalid input. INVENTORY defaults to
+    $GPURIG_INVENTORY or inventories/*.yaml."""
+    import platform
+
+    from gpurig.converge import REPO_ROOT
+    from gpurig.inventory import InventoryError, load_inventory, load_spec_file
+    from gpurig.pyinfra_inventory import inventory_paths
+
+    if not local:
+        raise click.UsageError("up converges the machine it runs on: give --local")
+    if (as_host is None) == (spec_file is None):
+        raise click.UsageError("up needs one of --as NAME or --spec FILE")
+    if spec_file is not None and inventories:
+        raise click.UsageError("--spec FILE replaces INVENTORY: give one of them")
+    paths = list(inventories) or [str(p) for p in inventory_paths(REPO_ROOT)]
+    try:
+        if spec_file is not None:
+            host = load_spec_file(spec_file, platform.node() or "localhost")
+        else:
+            host = next((h for h in load_inventory(paths).hosts if h.name == as_host), None)
+    except InventoryError as exc:
+        click.echo(str(exc), err=True)
+        raise SystemExit(2) from None
+    if host is None:
+        click.echo(f"{', '.join(paths) or 'no inventory'}: no host named {as_host}", err=True)
+        raise SystemExit(2)
+    # Imported here: the console script (gpurig.entry) has patched gevent in by now.
+    from gpurig.up import UpError
+    from gpurig.up import up as bring_up
+
+    try:
+        ready = bring_up(host, lambda line: click.echo(line, err=True))
+    except UpError as exc:
+        click.echo(f"gpurig up: {exc}", err=True)
+        raise SystemExit(1) from None
+    for line in ready.exports:
+        click.echo(line)
+    state = "converged" if ready.converged else "already as declared"
+    click.echo(f"gpurig up: {host.name} ready ({state})", err=True)
+
+
 def _confirm(question: str) -> bool:
     """click.confirm, where no answer (stdin closed) means no."""
     try:

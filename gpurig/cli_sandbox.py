@@ -65,14 +65,37 @@ def sandbox() -> None:
     help="Also a login node, and this many fleet hosts reachable only through it (their "
     "inventory group `behind-login` carries its ssh.jump).",
 )
+@click.option(
+    "--user",
+    "cluster_users",
+    multiple=True,
+    metavar="NAME",
+    help="A cluster user on full-1: no sudo rights, subuid/subgid and Podman for rootless "
+    "containers; in the inventory as full-1-NAME with scope: user (repeat; kept by later ups).",
+)
 @which_sandbox
-def up(fleet_hosts: int, full_hosts: int, behind_login: int, name: str, top: Path) -> None:
+def up(
+    fleet_hosts: int,
+    full_hosts: int,
+    behind_login: int,
+    cluster_users: tuple[str, ...],
+    name: str,
+    top: Path,
+) -> None:
     """Start at least this many fleet and full hosts, and write their inventory."""
     from gpurig.sandbox import manager
 
     began = time.monotonic()
     try:
-        manager.up(top, name, fleet_hosts, full_hosts, log=click.echo, behind_login=behind_login)
+        manager.up(
+            top,
+            name,
+            fleet_hosts,
+            full_hosts,
+            log=click.echo,
+            behind_login=behind_login,
+            cluster_users=cluster_users,
+        )
     except SandboxError as e:
         _fail("up", e)
     click.echo(f"ready in {time.monotonic() - began:.1f}s")

@@ -14,6 +14,7 @@ from typing import Any
 from gpurig.finding import Finding
 from gpurig.node_checks import OOM_FIX
 from gpurig.rules import found
+from gpurig.user_scope import is_user
 
 Probe = Mapping[str, Any]
 Spec = Mapping[str, Any]
@@ -57,6 +58,8 @@ def _oom(_spec: Spec, probe: Probe) -> Iterator[Finding]:
 
 def _engine_api(spec: Spec, probe: Probe) -> Iterator[Finding]:
     socket = (probe.get("engine") or {}).get("podman_socket") or {}
+    if is_user(spec):
+        return  # the user's own socket is the engine plan's (it asks for _ping itself)
     if spec["engine"] == "podman" and spec["podman_socket"] and socket.get("answers") is False:
         # The socket unit's own name: a stopped unit (engine.socket) explains it.
         yield found(

@@ -21,7 +21,6 @@ from pyinfra.api import Config, Inventory, State
 from pyinfra.api.exceptions import ConnectError
 from pyinfra.api.host import Host as PyinfraHost
 
-from facts.gpurig_container import ContainerInspect
 from facts.gpurig_host import HostState, Read, Snapshot, Unreadable, required_reads
 from facts.gpurig_packages import DebStatus
 from facts.gpurig_repo import RepoState
@@ -41,12 +40,14 @@ from gpurig.node_checks import (
     unreadable,
 )
 from gpurig.plans import PLANS, plan_host
+from gpurig.plans.containers import inspect
 from gpurig.plans.engine import toolkit_wanted
 from gpurig.plans.toolkit import packages as toolkit_packages
 from gpurig.pyinfra_inventory import pyinfra_hosts
 from gpurig.report import HostReport
 from gpurig.rules import one_per_cause
 from gpurig.spec import normalise
+from gpurig.user_scope import is_user
 
 PROBE_TIMEOUT = 120  # seconds for the whole command; engines and GPUs can be slow to answer
 
@@ -78,10 +79,7 @@ def probe_of(spec: Mapping[str, Any], read: Any) -> dict[str, Any] | None:
     probe = read(Probe, **probe_kwargs(spec))
     inspects = {}
     if spec["engine"] != "none":
-        inspects = {
-            name: read(ContainerInspect, engine=spec["engine"], container=name)
-            for name in spec["containers"]
-        }
+        inspects = {name: inspect(read, spec, name) for name in spec["containers"]}
     if not probe or probe.get("error"):
         return probe
     containers = [{**c, "inspect": inspects.get(c["name"])} for c in probe.get("containers") or []]
@@ -269,11 +267,18 @@ def local_sudo() -> bool:
 def drift_local(host: Host) -> HostReport:
     """Read and judge this machine as `host`: the same one command, plans and checks as
     `run_drift`, run by pyinfra's @local connector (sh in a subprocess, no SSH)."""
+    return report(read_local(host))
+
+
+def read_local(host: Host) -> Probed:
+    """This machine read as `host` by pyinfra's @local connector (sh in a subprocess, no
+    SSH), through sudo where passwordless (never with scope: user, which acts as the user)."""
     inventory = Inventory((["@local"], {}))
     State(inventory, Config())
     _prepare_pyinfra()
-    reads = drift_reads(normalise(host.spec))
-    return report(Probed(host, *_read_host(inventory.get_host("@local"), reads, local_sudo())))
+    spec = normalise(host.spec)
+    sudo = not is_user(spec) and local_sudo()
+    return Probed(host, *_read_host(inventory.get_host("@local"), drift_reads(spec), sudo))
 
 
 def progress_stream() -> TextIO | None:

@@ -5,7 +5,7 @@ The patch (and gevent) costs start-up, so only the commands that connect to host
 
 import sys
 
-CONNECTING = frozenset({"accept", "drift", "onboard"})
+CONNECTING = frozenset({"accept", "drift", "onboard", "up"})
 
 
 def command_name(argv: list[str]) -> str | None:

@@ -23,6 +23,7 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from gpurig.hostkeys import key_problem
 from gpurig.safe_yaml import YamlRefused, bounded_yaml, check_text, read_text, syntax_refusal
 from gpurig.spec import normalise
+from gpurig.user_scope import root_only
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "inventory.schema.json"
 
@@ -307,6 +308,8 @@ def _load_text(file: str, text: str) -> tuple[list[Problem], list[Host]]:
         for host in hosts
         for p in _missing_images(file, doc, ("hosts", host.name, "spec"), host.spec)
     ]
+    missing += [p for host in hosts for p in _scope_problems(file, doc, data, host)]
+    missing = list(dict.fromkeys(missing))  # one level's item, refused for two hosts: once
     return missing, hosts if not missing else []
 
 
@@ -325,6 +328,9 @@ def load_spec_file(path: str | Path, name: str) -> Host:
     problems += _mount_problems(file, doc, (), data)
     if not problems:
         problems += _missing_images(file, doc, (), data, merged=False)
+        problems += [
+            Problem(file, _line(doc, path), path, why) for path, why in root_only(normalise(data))
+        ]
     if problems:
         raise InventoryError(sorted(problems, key=lambda p: p.line or 0))
     return Host(name, "localhost", SshSettings(), (), normalise(data), file, 1)
@@ -517,6 +523,38 @@ def _merge_host(file: str, doc: Any, data: Mapping[str, Any], name: str) -> Host
         source=file,
         line=_line(doc, ("hosts", name)),
     )
+
+
+def _declared(level: Any, path: KeyPath) -> bool:
+    """Whether a level's spec declares `path` (its first key is enough: lists replace)."""
+    spec = level.get("spec") if isinstance(level, Mapping) else None
+    return (
+        isinstance(spec, Mapping)
+        and path[0] in spec
+        and (len(path) == 1 or _lookup(spec, path) is not None)
+    )
+
+
+def _lookup(value: Any, path: KeyPath) -> Any:
+    for step in path:
+        try:
+            value = value[step]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return value
+
+
+def _scope_problems(file: str, doc: Any, data: Mapping[str, Any], host: Host) -> Iterator[Problem]:
+    """Root-only items of a user-scope host, each at the line of the level that declares it
+    (the host, then its groups last first, then the defaults)."""
+    levels = [(("hosts", host.name), data["hosts"][host.name])]
+    levels += [(("groups", g), data["groups"][g]) for g in reversed(host.groups)]
+    levels.append((("defaults",), data.get("defaults", {})))
+    for path, why in root_only(host.spec):
+        prefix = next((p for p, level in levels if _declared(level, path)), levels[0][0])
+        where = (*prefix, "spec", *path)
+        note = "" if prefix[0] == "hosts" else f" (host {host.name} has scope: user)"
+        yield Problem(file, _line(doc, where), where, why + note)
 
 
 def _missing_images(

@@ -18,6 +18,7 @@ from gpurig.finding import Finding, Severity
 from gpurig.hostkeys import changed_message, refused_jump
 from gpurig.inventory import format_size, parse_size
 from gpurig.rules import found, rules
+from gpurig.user_scope import is_user
 
 Probe = Mapping[str, Any]
 Spec = Mapping[str, Any]
@@ -127,11 +128,11 @@ def internal_error(exc: Exception) -> Finding:
     )
 
 
-def _not_root(_spec: Spec, probe: Probe) -> Iterator[Finding]:
+def _not_root(spec: Spec, probe: Probe) -> Iterator[Finding]:
     """A read by a login that is neither root nor able to sudo without a password: what
-    `drift --local` warns about and onboarding's preflight refuses."""
+    `drift --local` warns about and onboarding's preflight refuses (scope: user means it)."""
     host = probe.get("host") or {}
-    if host.get("uid") in (0, None) or host.get("sudo"):
+    if is_user(spec) or host.get("uid") in (0, None) or host.get("sudo"):
         return
     user = host.get("user") or f"uid {host.get('uid')}"
     why = "no sudo installed" if host.get("sudo") is None else "`sudo -n true` is refused"

@@ -61,6 +61,7 @@ from gpurig.report import HostReport, to_table
 from gpurig.safe_yaml import YamlRefused, read_bytes
 from gpurig.spec import normalise
 from gpurig.textsafe import visible
+from gpurig.user_scope import is_user
 
 Status = Literal["ok", "warn", "FAIL"]
 
@@ -171,10 +172,12 @@ def _from_findings(name: str, findings: Sequence[Finding], fine: str) -> Check:
     return Check(name, status, detail)
 
 
-def _root(findings: Sequence[Finding], probe: Mapping[str, Any]) -> Check:
-    """Drift's own host.not_root, refused here: the converge needs root."""
+def _root(spec: Mapping[str, Any], findings: Sequence[Finding], probe: Mapping[str, Any]) -> Check:
+    """Drift's own host.not_root, refused here: the converge needs root (not scope: user)."""
     host = probe.get("host") or {}
     user = host.get("user") or f"uid {host.get('uid')}"
+    if is_user(spec):
+        return Check("root", "ok", f"not needed: scope: user acts as {user} alone")
     for f in findings:
         if f.id == "host.not_root":
             return Check("root", "FAIL", f"{f.message}; {f.fix}")
@@ -243,7 +246,7 @@ def probe_checks(host: Host, probe: Mapping[str, Any]) -> list[Check]:
     problem = os_problem(os_info.get("os_id"), os_info.get("os_version"))
     return [
         Check("os", "FAIL" if problem else "ok", problem or str(os_info.get("os_pretty"))),
-        _root(findings, probe),
+        _root(spec, findings, probe),
         _disk(findings, probe),
         _gpu(spec, findings, probe),
         _engine(spec, probe),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpurig.inventory import Host, Inventory, Jump, load_inventory
+from gpurig.user_scope import is_user
 
 ENV_VAR = "GPURIG_INVENTORY"
 # pyinfra's name for gpurig.jump.JumpConnector (pyproject.toml's entry point); not imported
@@ -87,9 +88,10 @@ def host_data(host: Host, known_hosts: Path | None) -> dict[str, Any]:
     }
     if host.ssh.user:
         data["ssh_user"] = host.ssh.user
-    if host.ssh.user not in (None, "root"):
+    if host.ssh.user not in (None, "root") and not is_user(host.spec):
         # pyinfra reads global arguments from host data: a non-root login works through
-        # passwordless sudo (what onboard's preflight insists on).
+        # passwordless sudo (what onboard's preflight insists on), unless the spec says it
+        # acts as that user alone (scope: user), where sudo is never tried.
         data["_sudo"] = True
     if host.ssh.key:
         data["ssh_key"] = os.path.expanduser(host.ssh.key)

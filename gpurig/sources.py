@@ -19,6 +19,7 @@ from typing import Any
 
 from gpurig.pin import ImageRef
 from gpurig.plans.engine import toolkit_wanted
+from gpurig.user_scope import is_user
 
 # One DNS label; a host name is labels joined by dots (RFC 1123), at most 253 characters.
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -157,7 +158,10 @@ def apt_endpoint(uri: str, proxies: Mapping[str, str]) -> Endpoint | None:
 
 
 def apt_needed(spec: Mapping[str, Any]) -> list[str]:
-    """The concerns of this spec that may run apt-get (and so need every apt source)."""
+    """The concerns of this spec that may run apt-get (and so need every apt source): none
+    with scope: user, which installs nothing."""
+    if is_user(spec):
+        return []
     concerns = []
     if spec["packages"]:
         concerns.append("packages")

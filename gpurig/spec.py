@@ -25,6 +25,7 @@ COMPOSE_URL = (
 )
 
 _TOP = {
+    "scope": "system",
     "engine": "none",
     "podman_socket": False,
     "gpu": "auto",
@@ -70,14 +71,19 @@ def _repo(path: str, declared: Mapping[str, Any]) -> dict[str, Any]:
 
 def normalise(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The spec with defaults applied; idempotent (normalise(normalise(s)) == normalise(s))."""
-    out = {**copy.deepcopy(_TOP), **copy.deepcopy(dict(spec))}
+    # A user's rootless Podman is reached through its API socket (gpurig.user_scope), so a
+    # user-scope Podman has one unless the spec says otherwise.
+    user = spec.get("scope") == "user"
+    top = {**_TOP, "podman_socket": user and spec.get("engine") == "podman"}
+    out = {**copy.deepcopy(top), **copy.deepcopy(dict(spec))}
     out["containers"] = {n: _container(c) for n, c in out["containers"].items()}
     out["repos"] = {p: _repo(p, r) for p, r in out["repos"].items()}
     out["secrets"] = [{"mode": "0600", **s} for s in out["secrets"]]
     if out.get("nvidia_toolkit"):
         out["nvidia_toolkit"] = {"key": TOOLKIT_KEY, "repo": TOOLKIT_REPO, **out["nvidia_toolkit"]}
     if out.get("driver"):
-        out["driver"] = {"hold": True, **out["driver"]}
+        # A user cannot hold packages: a user-scope driver is checked, not held.
+        out["driver"] = {"hold": not user, **out["driver"]}
     if out.get("compose"):
         url = COMPOSE_URL.format(version=out["compose"]["version"])
         out["compose"] = {"url": url, **out["compose"]}

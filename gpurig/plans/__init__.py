@@ -41,7 +41,8 @@ CHANGE_IDS = (
     "toolkit.keyring", "toolkit.apt", "toolkit.version", "toolkit.hold", "toolkit.runtime",
     "toolkit.oci_hook", "toolkit.cdi", "toolkit.gpu", "cleanup.ray_sessions",
     "cleanup.core_files", "cleanup.editable_finders", "cleanup.flashinfer_cache",
-    "container.engine", "container.missing", "container.not_running",
+    "container.engine", "container.missing", "container.not_running", "tools.missing",
+    "engine.rootless", "engine.user_service", "core_dumps.profile",
     *(f"container.{field}" for field in FIELD_NAMES),
 )  # fmt: skip
 

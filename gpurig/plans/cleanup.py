@@ -8,7 +8,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCache, RaySessions
+from facts.gpurig_user import UserCoreFiles, UserRaySessions
 from gpurig.change import Change
+from gpurig.user_scope import is_user
 
 FLASHINFER_CACHE = "~/.cache/flashinfer"
 
@@ -34,8 +36,9 @@ def _change(change_id: str, subject: str, actual: str, action: str, **data: Any)
 def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
     wanted, envs = spec["cleanup"], venvs(spec)
     changes = []
+    user = is_user(spec)  # a user's own leftovers in the places others share
     if wanted.get("ray_sessions"):
-        ray = read(RaySessions)
+        ray = read(UserRaySessions if user else RaySessions)
         stale = {p: k for p, k in ray["sessions"].items() if p != ray["latest"]}
         if stale and not ray["running"]:
             changes.append(
@@ -48,7 +51,7 @@ def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
                 )
             )
     if wanted.get("core_files"):
-        cores = read(CoreFiles, dirs=[*spec["repos"], "/tmp"])
+        cores = read(UserCoreFiles if user else CoreFiles, dirs=[*spec["repos"], "/tmp"])
         if cores:
             changes.append(
                 _change(

@@ -7,12 +7,21 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from facts.gpurig_container import ContainerInspect, CpuQuota
+from facts.gpurig_container import ContainerInspect, CpuQuota, UserContainerInspect
 from facts.gpurig_nvidia import NvidiaGpus
+from facts.gpurig_user import UserPodman
 from gpurig.change import Change
 from gpurig.container import diff_container, run_argv
+from gpurig.user_scope import CONTAINER_HOST, is_user
 
 OPT_IN = "pyinfra inventory.py deploys/gpu_host.py --data allow_recreate=true"
+
+
+def inspect(read: Callable[..., Any], spec: Mapping[str, Any], name: str) -> Any:
+    """Declared container `name` as its engine inspects it (drift's probe reads the same):
+    with scope: user, through the user's Podman API socket."""
+    fact = UserContainerInspect if is_user(spec) else ContainerInspect
+    return read(fact, engine=spec["engine"], container=name)
 
 
 def resolved(declared: Mapping[str, Any], cpus: int) -> dict[str, Any]:
@@ -26,10 +35,11 @@ def resolved(declared: Mapping[str, Any], cpus: int) -> dict[str, Any]:
 
 def _one(
     name: str, wanted: Mapping[str, Any], inspect: Mapping[str, Any] | None, engine: str,
-    gpu_check: bool, allow_recreate: bool,
+    gpu_check: bool, allow_recreate: bool, user: bool = False,
 ) -> list[Change]:  # fmt: skip
+    # `env`: what goes before each engine command (scope: user: the user's API socket).
     data = {"container": name, "engine": engine, "image": wanted["image"],
-            "argv": run_argv(engine, name, wanted),
+            "argv": run_argv(engine, name, wanted), "env": CONTAINER_HOST if user else "",
             "gpu_check": gpu_check and wanted["gpus"] != "none"}  # fmt: skip
     if inspect is None:
         return [
@@ -106,9 +116,13 @@ def plan(
     cpus = read(CpuQuota) or 1
     gpu = read(NvidiaGpus)
     gpu_check = spec["gpu"] != "absent" and gpu["smi"]
+    found = {name: inspect(read, spec, name) for name in declared}
+    if is_user(spec) and not read(UserPodman).get("answers"):
+        # The user's containers are seen only through its API socket: the engine's change
+        # starts it, and the converge reads them afresh after that change.
+        return []
     changes = []
     for name, cspec in declared.items():
-        inspect = read(ContainerInspect, engine=engine, container=name)
         wanted = resolved(cspec, cpus)
-        changes += _one(name, wanted, inspect, engine, gpu_check, allow_recreate)
+        changes += _one(name, wanted, found[name], engine, gpu_check, allow_recreate, is_user(spec))
     return changes

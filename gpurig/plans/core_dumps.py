@@ -6,8 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from facts.gpurig_user import LoginProfile
 from gpurig.change import Change
 from gpurig.plans.files import managed
+from gpurig.plans.profile import block
+from gpurig.user_scope import is_user
 
 # pam_limits reads limits.d for sessions that go through PAM; `*` does not cover root.
 LIMITS = "# Managed by gpurig: no core dumps.\n*    -    core    0\nroot -    core    0\n"
@@ -25,5 +28,8 @@ MANAGED_FILES = {
 
 def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
     disabled = spec["core_dumps"] == "disabled"
+    if is_user(spec):  # the user's own login shells; limits.d and systemd are root's
+        lines = [PROFILE.splitlines()[-1]] if disabled else None
+        return block("core_dumps.profile", "core_dumps", lines, read(LoginProfile))
     wanted = {path: content if disabled else None for path, content in MANAGED_FILES.items()}
     return managed("core_dumps.file", wanted, read)

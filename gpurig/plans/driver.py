@@ -16,6 +16,7 @@ from facts.gpurig_packages import DriverPackages
 from gpurig.change import Change
 from gpurig.datafiles import table
 from gpurig.plans.files import managed
+from gpurig.user_scope import is_user
 
 UNATTENDED = "/etc/apt/apt.conf.d/99gpurig-nvidia-driver"
 # What a host-provided name must look like before it reaches a command line.
@@ -96,9 +97,9 @@ def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
     version = driver["version"]
     gpu = read(NvidiaGpus)
     packages = installed(read(DriverPackages, globs=globs()))
-    conf = managed(
-        "driver.unattended", {UNATTENDED: unattended_conf() if driver["hold"] else None}, read
-    )
+    # A user can change neither apt's configuration nor holds: the driver is only checked.
+    wanted = {} if is_user(spec) else {UNATTENDED: unattended_conf() if driver["hold"] else None}
+    conf = managed("driver.unattended", wanted, read)
     if not packages and not gpu["present"]:
         return [
             *conf,

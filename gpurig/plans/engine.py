@@ -11,9 +11,12 @@ from typing import Any
 
 from facts.gpurig_json import JsonFile
 from facts.gpurig_units import Units
+from facts.gpurig_user import LoginProfile, UserPodman
 from gpurig.change import Change
 from gpurig.plans.files import managed
 from gpurig.plans.packages import missing
+from gpurig.plans.profile import block
+from gpurig.user_scope import DOCKER_HOST_LINES, REGISTRIES, is_user
 
 PODMAN_SOCKET = "/run/podman/podman.sock"
 DOCKER_HOST_PROFILE = "/etc/profile.d/gpurig-docker-host.sh"
@@ -107,7 +110,132 @@ def _service(unit: str, units: Mapping[str, Any], change_id: str) -> list[Change
     ]
 
 
+def _rootless(state: Mapping[str, Any]) -> list[Change]:
+    """A user without a subordinate uid/gid range gets a Podman that cannot map an image's
+    users: nothing the user can change."""
+    if state["subuid"] and state["subgid"]:
+        return []
+    user = state["user"]
+    return [
+        Change(
+            "engine.rootless",
+            f"user {user}",
+            "a subordinate uid and gid range (/etc/subuid, /etc/subgid)",
+            "none",
+            f"ask the cluster's admins to give {user} one (usermod --add-subuids, "
+            "--add-subgids): rootless Podman needs it",
+            refused=True,
+        )
+    ]
+
+
+def _user_unit(state: Mapping[str, Any], sock: str) -> list[Change]:
+    """A lingering user: podman.socket in the user's own systemd manager."""
+    changes = []
+    if state["service"] is not None:  # left from before lingering: never two services
+        changes.append(
+            Change(
+                "engine.user_service",
+                "gpurig's supervised podman system service",
+                "stopped (podman.socket serves this user)",
+                f"running (pid {state['service']})",
+                "stop gpurig's supervised podman service",
+                data={"start": "stop"},
+            )
+        )
+    manager = state.get("manager") or "no answer"
+    if manager not in ("running", "degraded", "starting", "initializing"):
+        return [
+            *changes,
+            Change(
+                "engine.socket",
+                f"systemd --user manager of {state['user']}",
+                "running (the user is lingering)",
+                manager,
+                f"ask the cluster's admins why user@{state['uid']}.service is not running, or "
+                "turn lingering off (loginctl disable-linger) to let gpurig supervise the "
+                "service itself",
+                refused=True,
+            ),
+        ]
+    active, enabled = state.get("unit_active") or "unknown", state.get("unit_enabled") or "unknown"
+    if (active, enabled, state["answers"]) == ("active", "enabled", True):
+        return changes
+    answers = "" if state["answers"] else f", {sock} not answering"
+    return [
+        *changes,
+        Change(
+            "engine.socket",
+            "podman.socket (systemd --user)",
+            f"active, enabled, answering _ping at {sock}",
+            f"{active}, {enabled}{answers}",
+            "enable and (re)start the user's podman.socket",
+            data={"start": "systemd"},
+        ),
+    ]
+
+
+def _user_service(state: Mapping[str, Any], sock: str) -> list[Change]:
+    """Not lingering: gpurig's own `podman system service --time=0`, one per user and node."""
+    owner, subject = state["supervised_dir"], f"podman system service ({sock})"
+    if owner == "link" or owner not in (None, state["uid"]):
+        found = "a symbolic link" if owner == "link" else f"a directory of uid {owner}"
+        return [
+            Change(
+                "engine.user_service",
+                subject,
+                f"{state['runtime_dir']}: a directory of {state['user']}'s",
+                found,
+                "leave it alone (another account made it): ask the cluster's admins to remove "
+                "it; gpurig will not put the user's socket there",
+                refused=True,
+            )
+        ]
+    if state["answers"]:
+        return []
+    if state["service"] is not None:
+        actual = f"running (pid {state['service']}), not answering"
+    elif state["socket"] != "missing":
+        actual = "a stale socket, no service"
+    else:
+        actual = "no service"
+    return [
+        Change(
+            "engine.user_service",
+            subject,
+            "running, answering _ping",
+            actual,
+            "start podman system service --time=0 in place of what is there",
+            data={"start": "supervised"},
+        )
+    ]
+
+
+def _user(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
+    """scope: user: the user's rootless Podman, reached through its API socket, with
+    DOCKER_HOST in the user's login shells and the insecure registries in the user's
+    registries.conf.d."""
+    podman, socket = spec["engine"] == "podman", spec["podman_socket"]
+    lines = DOCKER_HOST_LINES if podman and socket else None
+    docker_host = block("engine.docker_host", "docker_host", lines, read(LoginProfile))
+    if not podman:
+        return docker_host
+    tools = missing(["podman", "curl"], read, "for the user's Podman", user=True)
+    registries = {REGISTRIES: podman_registries(spec["insecure_registries"])}
+    written = managed("engine.registries", registries, read)
+    if not socket:
+        return tools + written + docker_host
+    state = read(UserPodman)
+    if tools:
+        return tools
+    sock = f"{state['runtime_dir']}/podman/podman.sock"
+    served = _user_unit(state, sock) if state["linger"] else _user_service(state, sock)
+    return _rootless(state) + written + served + docker_host
+
+
 def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
+    if is_user(spec):
+        return _user(spec, read)
     kind = spec["engine"]
     if kind == "none":
         return []

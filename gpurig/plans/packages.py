@@ -6,13 +6,20 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from facts.gpurig_packages import DebStatus
+from facts.gpurig_user import Commands
 from gpurig.change import Change
 
 
-def missing(names: Sequence[str], read: Callable[..., Any], why: str = "") -> list[Change]:
-    """`packages.missing` for those of `names` that are not installed."""
+def missing(
+    names: Sequence[str], read: Callable[..., Any], why: str = "", user: bool = False
+) -> list[Change]:
+    """`packages.missing` for those of `names` that are not installed; for a user-scope
+    converge (`user`), which installs nothing, `tools.missing` (refused) for those of them
+    the login's PATH lacks."""
     if not names:
         return []
+    if user:
+        return _tools(names, read, why)
     state = read(DebStatus, packages=sorted(set(names)))
     absent = [n for n in names if not (state.get(n) or {}).get("version")]
     if not absent:
@@ -32,3 +39,22 @@ def missing(names: Sequence[str], read: Callable[..., Any], why: str = "") -> li
 
 def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
     return missing(spec["packages"], read)
+
+
+def _tools(names: Sequence[str], read: Callable[..., Any], why: str) -> list[Change]:
+    found = read(Commands, names=sorted(set(names)))
+    absent = [n for n in names if not found.get(n)]
+    if not absent:
+        return []
+    listed = ", ".join(absent)
+    return [
+        Change(
+            "tools.missing",
+            f"{listed}{f' ({why})' if why else ''}",
+            "on the PATH",
+            "not found",
+            f"ask the cluster's admins for {listed} (scope: user installs nothing), or load "
+            "it in the environment gpurig runs in",
+            refused=True,
+        )
+    ]

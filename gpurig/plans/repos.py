@@ -12,6 +12,7 @@ from facts.gpurig_repo import LF_ATTRIBUTES, RepoState
 from gpurig.change import Change
 from gpurig.plans.packages import missing
 from gpurig.redact import redacted
+from gpurig.user_scope import is_user
 
 
 def env_marker(lockfile_sha256: str, keep: list[str]) -> str:
@@ -155,7 +156,7 @@ def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
     repos = spec["repos"]
     if not repos:
         return []
-    changes = missing(["git"], read, "for the declared repos")
+    changes = missing(["git"], read, "for the declared repos", user=is_user(spec))
     for path, declared in repos.items():
         python = declared.get("python") or {}
         state = read(

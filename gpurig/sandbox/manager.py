@@ -6,16 +6,16 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from gpurig.fsutil import atomic_write
-from gpurig.sandbox import fleet, full, net, registry, rootfs
+from gpurig.sandbox import fleet, full, net, registry, rootfs, users
 from gpurig.sandbox.alloc import choose, machine_in_use, machine_lock
-from gpurig.sandbox.keys import ensure_keypair
+from gpurig.sandbox.keys import ensure_keypair, public_key
 from gpurig.sandbox.proc import SandboxError, alive, kill, run, wait_port, wait_port_in
 from gpurig.sandbox.services import SERVICES, url
 from gpurig.sandbox.state import (
@@ -108,10 +108,12 @@ def up(
     full_hosts: int,
     log: Log = print,
     behind_login: int = 0,
+    cluster_users: Sequence[str] = (),
 ) -> State:
     """Make sure the sandbox `name` (kept in `top`) runs at least `fleet_hosts` +
-    `full_hosts` hosts, and with `behind_login`, a login node and that many hosts reachable
-    only through it; repair what a killed run left.
+    `full_hosts` hosts, with `behind_login` a login node and that many hosts reachable only
+    through it, and the cluster users asked for now or before (on full-1, see
+    gpurig.sandbox.users); repair what a killed run left.
 
     Idempotent: healthy hosts are left alone, missing ones made, broken ones restarted (and
     with a restarted login node, the hosts behind it: their links went with it).
@@ -122,6 +124,9 @@ def up(
     top.mkdir(parents=True, exist_ok=True)
     state = load(paths.state)
     state.name = name
+    state.users += [users.check_name(u) for u in cluster_users if u not in state.users]
+    if state.users and full_hosts < 1 and not state.full():
+        raise SandboxError("--user needs a full host (--full 1 or more): users live on full-1")
     _claim(paths, state, name)
     ensure_keypair(paths.client_key, "gpurig-sandbox")
 
@@ -181,6 +186,10 @@ def up(
             answers = wait_port(rec.address, 22, timeout=left)
         if not answers:
             raise SandboxError(f"{rec.name}: sshd is not answering at {rec.address}:22")
+    home = state.hosts.get(users.HOST)
+    for user in state.users:
+        assert home is not None
+        users.ensure(home, user, public_key(paths.client_key), env)
     write_access_files(paths, state)
     behind = [h for h in state.hosts.values() if h.via]
     login = f", {len(behind)} behind {fleet.LOGIN}" if behind else ""
@@ -218,17 +227,25 @@ def write_access_files(paths: Paths, state: State) -> None:
             for h in hosts
         },
     }
+    home = state.hosts.get(users.HOST)
+    logins = [(h.name, "root", h) for h in hosts]
+    for user in state.users if home else []:
+        name = users.host_name(home.name, user)
+        ssh = {"user": user, "host_key": home.host_key}
+        entry = {"address": home.address, "ssh": ssh, "groups": [home.kind]}
+        inventory["hosts"][name] = {**entry, "spec": {"scope": "user"}}
+        logins.append((name, user, home))
     header = "# Written by `gpurig sandbox up`; rewritten on every up.\n"
     atomic_write(paths.inventory, header + yaml.safe_dump(inventory, sort_keys=False))
     atomic_write(paths.known_hosts, "".join(f"{h.address} {h.host_key}\n" for h in hosts))
     atomic_write(
         paths.ssh_config,
         "".join(
-            f"Host {h.name}\n  HostName {h.address}\n  User root\n"
+            f"Host {name}\n  HostName {h.address}\n  User {user}\n"
             f"  IdentityFile {paths.client_key}\n  IdentitiesOnly yes\n"
             f"  UserKnownHostsFile {paths.known_hosts}\n  StrictHostKeyChecking yes\n"
             + (f"  ProxyJump {h.via}\n" if h.via else "")
-            for h in hosts
+            for name, user, h in logins
         ),
     )
 

@@ -57,6 +57,7 @@ class State:
     images: dict[str, str] = field(default_factory=dict)  # name -> reference by digest
     local_image: str = ""  # the train image as Podman here holds it before the push
     hosts: dict[str, HostRecord] = field(default_factory=dict)
+    users: list[str] = field(default_factory=list)  # cluster users on full-1 (sandbox.users)
 
     def fleet(self) -> list[HostRecord]:
         return [h for h in self.hosts.values() if h.kind == "fleet"]

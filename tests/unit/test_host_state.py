@@ -64,8 +64,15 @@ def test_converge_reads_are_the_drift_reads_without_the_probe():
                                                  "containers": ["train"]})}  # fmt: skip
 
 
+USER_SPEC = normalise(
+    {**{k: v for k, v in SPEC.items() if k not in ("packages", "nvidia_toolkit", "compose")},
+     "scope": "user", "driver": {"version": "580.95.05", "hold": False}}
+)  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    "spec", [normalise({}), normalise({"engine": "docker", "packages": ["tmux"]}), SPEC]
+    "spec",
+    [normalise({}), normalise({"engine": "docker", "packages": ["tmux"]}), SPEC, USER_SPEC],
 )
 def test_plans_read_by_the_spec_alone(spec: dict[str, Any]):
     """Whatever the host answers, the plans make exactly the recorded reads (else a read would

@@ -15,13 +15,20 @@ from typing import Any
 import pytest
 
 from facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCache, RaySessions
-from facts.gpurig_container import ContainerInspect, CpuQuota
+from facts.gpurig_container import ContainerInspect, CpuQuota, UserContainerInspect
 from facts.gpurig_files import MODP_2048, FileDigests, SecretDigests
 from facts.gpurig_json import JsonFile
 from facts.gpurig_nvidia import CdiSpec, NvidiaGpus, ToolkitKeyring
 from facts.gpurig_packages import DebStatus, DriverPackages
 from facts.gpurig_repo import LF_ATTRIBUTES, RepoState
 from facts.gpurig_units import Units
+from facts.gpurig_user import (
+    Commands,
+    LoginProfile,
+    UserCoreFiles,
+    UserPodman,
+    UserRaySessions,
+)
 from gpurig import container_checks
 from gpurig.change import findings
 from gpurig.container import FIELD_NAMES
@@ -30,6 +37,7 @@ from gpurig.plans.repos import env_marker
 from gpurig.plans.secrets import PUBLIC, local_digest, shared_key
 from gpurig.rules import one_per_cause
 from gpurig.spec import normalise
+from gpurig.user_scope import DOCKER_HOST_LINES, REGISTRIES
 
 PLANS_DIR = Path(__file__).resolve().parents[2] / "gpurig" / "plans"
 DIGEST = "sha256:" + "a" * 64
@@ -50,9 +58,12 @@ def host_digest(path: str) -> str:
 VERSION = "1.17.8-1"
 DRIVER = "590.48.01"
 COMPOSE_SHA = "d" * 64
+HOME_NETRC = "/home/alice/.netrc"
 
 
 def spec_for(kind: str) -> dict[str, Any]:
+    if kind == "user":
+        return user_spec()
     return normalise(
         {
             "engine": kind,
@@ -80,6 +91,17 @@ def spec_for(kind: str) -> dict[str, Any]:
     )  # fmt: skip
 
 
+def user_spec() -> dict[str, Any]:
+    """A cluster user's spec (scope: user): everything but what needs root."""
+    spec = spec_for("podman")
+    for key in ("packages", "nvidia_toolkit", "compose"):
+        del spec[key]
+    return normalise(
+        {**spec, "scope": "user", "driver": {"version": DRIVER},
+         "secrets": [{"src": SECRET, "dest": HOME_NETRC}]}
+    )  # fmt: skip
+
+
 def inspect_for(kind: str) -> dict[str, Any]:
     gpus = (
         {"DeviceRequests": [{"Count": -1, "Capabilities": [["gpu"]]}]}
@@ -101,6 +123,8 @@ def inspect_for(kind: str) -> dict[str, Any]:
 
 def wanted_files(spec: dict[str, Any]) -> dict[str, str | None]:
     """Every file the plans manage, with the content a converged host has (None: absent)."""
+    if spec["scope"] == "user":
+        return {REGISTRIES: engine.podman_registries(spec["insecure_registries"])}
     files: dict[str, str | None] = dict(core_dumps.MANAGED_FILES)
     files[toolkit.SOURCES_LIST] = toolkit.sources_list(spec["nvidia_toolkit"]["repo"])
     files[toolkit.PREFERENCES] = toolkit.preferences(toolkit.packages(), VERSION)
@@ -120,7 +144,8 @@ def converged(kind: str) -> dict[str, Any]:
         for path, c in wanted_files(spec).items()
         if c is not None
     }
-    files["/root/.netrc"] = {"sha256": host_digest(SECRET), "mode": "600", "owner": "root"}
+    dest = spec["secrets"][0]["dest"]
+    files[dest] = {"sha256": host_digest(SECRET), "mode": "600", "owner": "root"}
     files[compose.PLUGIN] = {"sha256": COMPOSE_SHA, "mode": "755", "owner": "root"}
     return {
         "spec": spec,
@@ -147,7 +172,7 @@ def converged(kind: str) -> dict[str, Any]:
         "gpu": {"smi": True, "present": True, "gpus": ["NVIDIA H100 80GB HBM3"],
                 "driver": "590.48.01", "error": None},
         "keyring": {"sha256": "c" * 64, "recorded_sha256": "c" * 64,
-                    "recorded_url": spec["nvidia_toolkit"]["key"]},
+                    "recorded_url": (spec.get("nvidia_toolkit") or {}).get("key")},
         "cdi": "590.48.01",
         "repo": {"exists": True, "checkout": True, "head": REF, "origin": "https://x/code.git",
                  "has_ref": True, "dirt": [], "eol_only": [], "local": [], "crlf": [],
@@ -158,7 +183,16 @@ def converged(kind: str) -> dict[str, Any]:
         "finders": {},
         "flashinfer": {"cache": None, "installed": {}},
         "cpus": 8,
-        "inspect": inspect_for(kind),
+        "inspect": inspect_for("podman" if kind == "user" else kind),
+        # scope: user: the login's tools, its Podman API (supervised), its login file
+        "commands": {},
+        "user_podman": {"uid": 1000, "user": "alice", "linger": False, "subuid": True,
+                        "subgid": True, "runtime_dir": "/tmp/podman-run-1000",
+                        "supervised_dir": 1000, "service": 4242, "socket": "socket",
+                        "answers": True},
+        "profile": {"file": ".profile", "exists": True, "damaged": [],
+                    "blocks": {"core_dumps": [core_dumps.PROFILE.splitlines()[-1]],
+                               "docker_host": list(DOCKER_HOST_LINES)}},
     }  # fmt: skip
 
 
@@ -174,10 +208,15 @@ def reader(state: dict[str, Any]) -> Callable[..., Any]:
         if cls is DriverPackages:
             assert kwargs["globs"] == driver.globs()
             return state["driver_packages"]
-        simple = {Units: "units", JsonFile: "daemon_json", NvidiaGpus: "gpu",
+        if cls is Commands:
+            return {n: state["commands"].get(n, True) for n in kwargs["names"]}
+        simple = {Units: "units", UserPodman: "user_podman", LoginProfile: "profile",
+                  JsonFile: "daemon_json", NvidiaGpus: "gpu",
                   ToolkitKeyring: "keyring", CdiSpec: "cdi", RepoState: "repo", RaySessions: "ray",
                   CoreFiles: "cores", EditableFinders: "finders", FlashinferCache: "flashinfer",
-                  CpuQuota: "cpus", ContainerInspect: "inspect"}  # fmt: skip
+                  CpuQuota: "cpus", ContainerInspect: "inspect",
+                  UserContainerInspect: "inspect", UserRaySessions: "ray",
+                  UserCoreFiles: "cores"}  # fmt: skip
         return state[simple[cls]]
 
     return read
@@ -262,7 +301,24 @@ CASES: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
     "container.restart": ("podman", _set("inspect", "HostConfig", "RestartPolicy",
                                          value={"Name": "always"})),
 }  # fmt: skip
-REFUSED = {"secret.source", "repo.not_checkout", "repo.origin", "repo.dirty",
+LINGERING = {
+    "linger": True,
+    "runtime_dir": "/run/user/1000",
+    "service": None,
+    "manager": "running",
+    "unit_active": "active",
+    "unit_enabled": "enabled",
+}
+USER_CASES: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
+    "tools.missing": ("user", _set("commands", value={"podman": False})),
+    "engine.rootless": ("user", _set("user_podman", "subgid", value=False)),
+    "engine.user_service": ("user", lambda s: s["user_podman"].update(answers=False,
+                                                                       service=None)),
+    "core_dumps.profile": ("user", _set("profile", "blocks", "core_dumps", value=[])),
+}  # fmt: skip
+CASES.update(USER_CASES)
+REFUSED = {"secret.source", "tools.missing", "engine.rootless", "repo.not_checkout",
+           "repo.origin", "repo.dirty",
            "repo.local_commits", "repo.lockfile_missing", "engine.systemd", "engine.daemon_json",
            "toolkit.gpu", "driver.version", "driver.missing", "container.engine",
            *(f"container.{f}" for f in FIELD_NAMES)}  # fmt: skip
@@ -275,9 +331,69 @@ def changes(kind: str, mutation: Callable[[dict[str, Any]], None] | None = None)
     return plan_host(state["spec"], reader(state))
 
 
-@pytest.mark.parametrize("kind", ["docker", "podman"])
+@pytest.mark.parametrize("kind", ["docker", "podman", "user"])
 def test_a_converged_host_has_nothing_to_change(kind: str):
     assert changes(kind) == []
+
+
+# scope: user, one difference at a time: the ids a system-scope host shares, and how each
+# reads for a user (what it says to do, whether the converge refuses).
+USER_ROWS: dict[str, tuple[Callable[[dict[str, Any]], None], str, bool]] = {
+    "socket gone, service dead": (
+        lambda s: s["user_podman"].update(answers=False, service=None, socket="missing"),
+        "engine.user_service", False),
+    "stale socket": (lambda s: s["user_podman"].update(answers=False, service=None),
+                     "engine.user_service", False),
+    "hung service": (_set("user_podman", "answers", value=False), "engine.user_service", False),
+    "socket down: containers unseen, not missing": (
+        lambda s: (s["user_podman"].update(answers=False, service=None, socket="missing"),
+                   s.update(inspect=None)),
+        "engine.user_service", False),
+    "another account's directory": (_set("user_podman", "supervised_dir", value=0),
+                                    "engine.user_service", True),
+    "lingering, socket unit stopped": (
+        lambda s: s["user_podman"].update(LINGERING, unit_active="inactive", answers=False),
+        "engine.socket", False),
+    "lingering, no user manager": (
+        lambda s: s["user_podman"].update(LINGERING, manager="offline"), "engine.socket", True),
+    "lingering, supervised service still up": (
+        lambda s: s["user_podman"].update(LINGERING, service=4242), "engine.user_service", False),
+    "DOCKER_HOST line removed": (_set("profile", "blocks", "docker_host", value=[]),
+                                 "engine.docker_host", False),
+    "core line removed": (lambda s: s["profile"]["blocks"].pop("core_dumps"),
+                          "core_dumps.profile", False),
+    "block without its end": (_set("profile", "damaged", value=["docker_host"]),
+                              "engine.docker_host", True),
+    "registries file gone": (_set("files", REGISTRIES, value=None), "engine.registries", False),
+    "git missing": (_set("commands", value={"git": False}), "tools.missing", True),
+    "the user's core file": (_set("cores", value={"/tmp/core.1": 4096}), "cleanup.core_files",
+                             False),
+    "driver moved": (_set("gpu", "driver", value="580.95.05"), "driver.version", True),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("row", sorted(USER_ROWS))
+def test_user_scope_differences(row: str):
+    mutation, change_id, refused = USER_ROWS[row]
+    [change] = changes("user", mutation)
+    assert (change.id, change.refused) == (change_id, refused)
+    if change_id == "engine.user_service" and not refused:
+        actual = {"socket gone, service dead": "no service", "stale socket": "a stale socket, "
+                  "no service", "hung service": "running (pid 4242), not answering"}  # fmt: skip
+        assert change.actual == actual.get(row, "no service" if "unseen" in row else
+                                           "running (pid 4242)")  # fmt: skip
+    assert "apt" not in change.action and "sudo" not in change.action
+
+
+def test_user_scope_manages_nothing_of_root():
+    state = copy.deepcopy(converged("user"))
+    state["files"] = {
+        REGISTRIES: state["files"][REGISTRIES],
+        HOME_NETRC: state["files"][HOME_NETRC],
+    }
+    state["packages"] = {}  # nothing read from dpkg: no /etc file, package or hold is drift
+    state["driver_packages"]["nvidia-driver-590"]["held"] = False
+    assert plan_host(state["spec"], reader(state)) == []
 
 
 def test_every_change_id_has_a_case_and_every_case_an_id():
@@ -285,8 +401,8 @@ def test_every_change_id_has_a_case_and_every_case_an_id():
     source = " ".join(p.read_text() for p in PLANS_DIR.glob("*.py"))
     literal = set(
         re.findall(
-            r'"((?:packages|secret|core_dumps|repo|engine|compose|driver|toolkit|cleanup|container)'
-            r'\.[a-z_]+)"',
+            r'"((?:packages|secret|core_dumps|repo|engine|compose|driver|toolkit|cleanup|container'
+            r'|tools)\.[a-z_]+)"',
             source,
         )
     )

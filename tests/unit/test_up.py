@@ -1,0 +1,86 @@
+"""`gpurig up --local`, for real on this machine (scope: user, the login file in a temporary
+HOME): it converges what its read finds, is a no-op the second time, prints only `export`
+lines on stdout, and says in one line why the node cannot serve a job."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpurig.compat import Finding
+from gpurig.inventory import load_spec_file
+from gpurig.report import HostReport
+from gpurig.spec import normalise
+from gpurig.up import UpError, exports, reason, up
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def gpurig_up(home: Path, spec: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpurig", "up", "--local", "--spec", str(spec)],
+        cwd=ROOT, env={**os.environ, "HOME": str(home)}, capture_output=True, text=True,
+    )  # fmt: skip
+
+
+def test_up_converges_then_is_a_noop(tmp_path: Path) -> None:
+    spec = tmp_path / "node.yaml"
+    spec.write_text("scope: user\ncore_dumps: disabled\n")
+    first = gpurig_up(tmp_path, spec)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == ""  # no Podman socket declared: nothing to export
+    assert "converging" in first.stderr and "core_dumps.profile" in first.stderr
+    assert "ulimit -S -c 0" in (tmp_path / ".profile").read_text()
+    again = gpurig_up(tmp_path, spec)
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.strip().endswith("ready (already as declared)")
+    assert "converging" not in again.stderr
+
+
+def test_a_node_without_the_required_gpu_cannot_serve_the_job(tmp_path: Path) -> None:
+    if subprocess.run(["sh", "-c", "command -v nvidia-smi"], capture_output=True).returncode == 0:
+        pytest.skip("this machine has nvidia-smi: the missing GPU cannot be shown here")
+    spec = tmp_path / "node.yaml"
+    spec.write_text("scope: user\ncore_dumps: enabled\ngpu: required\n")
+    done = gpurig_up(tmp_path, spec)
+    assert done.returncode == 1 and done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith("gpurig up: ") and "cannot serve this job: gpu.missing: " in line
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    spec = tmp_path / "node.yaml"
+    spec.write_text("scope: user\npackages: [tmux]\n")
+    for argv in (["up", "--spec", str(spec)], ["up", "--local"], ["up", "--local", "--spec",
+                                                                   str(spec)]):  # fmt: skip
+        done = subprocess.run([sys.executable, "-m", "gpurig", *argv], cwd=ROOT,
+                              capture_output=True, text=True)  # fmt: skip
+        assert done.returncode == 2, done.stderr
+    assert "packages: refused with scope: user" in done.stderr
+
+
+def test_system_scope_needs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = tmp_path / "node.yaml"
+    spec.write_text("core_dumps: disabled\n")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(UpError, match=r"scope: system .* needs root .* uid 1000"):
+        up(load_spec_file(spec, "node"), print)
+
+
+def test_exports_and_reason() -> None:
+    assert exports(None) == []
+    assert exports("/tmp/podman-run-1000/podman/podman.sock") == [
+        "export DOCKER_HOST=unix:///tmp/podman-run-1000/podman/podman.sock",
+        "export CONTAINER_HOST=unix:///tmp/podman-run-1000/podman/podman.sock",
+    ]
+    warn = Finding("shm.size", "warn", "small /dev/shm", "1 GiB", "0.1 GiB")
+    error = Finding("gpu.count", "error", "fewer GPUs than declared", "2", "1")
+    assert reason(HostReport("n", True, [warn])) is None
+    assert reason(HostReport("n", True, [warn, error])) == (
+        "gpu.count: fewer GPUs than declared (expected 2, got 1)"
+    )
+    assert normalise({"scope": "user", "engine": "podman"})["podman_socket"]
