@@ -27,7 +27,7 @@ RUNTIME_DIR = (
     'else echo "/tmp/podman-run-$(id -u)"; fi)'
 )
 SOCKET = f"{RUNTIME_DIR}/podman/podman.sock"
-# gpurig's supervised service records its pid here (in SUPERVISED_DIR).
+# gpurig's supervised service records its pid here, in /tmp/podman-run-UID.
 PID_FILE = "gpurig-podman.pid"
 
 
@@ -46,7 +46,7 @@ def lock_command(busy: int, command: str) -> str:
 # join the service's user namespace and break it ("XDG_RUNTIME_DIR ... is not owned").
 CONTAINER_HOST = f'CONTAINER_HOST="unix://{SOCKET}"'
 
-# Shell functions the fact (facts/gpurig_user.py) and the converge (deploys/user.py) share, so
+# Shell functions the fact (facts/gpurig_user.py) and the converge (deploys/engine.py) share, so
 # both judge gpurig's supervised service the same way. `service_pid` prints the pid in the
 # pid file only while that process is still this service (a reused pid is someone else's):
 # its command line ends with the service's arguments.

@@ -84,3 +84,19 @@ def test_exports_and_reason() -> None:
         "gpu.count: fewer GPUs than declared (expected 2, got 1)"
     )
     assert normalise({"scope": "user", "engine": "podman"})["podman_socket"]
+
+
+def test_up_as_an_inventory_host(tmp_path: Path) -> None:
+    inventory = tmp_path / "cluster.yaml"
+    inventory.write_text(
+        "version: 1\nhosts:\n  runtime:\n    address: holy7c01\n    ssh: {user: me}\n"
+        "    spec: {scope: user, core_dumps: disabled}\n"
+    )
+    argv = [sys.executable, "-m", "gpurig", "up", "--local", "--as"]
+    env = {**os.environ, "HOME": str(tmp_path), "GPURIG_INVENTORY": str(inventory)}
+    done = subprocess.run([*argv, "runtime"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "ulimit -S -c 0" in (tmp_path / ".profile").read_text()
+    other = subprocess.run([*argv, "gpu-7", str(inventory)], cwd=ROOT, env=env,
+                           capture_output=True, text=True)  # fmt: skip
+    assert other.returncode == 2 and "no host named gpu-7" in other.stderr
