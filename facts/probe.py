@@ -42,9 +42,12 @@ def script_arguments(
     paths: Iterable[str] = (),
     containers: Iterable[str] = (),
     imports: Iterable[Imports] = (),
+    bound: int | None = None,
 ) -> list[str]:
     """probe.sh's command line for these inputs (also what to type to run it by hand)."""
     args = ["--gpu-fields", ",".join(gpu_parse.QUERY_GPU_FIELDS)]
+    if bound is not None:
+        args += ["--bound", str(int(bound))]
     if engine and engine != "none":
         args += ["--engine", engine]
     for flag, values in (("--path", paths), ("--container", containers)):
@@ -222,8 +225,9 @@ class Probe(FactBase[dict[str, Any]]):
         paths: Iterable[str] = (),
         containers: Iterable[str] = (),
         imports: Iterable[Imports] = (),
+        bound: int | None = None,
     ) -> str:
-        args = script_arguments(engine, paths, containers, imports)
+        args = script_arguments(engine, paths, containers, imports, bound)
         return f"set -- {shlex.join(args)}\n{SCRIPT_PATH.read_text(encoding='utf-8')}"
 
     def process(self, output: list[str]) -> dict[str, Any]:

@@ -32,7 +32,7 @@ from gpurig.compat import Finding
 from gpurig.container import running_image
 from gpurig.hostkeys import is_mismatch
 from gpurig.inventory import Host
-from gpurig.plans import PLANS, plan_host
+from gpurig.plans import PLANS
 from gpurig.plans.engine import toolkit_wanted
 from gpurig.plans.toolkit import packages as toolkit_packages
 from gpurig.pyinfra_inventory import host_data, write_known_hosts
@@ -42,17 +42,34 @@ from gpurig.spec import normalise
 PROBE_TIMEOUT = 120  # seconds for the whole command; engines and GPUs can be slow to answer
 
 
+@dataclass(frozen=True)
+class Scope:
+    """Which of drift's reads a run makes: the converge's plans by name, and whether the probe
+    looks into declared containers (inspect, torch) and environments (imports). The node
+    contracts (gpurig/node_modes.py) read less, to finish within their engine's time."""
+
+    plans: frozenset[str] = frozenset(name for name, _ in PLANS)
+    containers: bool = True
+    imports: bool = True
+    bound: int | None = None  # seconds for each of the probe's calls (its default: 20)
+
+
+EVERYTHING = Scope()
+
+
 # What odd host output raises while it is judged (a parser's refusal): that part becomes
 # `state.unreadable`. A KeyError or TypeError is a bug in gpurig and fails its tests.
 ODD_OUTPUT = (Unreadable, ValueError)
 
 
-def drift_reads(spec: Mapping[str, Any]) -> list[Read]:
+def drift_reads(spec: Mapping[str, Any], scope: Scope = EVERYTHING) -> list[Read]:
     """The plans' reads and the probe's, for this spec: one remote command."""
 
     def everything(read: Any) -> None:
-        plan_host(spec, read)
-        probe_of(spec, read)
+        for name, plan in PLANS:
+            if name in scope.plans:
+                plan(spec, read)
+        probe_of(spec, read, scope)
 
     return required_reads(everything)
 
@@ -85,13 +102,22 @@ def internal_error(exc: Exception) -> Finding:
     )
 
 
-def probe_of(spec: Mapping[str, Any], read: Any) -> dict[str, Any] | None:
+def probe_of(
+    spec: Mapping[str, Any], read: Any, scope: Scope = EVERYTHING
+) -> dict[str, Any] | None:
     """The probe's document with each declared container's inspect (from its one reader).
     Every read is made by the spec alone, before anything read is looked at, so recording
     this function lists all it needs (onboarding's snapshot holds exactly that)."""
-    probe = read(Probe, **probe_kwargs(spec))
+    kwargs = probe_kwargs(spec)
+    if not scope.containers:
+        kwargs["containers"] = []
+    if not scope.imports:
+        kwargs.pop("imports", None)
+    if scope.bound is not None:
+        kwargs["bound"] = scope.bound
+    probe = read(Probe, **kwargs)
     inspects = {}
-    if spec["engine"] != "none":
+    if spec["engine"] != "none" and scope.containers:
         inspects = {
             name: read(ContainerInspect, engine=spec["engine"], container=name)
             for name in spec["containers"]
@@ -102,18 +128,22 @@ def probe_of(spec: Mapping[str, Any], read: Any) -> dict[str, Any] | None:
     return {**probe, "containers": containers}
 
 
-def evaluate(spec: Mapping[str, Any], values: Mapping[str, Any]) -> list[Finding]:
+def evaluate(
+    spec: Mapping[str, Any], values: Mapping[str, Any], scope: Scope = EVERYTHING
+) -> list[Finding]:
     """Every finding for one host's state: the converge's changes, then the checks. A concern
     whose state could not be read is one `state.unreadable`; the others are still judged."""
     read = Snapshot(dict(values))
     findings: list[Finding] = []
     for name, plan in PLANS:
+        if name not in scope.plans:
+            continue
         try:
             findings += [change.finding() for change in plan(spec, read)]
         except ODD_OUTPUT as exc:
             findings.append(_unreadable(name, exc))
     try:
-        found = check(spec, probe_of(spec, read))
+        found = check(spec, probe_of(spec, read, scope))
     except ODD_OUTPUT as exc:
         found = [_unreadable("checks", exc)]
     return findings + [f for f in found if f not in findings]
@@ -173,7 +203,11 @@ Then = Callable[[PyinfraHost, dict[str, Any]], dict[str, Any]]
 
 
 def _read_host(
-    host: PyinfraHost, reads: list[Read], sudo: bool | None, then: Then | None = None
+    host: PyinfraHost,
+    reads: list[Read],
+    sudo: bool | None,
+    then: Then | None = None,
+    timeout: float = PROBE_TIMEOUT,
 ) -> tuple[dict[str, Any] | None, str | None]:
     try:
         host.connect(show_errors=False, raise_exceptions=True)
@@ -185,7 +219,7 @@ def _read_host(
         state = host.get_fact(
             HostState,
             reads=reads,
-            _timeout=PROBE_TIMEOUT,
+            _timeout=timeout,
             _ignore_errors=True,
             **arguments,
         )
@@ -193,6 +227,8 @@ def _read_host(
             return None, SUDO_PASSWORD
         if then is not None:
             state = then(host, state)
+    except TimeoutError:  # pyinfra's: the read printed nothing more within `timeout`
+        return None, f"no answer within {timeout:g} s"
     except (OSError, EOFError) as exc:  # the host died mid-command: its failure only
         return None, f"connection lost: {exc or type(exc).__name__}"
     finally:
@@ -242,7 +278,7 @@ def probe_hosts(
     return [done[h.name] for h in hosts]
 
 
-def report(result: Probed) -> HostReport:
+def report(result: Probed, scope: Scope = EVERYTHING) -> HostReport:
     """One host's report; nothing a host printed can stop the others' reports."""
     name = result.host.name
     if result.connect_error is not None:
@@ -252,8 +288,9 @@ def report(result: Probed) -> HostReport:
         return HostReport(name, True, [_unreadable("state", RuntimeError(why))])
     try:
         spec = normalise(result.host.spec)
-        findings = evaluate(spec, result.state)
-        return HostReport(name, True, findings, fleet_facts(spec, result.state))
+        findings = evaluate(spec, result.state, scope)
+        facts = fleet_facts(spec, result.state) if scope == EVERYTHING else {}
+        return HostReport(name, True, findings, facts)
     except Exception as exc:  # a bug in gpurig: this host's report says so, the others go on
         return HostReport(name, True, [internal_error(exc)])
 
@@ -293,15 +330,23 @@ def not_root(uid: int) -> Finding:
     )
 
 
-def drift_local(host: Host) -> HostReport:
+def drift_local(
+    host: Host, scope: Scope = EVERYTHING, timeout: float = PROBE_TIMEOUT
+) -> HostReport:
     """Read and judge this machine as `host`: the same one command, plans and checks as
-    `run_drift`, run by pyinfra's @local connector (sh in a subprocess, no SSH)."""
+    `run_drift`, run by pyinfra's @local connector (sh in a subprocess, no SSH), reading what
+    `scope` says within `timeout` seconds.
+
+    As root (a SLURM prolog, a health check, node-problem-detector) nothing it starts is
+    found through the caller's PATH or working directory, which another account may write:
+    HostState is `/bin/sh`, which reads from `/` with the system's own PATH."""
     inventory = Inventory((["@local"], {}))
     State(inventory, Config())
     _prepare_pyinfra()
     sudo = local_sudo()
-    reads = drift_reads(normalise(host.spec))
-    result = report(Probed(host, *_read_host(inventory.get_host("@local"), reads, sudo)))
+    reads = drift_reads(normalise(host.spec), scope)
+    read = _read_host(inventory.get_host("@local"), reads, sudo, timeout=timeout)
+    result = report(Probed(host, *read), scope)
     if sudo or os.geteuid() == 0:
         return result
     return replace(result, findings=[not_root(os.geteuid()), *result.findings])

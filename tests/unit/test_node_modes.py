@@ -1,0 +1,176 @@
+"""The node contracts (gpurig/node_modes.py): what each mode reads and reports, its verdict,
+exit statuses, NPD's line, the drain reason, `scontrol show node` read strictly, and what the
+health check does to a node in each state. `gpurig drift --local --mode` on this machine too."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpurig import node_modes
+from gpurig.checks import CHECK_IDS, finding, unreachable
+from gpurig.cli import main
+from gpurig.node_modes import NodeState, health_action, mode, parse_node
+from gpurig.plans import CHANGE_IDS, PLANS
+from gpurig.report import HostReport
+
+PLANS_DIR = Path(node_modes.__file__).parent / "plans"
+HOSTILE = "\x1b[2J evil\nline ) Reason=x [root@2020-01-01T00:00:00]"
+
+
+def error(fid: str, message: str = "m") -> object:
+    return finding(fid, "error", message, "e", "a", "fix")
+
+
+def warn(fid: str) -> object:
+    return finding(fid, "warn", "m", "e", "a", "fix")
+
+
+CLEAN = HostReport("n1", True, [warn("cleanup.core_files")])
+DRIFTED = HostReport("n1", True, [error("core_dumps.file", HOSTILE), error("core_dumps.file")])
+UNREAD = HostReport("n1", True, [error("state.unreadable")])
+DOWN = HostReport("n1", False, [unreachable("no answer within 3 s")])
+
+
+@pytest.mark.parametrize("name", node_modes.MODES)
+def test_each_mode_loads_with_known_plans_and_a_time_within_its_limit(name: str) -> None:
+    m = mode(name)
+    assert m.plans <= {plan for plan, _ in PLANS}
+    assert 0 < m.read_seconds < m.limit_seconds
+
+
+def test_fast_modes_leave_out_checkouts_cleanup_and_containers() -> None:
+    for name in ("prolog", "npd"):
+        ids = set(node_modes.checked_ids(mode(name)))
+        assert "core_dumps.file" in ids and "disk.free" in ids and "gpu.xid" in ids
+        assert not {i for i in ids if i.startswith(("repo.", "cleanup.", "container."))}
+        assert not ids & {"env.imports", "compat.torch_arch", "host.unreachable"}
+    health = set(node_modes.checked_ids(mode("healthcheck")))
+    assert health == (set(CHANGE_IDS) | set(CHECK_IDS)) - node_modes.CONNECT_CHECKS
+
+
+def test_every_change_id_belongs_to_the_plan_that_writes_it() -> None:
+    for change_id in CHANGE_IDS:
+        plan = node_modes.plan_of(change_id)
+        assert plan in {name for name, _ in PLANS}
+        source = (PLANS_DIR / f"{plan}.py").read_text()
+        literal = f'"{change_id}"' in source
+        assert literal or change_id.startswith("container."), (change_id, plan)
+
+
+def test_verdict_and_exit_status_per_mode() -> None:
+    assert node_modes.verdict(CLEAN) == "ok"  # warnings alone pass
+    assert node_modes.verdict(DRIFTED) == "problem"
+    assert node_modes.verdict(UNREAD) == "unknown"
+    assert node_modes.verdict(DOWN) == "unknown"
+    # A problem found in the part that was read still counts.
+    assert node_modes.verdict(HostReport("n1", True, [*UNREAD.findings, error("disk.free")])) == (
+        "problem"
+    )
+    codes = {n: [node_modes.exit_status(mode(n), v) for v in ("ok", "problem", "unknown")]
+             for n in node_modes.MODES}  # fmt: skip
+    assert codes == {"prolog": [0, 1, 0], "healthcheck": [0, 1, 2], "npd": [0, 1, 2]}
+
+
+def test_npd_line_is_one_line_of_at_most_80_with_ids_only() -> None:
+    m = mode("npd")
+    assert node_modes.npd_line(CLEAN, m) == "gpurig: ok"
+    assert node_modes.npd_line(DRIFTED, m) == "gpurig: core_dumps.file"
+    many = HostReport("n1", True, [error(i) for i in sorted(CHANGE_IDS)])
+    line = node_modes.npd_line(many, m)
+    assert len(line) <= 80 and "\n" not in line
+    assert re.fullmatch(r"gpurig: [a-z_.]+( [a-z_.]+)* \(\+\d+ more\)", line), line
+    assert node_modes.npd_line(DOWN, m) == "gpurig: could not check: host.unreachable"
+
+
+def test_drain_reason_is_gpurig_prefix_and_ids_within_120() -> None:
+    assert node_modes.drain_reason(DRIFTED) == "gpurig: core_dumps.file"
+    many = HostReport("n1", True, [error(i) for i in sorted(CHANGE_IDS)])
+    reason = node_modes.drain_reason(many)
+    assert reason.startswith("gpurig: ") and len(reason) <= 120 and "more)" in reason
+    assert "\x1b" not in reason and "evil" not in node_modes.drain_reason(DRIFTED)
+
+
+def test_detail_lines_escape_host_text() -> None:
+    lines = node_modes.detail_lines(DRIFTED, "gpurig prolog")
+    assert len(lines) == 2 and all("\n" not in line and "\x1b" not in line for line in lines)
+    assert lines[0].startswith("gpurig prolog: core_dumps.file: \\x1b[2J evil\\nline")
+
+
+# The shape of SLURM 22.05 scontrol show node NAME --oneliner (to be replaced by lines recorded
+# from the sandbox cluster).
+IDLE = (
+    "NodeName=slurm-1 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUEfctv=1 CPUTot=1 CPULoad=0.61 "
+    "AvailableFeatures=(null) ActiveFeatures=(null) Gres=(null) NodeAddr=10.103.128.5 "
+    "NodeHostName=slurm-1 Version=22.05.8 OS=Linux 6.18.44-fc-v657 #1 SMP RealMemory=1 "
+    "AllocMem=0 FreeMem=20810 Sockets=1 Boards=1 State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1 "
+    "Owner=N/A MCS_label=N/A Partitions=debug BootTime=2026-11-23T17:41:33 "
+    "SlurmdStartTime=2026-11-23T18:40:12 LastBusyTime=2026-11-23T18:40:12 CfgTRES=cpu=1,mem=1M,"
+    "billing=1 AllocTRES= CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s "
+    "ExtSensorsWatts=0 ExtSensorsTemp=n/s\n"
+)
+
+
+def drained(reason: str, state: str = "IDLE+DRAIN") -> str:
+    return IDLE.replace("State=IDLE ", f"State={state} ").rstrip("\n") + (
+        f" Reason={reason} [root@2026-11-23T18:45:01]\n"
+    )
+
+
+def test_scontrol_lines_are_read_strictly() -> None:
+    assert parse_node(IDLE) == NodeState("slurm-1", frozenset({"IDLE"}), None)
+    node = parse_node(drained("gpurig: core_dumps.file"))
+    assert node.drained and node.reason == "gpurig: core_dumps.file"
+    node = parse_node(drained("Prolog error", "DOWN+DRAIN+NOT_RESPONDING"))
+    assert node.flags == {"DOWN", "DRAIN", "NOT_RESPONDING"} and node.reason == "Prolog error"
+    node = parse_node(drained("fan [bad] x"))
+    assert node.reason == "fan [bad] x"
+    for bad in ("", IDLE + IDLE, "Node slurm-1 not found\n", IDLE.replace("State=", "Sta=")):
+        with pytest.raises(ValueError):
+            parse_node(bad)
+
+
+def test_health_check_drains_resumes_and_leaves_others_drains() -> None:
+    idle = parse_node(IDLE)
+    ours = parse_node(drained("gpurig: core_dumps.file"))
+    ours_other = parse_node(drained("gpurig: disk.free"))
+    theirs = parse_node(drained("Prolog error"))
+    admin = parse_node(drained("gpurig-like but not ours: fan"))
+    assert health_action(idle, DRIFTED) == ("drain", "gpurig: core_dumps.file")
+    assert health_action(ours, DRIFTED) is None  # already drained with this reason
+    assert health_action(ours_other, DRIFTED) == ("drain", "gpurig: core_dumps.file")
+    assert health_action(theirs, DRIFTED) is None
+    assert health_action(ours, CLEAN) == ("resume", "")
+    for node in (idle, theirs, admin):
+        assert health_action(node, CLEAN) is None
+    for node in (idle, ours, theirs):
+        assert health_action(node, UNREAD) is None and health_action(node, DOWN) is None
+
+
+def drift(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["drift", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_npd_mode_on_this_machine(tmp_path: Path) -> None:
+    spec = tmp_path / "node.yaml"
+    spec.write_text("core_dumps: enabled\npackages: [dpkg]\n")
+    code, out, _ = drift("--local", "--spec", str(spec), "--mode", "npd")
+    assert (code, out) == (0, "gpurig: ok\n")
+    spec.write_text("core_dumps: enabled\npackages: [dpkg, gpurig-test-no-such-package]\n")
+    code, out, _ = drift("--local", "--spec", str(spec), "--mode", "npd")
+    assert (code, out) == (1, "gpurig: packages.missing\n")
+
+
+def test_a_bad_spec_never_fails_a_prolog_and_is_unknown_to_npd(tmp_path: Path) -> None:
+    spec = tmp_path / "node.yaml"
+    spec.write_text("core_dumps: maybe\n")
+    code, out, err = drift("--local", "--spec", str(spec), "--mode", "prolog")
+    assert code == 0 and out == "" and "core_dumps" in err
+    code, out, _ = drift("--local", "--spec", str(spec), "--mode", "npd")
+    assert (code, out) == (2, "gpurig: could not check: invalid spec (see stderr or syslog)\n")
+    code, _, err = drift("drift.yaml", "--mode", "npd")
+    assert code == 2 and "--mode goes with --local" in err
