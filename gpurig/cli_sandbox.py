@@ -57,14 +57,21 @@ def sandbox() -> None:
 @sandbox.command()
 @click.option("--fleet", "fleet_hosts", type=click.IntRange(0, 1000), default=1, show_default=True)
 @click.option("--full", "full_hosts", type=click.IntRange(0, 20), default=0, show_default=True)
+@click.option(
+    "--slurm",
+    "with_slurm",
+    is_flag=True,
+    help="Also a SLURM cluster: slurmctld on full host slurm-ctl, slurmd on slurm-1 and "
+    "slurm-2, user alice with a shared home; ready when sinfo lists the nodes idle.",
+)
 @which_sandbox
-def up(fleet_hosts: int, full_hosts: int, name: str, top: Path) -> None:
+def up(fleet_hosts: int, full_hosts: int, with_slurm: bool, name: str, top: Path) -> None:
     """Start at least this many fleet and full hosts, and write their inventory."""
     from gpurig.sandbox import manager
 
     began = time.monotonic()
     try:
-        manager.up(top, name, fleet_hosts, full_hosts, log=click.echo)
+        manager.up(top, name, fleet_hosts, full_hosts, log=click.echo, with_slurm=with_slurm)
     except SandboxError as e:
         _fail("up", e)
     click.echo(f"ready in {time.monotonic() - began:.1f}s")

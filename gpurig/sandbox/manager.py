@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from gpurig.fsutil import atomic_write
-from gpurig.sandbox import fleet, full, net, registry, rootfs
+from gpurig.sandbox import fleet, full, net, registry, rootfs, slurm
 from gpurig.sandbox.alloc import choose, machine_in_use, machine_lock
 from gpurig.sandbox.keys import ensure_keypair
 from gpurig.sandbox.proc import SandboxError, alive, kill, run, wait_port
@@ -100,9 +100,17 @@ def _claim(paths: Paths, state: State, name: str) -> None:
         net.ensure_bridge(state.bridge, state.gateway, state.network)
 
 
-def up(top: Path, name: str, fleet_hosts: int, full_hosts: int, log: Log = print) -> State:
+def up(
+    top: Path,
+    name: str,
+    fleet_hosts: int,
+    full_hosts: int,
+    log: Log = print,
+    with_slurm: bool = False,
+) -> State:
     """Make sure the sandbox `name` (kept in `top`) runs at least `fleet_hosts` +
-    `full_hosts` hosts; repair what a killed run left.
+    `full_hosts` hosts, and with `with_slurm` its SLURM cluster (three more full hosts);
+    repair what a killed run left.
 
     Idempotent: healthy hosts are left alone, missing ones made, broken ones restarted.
     """
@@ -133,6 +141,10 @@ def up(top: Path, name: str, fleet_hosts: int, full_hosts: int, log: Log = print
 
     wanted = [fleet.record(state, i) for i in range(1, fleet_hosts + 1)]
     wanted += [full.record(state, i) for i in range(1, full_hosts + 1)]
+    if with_slurm:
+        for rec in slurm.records(state):
+            rec.volumes = slurm.volumes(paths.top)
+            wanted.append(rec)
     for rec in wanted:
         state.hosts.setdefault(rec.name, rec)
     env = paths.podman_env()
@@ -164,6 +176,11 @@ def up(top: Path, name: str, fleet_hosts: int, full_hosts: int, log: Log = print
         if not wait_port(rec.address, 22, timeout=max(1.0, deadline - time.monotonic())):
             raise SandboxError(f"{rec.name}: sshd is not answering at {rec.address}:22")
     write_access_files(paths, state)
+    if with_slurm and (any(rec.role for rec in started) or not slurm.ready(state, env)):
+        state.slurm = {}
+        save(paths.state, state)
+        slurm.configure(state, paths.top, env, log)
+        save(paths.state, state)
     log(
         f"up: {name}: {len(state.fleet())} fleet, {len(state.full())} full "
         f"({len(started)} started) on {state.bridge} {state.network}"

@@ -7,6 +7,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpurig.fsutil import atomic_write, xdg_dir
 from gpurig.sandbox.alloc import Allocation, check_name
@@ -35,6 +36,8 @@ class HostRecord:
     container: str = ""
     pid: int | None = None
     started: int | None = None
+    role: str = ""  # a full host's part in the sandbox's SLURM: "slurmctld" | "slurmd"
+    volumes: list[str] = field(default_factory=list)  # a full host's extra bind mounts
 
 
 @dataclass
@@ -56,6 +59,8 @@ class State:
     images: dict[str, str] = field(default_factory=dict)  # name -> reference by digest
     local_image: str = ""  # the train image as Podman here holds it before the push
     hosts: dict[str, HostRecord] = field(default_factory=dict)
+    # The SLURM cluster `up --slurm` made and found ready: controller, nodes, user, shared dir.
+    slurm: dict[str, Any] = field(default_factory=dict)
 
     def fleet(self) -> list[HostRecord]:
         return [h for h in self.hosts.values() if h.kind == "fleet"]
