@@ -100,45 +100,36 @@ def test_detail_lines_escape_host_text() -> None:
     assert lines[0].startswith("gpurig prolog: core_dumps.file: \\x1b[2J evil\\nline")
 
 
-# The shape of SLURM 22.05 scontrol show node NAME --oneliner (to be replaced by lines recorded
-# from the sandbox cluster).
-IDLE = (
-    "NodeName=slurm-1 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUEfctv=1 CPUTot=1 CPULoad=0.61 "
-    "AvailableFeatures=(null) ActiveFeatures=(null) Gres=(null) NodeAddr=10.103.128.5 "
-    "NodeHostName=slurm-1 Version=22.05.8 OS=Linux 6.18.44-fc-v657 #1 SMP RealMemory=1 "
-    "AllocMem=0 FreeMem=20810 Sockets=1 Boards=1 State=IDLE ThreadsPerCore=1 TmpDisk=0 Weight=1 "
-    "Owner=N/A MCS_label=N/A Partitions=debug BootTime=2026-11-23T17:41:33 "
-    "SlurmdStartTime=2026-11-23T18:40:12 LastBusyTime=2026-11-23T18:40:12 CfgTRES=cpu=1,mem=1M,"
-    "billing=1 AllocTRES= CapWatts=n/a CurrentWatts=0 AveWatts=0 ExtSensorsJoules=n/s "
-    "ExtSensorsWatts=0 ExtSensorsTemp=n/s\n"
-)
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 
 
-def drained(reason: str, state: str = "IDLE+DRAIN") -> str:
-    return IDLE.replace("State=IDLE ", f"State={state} ").rstrip("\n") + (
-        f" Reason={reason} [root@2026-11-23T18:45:01]\n"
-    )
+def recorded(name: str) -> str:
+    """`scontrol show node NAME --oneliner` recorded from SLURM 22.05.8 (fixtures/slurm)."""
+    return (FIXTURES / f"show-node_{name}_22.05.8.txt").read_text()
 
 
 def test_scontrol_lines_are_read_strictly() -> None:
-    assert parse_node(IDLE) == NodeState("slurm-1", frozenset({"IDLE"}), None)
-    node = parse_node(drained("gpurig: core_dumps.file"))
-    assert node.drained and node.reason == "gpurig: core_dumps.file"
-    node = parse_node(drained("Prolog error", "DOWN+DRAIN+NOT_RESPONDING"))
-    assert node.flags == {"DOWN", "DRAIN", "NOT_RESPONDING"} and node.reason == "Prolog error"
-    node = parse_node(drained("fan [bad] x"))
-    assert node.reason == "fan [bad] x"
-    for bad in ("", IDLE + IDLE, "Node slurm-1 not found\n", IDLE.replace("State=", "Sta=")):
+    assert parse_node(recorded("idle")) == NodeState("slurm-2", frozenset({"IDLE"}), None)
+    node = parse_node(recorded("idle-not-responding"))
+    assert node.flags == {"IDLE", "NOT_RESPONDING"} and not node.drained and node.reason is None
+    node = parse_node(recorded("drain-gpurig"))
+    assert node.drained and node.reason == "gpurig: test.id"
+    node = parse_node(recorded("drain-prolog-error"))
+    assert node.flags == {"IDLE", "DRAIN"} and node.reason == "Prolog error"
+    assert parse_node(recorded("drain-operator")).reason == "fan [rack 3] noisy"
+    idle = recorded("idle")
+    for bad in ("", idle + idle, recorded("unknown-node"), idle.replace("State=", "Sta=")):
         with pytest.raises(ValueError):
             parse_node(bad)
 
 
 def test_health_check_drains_resumes_and_leaves_others_drains() -> None:
-    idle = parse_node(IDLE)
-    ours = parse_node(drained("gpurig: core_dumps.file"))
-    ours_other = parse_node(drained("gpurig: disk.free"))
-    theirs = parse_node(drained("Prolog error"))
-    admin = parse_node(drained("gpurig-like but not ours: fan"))
+    idle = parse_node(recorded("idle"))
+    gpurig = recorded("drain-gpurig")
+    ours = parse_node(gpurig.replace("gpurig: test.id", "gpurig: core_dumps.file"))
+    ours_other = parse_node(gpurig.replace("gpurig: test.id", "gpurig: disk.free"))
+    theirs = parse_node(recorded("drain-prolog-error"))
+    admin = parse_node(recorded("drain-operator"))
     assert health_action(idle, DRIFTED) == ("drain", "gpurig: core_dumps.file")
     assert health_action(ours, DRIFTED) is None  # already drained with this reason
     assert health_action(ours_other, DRIFTED) == ("drain", "gpurig: core_dumps.file")
