@@ -7,6 +7,7 @@ or a health check drained a node: slurmd keeps neither program's output.
 
 from __future__ import annotations
 
+import os
 import syslog
 import time
 from pathlib import Path
@@ -70,9 +71,12 @@ def run_mode(
     if name == "npd":
         click.echo(node_modes.npd_line(report, m))
     elif name == "prolog":
-        lines = node_modes.detail_lines(report, "gpurig prolog")
+        # slurmd says which of the two runs it (and keeps an Epilog's output in its log).
+        context = "epilog" if os.environ.get("SLURM_SCRIPT_CONTEXT") == "epilog_slurmd" else name
+        lines = node_modes.detail_lines(report, f"gpurig {context}")
         if result == "problem":
-            lines.insert(0, f"gpurig prolog: refused the job: {_act(report, resume=False)}")
+            what = "refused the job" if context == "prolog" else "problem after the job"
+            lines.insert(0, f"gpurig {context}: {what}: {_act(report, resume=False)}")
         _say(lines, syslog.LOG_INFO if result == "ok" else syslog.LOG_ERR)
     else:
         lines = node_modes.detail_lines(report, "gpurig healthcheck")

@@ -5,6 +5,7 @@ health check does to a node in each state. `gpurig drift --local --mode` on this
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -165,3 +166,23 @@ def test_a_bad_spec_never_fails_a_prolog_and_is_unknown_to_npd(tmp_path: Path) -
     assert (code, out) == (2, "gpurig: could not check: invalid spec (see stderr or syslog)\n")
     code, _, err = drift("drift.yaml", "--mode", "npd")
     assert code == 2 and "--mode goes with --local" in err
+
+
+def test_a_read_that_does_not_finish_in_time_is_could_not_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from facts.probe import Probe
+    from gpurig.drift import drift_local
+    from gpurig.inventory import load_spec_file
+
+    command = Probe.command
+    monkeypatch.setattr(Probe, "command", lambda self, **kw: "sleep 3\n" + command(self, **kw))
+    spec = tmp_path / "node.yaml"
+    spec.write_text("core_dumps: enabled\n")
+    began = time.monotonic()
+    report = drift_local(load_spec_file(str(spec), "n1"), timeout=1)
+    assert time.monotonic() - began < 2.5
+    [unread] = report.findings
+    assert unread.id == "state.unreadable" and "timeout" in unread.actual
+    assert node_modes.verdict(report) == "unknown"
+    assert node_modes.npd_line(report, mode("npd")) == "gpurig: could not check: state.unreadable"
