@@ -43,6 +43,15 @@ def test_each_mode_loads_with_known_plans_and_a_time_within_its_limit(name: str)
     assert 0 < m.read_seconds < m.limit_seconds
 
 
+def test_the_health_check_acts_within_slurm_s_60_s() -> None:
+    from gpurig import slurm
+
+    m = mode("healthcheck")
+    assert m.limit_seconds == 60
+    # gpurig's start (about 1 s), the read, then at most `show` and `update`.
+    assert 1 + m.read_seconds + 2 * slurm.TIMEOUT < m.limit_seconds
+
+
 def test_fast_modes_leave_out_checkouts_cleanup_and_containers() -> None:
     for name in ("prolog", "npd"):
         ids = set(node_modes.checked_ids(mode(name)))
