@@ -109,8 +109,8 @@ def up(
     with_slurm: bool = False,
 ) -> State:
     """Make sure the sandbox `name` (kept in `top`) runs at least `fleet_hosts` +
-    `full_hosts` hosts, and with `with_slurm` its SLURM cluster (three more full hosts);
-    repair what a killed run left.
+    `full_hosts` hosts, and with `with_slurm` its SLURM cluster (three more full hosts; once
+    made, every `up` keeps it); repair what a killed run left.
 
     Idempotent: healthy hosts are left alone, missing ones made, broken ones restarted.
     """
@@ -176,6 +176,7 @@ def up(
         if not wait_port(rec.address, 22, timeout=max(1.0, deadline - time.monotonic())):
             raise SandboxError(f"{rec.name}: sshd is not answering at {rec.address}:22")
     write_access_files(paths, state)
+    with_slurm = with_slurm or any(rec.role for rec in state.hosts.values())
     if with_slurm and (any(rec.role for rec in started) or not slurm.ready(state, env)):
         state.slurm = {}
         save(paths.state, state)

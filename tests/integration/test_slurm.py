@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shlex
 import shutil
@@ -417,3 +418,18 @@ def test_drift_drains_refuses_jobs_and_the_fix_resumes(installed: Sandbox) -> No
     fixed = converge([inventory], limit=[NODES[1]])
     assert fixed.returncode == 0, fixed.stderr
     wait_for("resumed", lambda: "DRAIN" not in node_state(ctl, NODES[1])[0].split("+"))
+
+
+@pytest.mark.disruptive
+def test_a_plain_up_repairs_a_killed_slurm_node(cluster: Sandbox) -> None:
+    """`up` without --slurm keeps the cluster it made: a removed node comes back configured."""
+    rec = cluster.state.hosts[NODES[1]]
+    subprocess.run(["podman", "rm", "--force", "--time", "0", rec.container],
+                   env={**os.environ, **cluster.paths.podman_env()}, check=True,
+                   capture_output=True)  # fmt: skip
+    proc = cluster.cli("up", "--fleet", "0", "--full", "0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "idle in sinfo" in proc.stdout
+    ctl = node(cluster, CONTROLLER)
+    wait_for("node back", lambda: node_state(ctl, NODES[1])[0] == "IDLE")
+    assert sh(node(cluster, NODES[1]), f"id -u {USER}").strip() == str(slurm.UID)
