@@ -2,8 +2,8 @@
 and judgement as drift, shaped for the engine that runs gpurig on each node of a cluster.
 
 - `prolog` (SLURM Prolog or Epilog; slurmd runs it as root with no PATH, before each job): a
-  fast subset; exit 1 when it finds an error, which drains the node and holds the job; each
-  error on stderr and in syslog.
+  fast subset; on an error it drains the node with gpurig's reason (SLURM then keeps it) and
+  exits 1, so SLURM requeues the job held; each error on stderr and in syslog.
 - `healthcheck` (SLURM HealthCheckProgram; slurmd runs it periodically and takes no action):
   everything drift checks; the program drains its node itself with a `gpurig: ` reason on an
   error, and resumes a node only when the reason is its own (see `health_action`).
