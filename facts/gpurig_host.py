@@ -79,7 +79,10 @@ ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 class HostState(FactBase[dict[str, Any]]):
     """The outputs of many facts from one command: {read_key: value or Unreadable}."""
 
-    shell_executable = "sh"
+    # By its path: pyinfra's command starts it by name, which a PATH entry another account
+    # may write could answer (a local read as root keeps the caller's PATH until the script
+    # sets the system's own).
+    shell_executable = "/bin/sh"
 
     @staticmethod
     def default() -> dict[str, Any]:
@@ -91,7 +94,11 @@ class HostState(FactBase[dict[str, Any]]):
         self._marker = f"--gpurig-section-{secrets.token_hex(8)}"
         # Each fact's own instance parses its section: some keep what command() was given.
         self._facts = [(cls(), cls, kwargs) for cls, kwargs in reads]
-        parts = [f'[ "$(id -u 2>/dev/null)" = 0 ] && PATH={ROOT_PATH} && export PATH']
+        # As root, the system's PATH and `/` as the working directory: a caller's PATH entry
+        # or directory another account may write is no place to start tools from (`command
+        # -p`: id from the shell's standard path too).
+        root = f"PATH={ROOT_PATH} && export PATH && cd /"
+        parts = [f'[ "$(command -p id -u 2>/dev/null)" = 0 ] && {root}']
         for index, (fact, _, kwargs) in enumerate(self._facts):
             parts.append(section(self._marker, str(index), fact.command(**kwargs)))
         parts.append("exit 0")

@@ -43,9 +43,12 @@ def script_arguments(
     paths: Iterable[str] = (),
     containers: Iterable[str] = (),
     imports: Iterable[Imports] = (),
+    bound: int | None = None,
 ) -> list[str]:
     """probe.sh's command line for these inputs (also what to type to run it by hand)."""
     args = ["--gpu-fields", ",".join(gpu_parse.QUERY_GPU_FIELDS)]
+    if bound is not None:
+        args += ["--bound", str(int(bound))]
     if engine and engine != "none":
         args += ["--engine", engine]
     for flag, values in (("--path", paths), ("--container", containers)):
@@ -225,8 +228,9 @@ class Probe(FactBase[dict[str, Any]]):
         containers: Iterable[str] = (),
         imports: Iterable[Imports] = (),
         user: bool = False,
+        bound: int | None = None,
     ) -> str:
-        args = script_arguments(engine, paths, containers, imports)
+        args = script_arguments(engine, paths, containers, imports, bound)
         # scope: user: containers through the user's API socket, and no `sudo -n true`: a
         # user-scope login never tries sudo.
         scope = f"export {CONTAINER_HOST} GPURIG_NO_SUDO=1\n" if user else ""

@@ -6,6 +6,7 @@
 #
 # Run by hand:  sh facts/probe.sh [--engine docker|podman] [--path DIR]... [--container NAME]...
 #   [--gpu-fields index,name,...] [--imports 'CHECKOUT<TAB>VENV<TAB>module module...']...
+#   [--bound SECONDS]
 set -u
 LC_ALL=C
 export LC_ALL
@@ -14,7 +15,7 @@ NL='
 TAB=$(printf '\t')
 set -f # lists below are split on newlines, never globbed
 
-ENGINE='' PATHS='/' CONTAINERS='' GPU_FIELDS='' IMPORTS=''
+ENGINE='' PATHS='/' CONTAINERS='' GPU_FIELDS='' IMPORTS='' BOUND=20
 while [ $# -gt 0 ]; do
   [ $# -ge 2 ] || { printf 'probe: %s needs a value\n' "$1" >&2; exit 2; }
   case $1 in
@@ -23,14 +24,17 @@ while [ $# -gt 0 ]; do
     --container) CONTAINERS="$CONTAINERS$NL$2" ;;
     --gpu-fields) GPU_FIELDS=$2 ;;
     --imports) IMPORTS="$IMPORTS$NL$2" ;;
+    --bound) case $2 in '' | *[!0-9]*) printf 'probe: --bound takes whole seconds\n' >&2; exit 2 ;; esac
+      BOUND=$2 ;;
     *) printf 'probe: unknown argument %s\n' "$1" >&2; exit 2 ;;
   esac
   shift 2
 done
 
 have() { command -v "$1" >/dev/null 2>&1; }
-# Bound every call that can hang (a wedged engine, a stuck GPU) when coreutils' timeout exists.
-bounded() { if have timeout; then timeout 20 "$@"; else "$@"; fi; }
+# Bound every call that can hang (a wedged engine, a stuck GPU) when coreutils' timeout exists:
+# 20 s each, or what a node contract's mode allows (--bound).
+bounded() { if have timeout; then timeout "$BOUND" "$@"; else "$@"; fi; }
 
 # One sed program escapes a string for JSON: backslash, quote, every control character.
 JSON_SED=':a;$!N;$!ba;s/\\/\\\\/g;s/"/\\"/g'

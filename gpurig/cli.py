@@ -11,12 +11,15 @@ import importlib
 import sys
 import time
 from pathlib import Path
-from typing import ClassVar, TextIO
+from typing import TYPE_CHECKING, ClassVar, TextIO
 
 import click
 
 from gpurig import __version__
 from gpurig.report import FORMATS
+
+if TYPE_CHECKING:
+    from gpurig.report import HostReport
 
 
 class LazyGroup(click.Group):
@@ -114,6 +117,13 @@ def validate(inventories: tuple[str, ...]) -> None:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--output", type=click.File("w", encoding="utf-8"), help="Write here, not stdout.")
 @click.option(
+    "--mode",
+    type=click.Choice(["prolog", "healthcheck", "npd"]),
+    help="With --local: a node contract (SLURM Prolog/Epilog, SLURM HealthCheckProgram, "
+    "node-problem-detector plugin), with its own reads, time, output and exit codes; the "
+    "report goes only to --output.",
+)
+@click.option(
     "--textfile",
     type=click.Path(exists=True, file_okay=False, writable=True, path_type=Path),
     metavar="DIR",
@@ -127,12 +137,18 @@ def drift(
     spec_file: str | None,
     fmt: str,
     output: TextIO | None,
+    mode: str | None,
     textfile: Path | None,
 ) -> None:
     """Check hosts read-only against their spec: exit 0 clean, 1 drift, 2 invalid input.
 
     With --local, check the machine this runs on (a SLURM prolog, a pod's start script, a CI
     job) as host NAME of INVENTORY (--as NAME) or as the spec in a file (--spec FILE).
+
+    --mode prolog|healthcheck|npd runs one of the node contracts (README: Cluster
+    operators): prolog exits 1 on an error (slurmd drains the node and holds the job);
+    healthcheck drains its node with a `gpurig:` reason and resumes only its own drains;
+    npd prints one line of at most 80 characters, exit 0 OK, 1 problem, 2 could not check.
 
     --textfile DIR writes the results for Prometheus (node_exporter's textfile collector): one
     file per node with --local, one file with a `host` label per host from a controller."""
@@ -141,6 +157,8 @@ def drift(
     from gpurig.inventory import InventoryError, load_inventory, load_spec_file
 
     _drift_usage(inventory, limits, local, as_host, spec_file)
+    if mode is not None and not local:
+        raise click.UsageError("--mode goes with --local")
     try:
         if spec_file is not None:
             hosts = [load_spec_file(spec_file, platform.node() or "localhost")]
@@ -148,6 +166,10 @@ def drift(
             hosts = list(load_inventory([str(inventory)]).hosts)
     except InventoryError as exc:
         click.echo(str(exc), err=True)
+        if mode is not None:
+            from gpurig.node_run import refused
+
+            raise SystemExit(refused(mode, str(exc))) from None
         raise SystemExit(2) from None
     names = (as_host,) if as_host is not None else limits
     unknown = [name for name in names if name not in {h.name for h in hosts}]
@@ -161,6 +183,10 @@ def drift(
     from gpurig.report import exit_code, render
 
     started = time.monotonic()
+    if mode is not None:
+        from gpurig.node_run import run_mode
+
+        raise SystemExit(run_mode(mode, selected[0], started, fmt, output, textfile))
     if local:
         reports = [drift_local(selected[0])]
     else:
@@ -168,15 +194,28 @@ def drift(
     duration = time.monotonic() - started
     stream = output or sys.stdout
     stream.write(render(reports, fmt, colour=output is None and stream.isatty()))
-    if textfile is not None:
-        from gpurig import textfile as prom
-
-        try:
-            prom.write(textfile, prom.render(reports, time.time(), duration, host_label=not local))
-        except OSError as exc:
-            click.echo(f"gpurig drift: --textfile {textfile}: {exc.strerror or exc}", err=True)
-            raise SystemExit(1) from None
+    if textfile is not None and not write_textfile(textfile, reports, duration, not local):
+        raise SystemExit(1)
     raise SystemExit(exit_code(reports))
+
+
+def write_textfile(
+    directory: Path,
+    reports: list[HostReport],
+    duration: float,
+    host_label: bool,
+    ids: tuple[str, ...] | None = None,
+) -> bool:
+    """DIR/gpurig_drift.prom for node_exporter; False (said on stderr) when it cannot be."""
+    from gpurig import textfile as prom
+
+    text = prom.render(reports, time.time(), duration, host_label=host_label, ids=ids)
+    try:
+        prom.write(directory, text)
+    except OSError as exc:
+        click.echo(f"gpurig drift: --textfile {directory}: {exc.strerror or exc}", err=True)
+        return False
+    return True
 
 
 def _drift_usage(

@@ -73,12 +73,20 @@ def sandbox() -> None:
     help="A cluster user on full-1: no sudo rights, subuid/subgid and Podman for rootless "
     "containers; in the inventory as full-1-NAME with scope: user (repeat; kept by later ups).",
 )
+@click.option(
+    "--slurm",
+    "with_slurm",
+    is_flag=True,
+    help="Also a SLURM cluster: slurmctld on full host slurm-ctl, slurmd on slurm-1 and "
+    "slurm-2, user alice with a shared home; ready when sinfo lists the nodes idle.",
+)
 @which_sandbox
 def up(
     fleet_hosts: int,
     full_hosts: int,
     behind_login: int,
     cluster_users: tuple[str, ...],
+    with_slurm: bool,
     name: str,
     top: Path,
 ) -> None:
@@ -95,6 +103,7 @@ def up(
             log=click.echo,
             behind_login=behind_login,
             cluster_users=cluster_users,
+            with_slurm=with_slurm,
         )
     except SandboxError as e:
         _fail("up", e)

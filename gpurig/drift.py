@@ -39,7 +39,7 @@ from gpurig.node_checks import (
     unreachable,
     unreadable,
 )
-from gpurig.plans import PLANS, plan_host
+from gpurig.plans import PLANS
 from gpurig.plans.containers import inspect
 from gpurig.plans.engine import toolkit_wanted
 from gpurig.plans.toolkit import packages as toolkit_packages
@@ -57,12 +57,29 @@ PROBE_TIMEOUT = 120  # seconds for the whole command; engines and GPUs can be sl
 ODD_OUTPUT = (Unreadable, ValueError)
 
 
-def drift_reads(spec: Mapping[str, Any]) -> list[Read]:
+@dataclass(frozen=True)
+class Scope:
+    """Which of drift's reads a run makes: the converge's plans by name, and whether the probe
+    looks into declared containers (inspect, torch) and environments (imports). The node
+    contracts (gpurig/node_modes.py) read less, to finish within their engine's time."""
+
+    plans: frozenset[str] = frozenset(name for name, _ in PLANS)
+    containers: bool = True
+    imports: bool = True
+    bound: int | None = None  # seconds for each of the probe's calls (its default: 20)
+
+
+EVERYTHING = Scope()
+
+
+def drift_reads(spec: Mapping[str, Any], scope: Scope = EVERYTHING) -> list[Read]:
     """The plans' reads and the probe's, for this spec: one remote command."""
 
     def everything(read: Any) -> None:
-        plan_host(spec, read)
-        probe_of(spec, read)
+        for name, plan in PLANS:
+            if name in scope.plans:
+                plan(spec, read)
+        probe_of(spec, read, scope)
 
     return required_reads(everything)
 
@@ -72,13 +89,22 @@ def probe_reads(spec: Mapping[str, Any]) -> list[Read]:
     return required_reads(lambda read: probe_of(spec, read))
 
 
-def probe_of(spec: Mapping[str, Any], read: Any) -> dict[str, Any] | None:
+def probe_of(
+    spec: Mapping[str, Any], read: Any, scope: Scope = EVERYTHING
+) -> dict[str, Any] | None:
     """The probe's document with each declared container's inspect (from its one reader).
     Every read is made by the spec alone, before anything read is looked at, so recording
     this function lists all it needs (onboarding's snapshot holds exactly that)."""
-    probe = read(Probe, **probe_kwargs(spec))
+    kwargs = probe_kwargs(spec)
+    if not scope.containers:
+        kwargs["containers"] = []
+    if not scope.imports:
+        kwargs.pop("imports", None)
+    if scope.bound is not None:
+        kwargs["bound"] = scope.bound
+    probe = read(Probe, **kwargs)
     inspects = {}
-    if spec["engine"] != "none":
+    if spec["engine"] != "none" and scope.containers:
         inspects = {name: inspect(read, spec, name) for name in spec["containers"]}
     if not probe or probe.get("error"):
         return probe
@@ -86,7 +112,9 @@ def probe_of(spec: Mapping[str, Any], read: Any) -> dict[str, Any] | None:
     return {**probe, "containers": containers}
 
 
-def evaluate(spec: Mapping[str, Any], values: Mapping[str, Any]) -> list[Finding]:
+def evaluate(
+    spec: Mapping[str, Any], values: Mapping[str, Any], scope: Scope = EVERYTHING
+) -> list[Finding]:
     """Every finding for one host's state: the converge's changes (one finding per subject),
     then the checks, one per cause. A concern whose state could not be read is one
     `state.unreadable`; the others are still judged."""
@@ -94,12 +122,14 @@ def evaluate(spec: Mapping[str, Any], values: Mapping[str, Any]) -> list[Finding
     changes: list[Change] = []
     unread: list[Finding] = []
     for name, plan in PLANS:
+        if name not in scope.plans:
+            continue
         try:
             changes += plan(spec, read)
         except ODD_OUTPUT as exc:
             unread.append(unreadable(name, exc))
     try:
-        checked = check(spec, probe_of(spec, read))
+        checked = check(spec, probe_of(spec, read, scope))
     except ODD_OUTPUT as exc:
         checked = [unreadable("checks", exc)]
     return one_per_cause([*findings(changes), *unread, *checked])
@@ -159,7 +189,11 @@ Then = Callable[[PyinfraHost, dict[str, Any]], dict[str, Any]]
 
 
 def _read_host(
-    host: PyinfraHost, reads: list[Read], sudo: bool | None, then: Then | None = None
+    host: PyinfraHost,
+    reads: list[Read],
+    sudo: bool | None,
+    then: Then | None = None,
+    timeout: int = PROBE_TIMEOUT,
 ) -> tuple[dict[str, Any] | None, str | None]:
     try:
         host.connect(show_errors=False, raise_exceptions=True)
@@ -171,7 +205,7 @@ def _read_host(
         state = host.get_fact(
             HostState,
             reads=reads,
-            _timeout=PROBE_TIMEOUT,
+            _timeout=timeout,
             _ignore_errors=True,
             **arguments,
         )
@@ -227,7 +261,7 @@ def probe_hosts(
     return [done[h.name] for h in hosts]
 
 
-def report(result: Probed) -> HostReport:
+def report(result: Probed, scope: Scope = EVERYTHING) -> HostReport:
     """One host's report; nothing a host printed can stop the others' reports."""
     name = result.host.name
     if result.connect_error is not None:
@@ -237,8 +271,9 @@ def report(result: Probed) -> HostReport:
         return HostReport(name, True, [unreadable("state", RuntimeError(why))])
     try:
         spec = normalise(result.host.spec)
-        findings = evaluate(spec, result.state)
-        return HostReport(name, True, findings, fleet_facts(spec, result.state))
+        findings = evaluate(spec, result.state, scope)
+        facts = fleet_facts(spec, result.state) if scope == EVERYTHING else {}
+        return HostReport(name, True, findings, facts)
     except Exception as exc:  # a bug in gpurig: this host's report says so, the others go on
         return HostReport(name, True, [internal_error(exc)])
 
@@ -264,21 +299,28 @@ def local_sudo() -> bool:
     return done.returncode == 0
 
 
-def drift_local(host: Host) -> HostReport:
+def drift_local(host: Host, scope: Scope = EVERYTHING, timeout: int = PROBE_TIMEOUT) -> HostReport:
     """Read and judge this machine as `host`: the same one command, plans and checks as
-    `run_drift`, run by pyinfra's @local connector (sh in a subprocess, no SSH)."""
-    return report(read_local(host))
+    `run_drift`, run by pyinfra's @local connector (sh in a subprocess, no SSH), reading what
+    `scope` says within `timeout` seconds.
+
+    As root (a SLURM prolog, a health check, node-problem-detector) nothing it starts is
+    found through the caller's PATH or working directory, which another account may write:
+    HostState is `/bin/sh`, which reads from `/` with the system's own PATH."""
+    return report(read_local(host, scope, timeout), scope)
 
 
-def read_local(host: Host) -> Probed:
+def read_local(host: Host, scope: Scope = EVERYTHING, timeout: int = PROBE_TIMEOUT) -> Probed:
     """This machine read as `host` by pyinfra's @local connector (sh in a subprocess, no
-    SSH), through sudo where passwordless (never with scope: user, which acts as the user)."""
+    SSH), through sudo where passwordless (never with scope: user, which acts as the user).
+    A read past `timeout` is pyinfra's fact default, {}: `state.unreadable`, said so."""
     inventory = Inventory((["@local"], {}))
     State(inventory, Config())
     _prepare_pyinfra()
     spec = normalise(host.spec)
     sudo = not is_user(spec) and local_sudo()
-    return Probed(host, *_read_host(inventory.get_host("@local"), drift_reads(spec), sudo))
+    reads = drift_reads(spec, scope)
+    return Probed(host, *_read_host(inventory.get_host("@local"), reads, sudo, timeout=timeout))
 
 
 def progress_stream() -> TextIO | None:

@@ -61,16 +61,22 @@ def checked(report: HostReport) -> bool:
 
 
 def families(
-    reports: Sequence[HostReport], finished: float, duration: float, host_label: bool
+    reports: Sequence[HostReport],
+    finished: float,
+    duration: float,
+    host_label: bool,
+    ids: Sequence[str] | None = None,
 ) -> list[Family]:
     """The run's metrics. `host_label` (the controller) labels each host's series with its
-    name; without it (`--local`, one file per node) node_exporter's target names the host."""
+    name; without it (`--local`, one file per node) node_exporter's target names the host.
+    `ids`: the ids the run checked, each written (0 if not found); every known id if None (a
+    node contract's mode checks fewer)."""
     if not host_label and len(reports) != 1:
         raise ValueError("without a host label a file holds exactly one host")
     per_id: list[tuple[Labels, float]] = []
     per_severity: list[tuple[Labels, float]] = []
     success: list[tuple[Labels, float]] = []
-    ids = known_ids()
+    ids = known_ids() if ids is None else ids
     for report in reports:
         host = {"host": report.name} if host_label else {}
         # A finding counts under each id it stands for (a recreated container's fields).
@@ -140,11 +146,15 @@ def _sample(name: str, labels: Labels, value: float) -> str:
 
 
 def render(
-    reports: Sequence[HostReport], finished: float, duration: float, host_label: bool
+    reports: Sequence[HostReport],
+    finished: float,
+    duration: float,
+    host_label: bool,
+    ids: Sequence[str] | None = None,
 ) -> str:
     """The text exposition format: each family's HELP and TYPE lines, then its samples."""
     lines: list[str] = []
-    for family in families(reports, finished, duration, host_label):
+    for family in families(reports, finished, duration, host_label, ids):
         lines += [f"# HELP {family.name} {_escape_help(family.help)}",
                   f"# TYPE {family.name} gauge"]  # fmt: skip
         lines += [_sample(family.name, labels, value) for labels, value in family.samples]

@@ -127,6 +127,7 @@ def start(
             "--volume", f"{inner_conf}:/etc/containers/containers.conf:ro",
             # Engines inside need a real filesystem for their overlay storage.
             "--volume", "/var/lib/containers", "--volume", "/var/lib/docker",
+            *(arg for volume in rec.volumes for arg in ("--volume", volume)),
             image, "/sbin/init",
         ],
         env=env,

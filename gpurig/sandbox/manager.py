@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from gpurig.fsutil import atomic_write
-from gpurig.sandbox import fleet, full, net, registry, rootfs, users
+from gpurig.sandbox import fleet, full, net, registry, rootfs, slurm, users
 from gpurig.sandbox.alloc import choose, machine_in_use, machine_lock
 from gpurig.sandbox.keys import ensure_keypair, public_key
 from gpurig.sandbox.proc import SandboxError, alive, kill, run, wait_port, wait_port_in
@@ -109,11 +109,13 @@ def up(
     log: Log = print,
     behind_login: int = 0,
     cluster_users: Sequence[str] = (),
+    with_slurm: bool = False,
 ) -> State:
     """Make sure the sandbox `name` (kept in `top`) runs at least `fleet_hosts` +
     `full_hosts` hosts, with `behind_login` a login node and that many hosts reachable only
     through it, and the cluster users asked for now or before (on full-1, see
-    gpurig.sandbox.users); repair what a killed run left.
+    gpurig.sandbox.users), and with `with_slurm` its SLURM cluster (three more full hosts;
+    once made, every `up` keeps it); repair what a killed run left.
 
     Idempotent: healthy hosts are left alone, missing ones made, broken ones restarted (and
     with a restarted login node, the hosts behind it: their links went with it).
@@ -151,6 +153,10 @@ def up(
     if behind_login:  # the login node first: the hosts behind it are wired to it
         wanted.append(fleet.login_record(state))
         wanted += [fleet.behind_record(state, i) for i in range(1, behind_login + 1)]
+    if with_slurm:
+        for rec in slurm.records(state):
+            rec.volumes = slurm.volumes(paths.top)
+            wanted.append(rec)
     for rec in wanted:
         state.hosts.setdefault(rec.name, rec)
     env = paths.podman_env()
@@ -191,6 +197,12 @@ def up(
         assert home is not None
         users.ensure(home, user, public_key(paths.client_key), env)
     write_access_files(paths, state)
+    with_slurm = with_slurm or any(rec.role for rec in state.hosts.values())
+    if with_slurm and (any(rec.role for rec in started) or not slurm.ready(state, env)):
+        state.slurm = {}
+        save(paths.state, state)
+        slurm.configure(state, paths.top, env, log)
+        save(paths.state, state)
     behind = [h for h in state.hosts.values() if h.via]
     login = f", {len(behind)} behind {fleet.LOGIN}" if behind else ""
     log(

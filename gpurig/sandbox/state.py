@@ -7,6 +7,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from gpurig.fsutil import atomic_write, xdg_dir
 from gpurig.sandbox.alloc import Allocation, check_name
@@ -36,6 +37,8 @@ class HostRecord:
     pid: int | None = None
     started: int | None = None
     via: str = ""  # the login node (a host's name) that is the only way to this host
+    role: str = ""  # a full host's part in the sandbox's SLURM: "slurmctld" | "slurmd"
+    volumes: list[str] = field(default_factory=list)  # a full host's extra bind mounts
 
 
 @dataclass
@@ -58,6 +61,8 @@ class State:
     local_image: str = ""  # the train image as Podman here holds it before the push
     hosts: dict[str, HostRecord] = field(default_factory=dict)
     users: list[str] = field(default_factory=list)  # cluster users on full-1 (sandbox.users)
+    # The SLURM cluster `up --slurm` made and found ready: controller, nodes, user, shared dir.
+    slurm: dict[str, Any] = field(default_factory=dict)
 
     def fleet(self) -> list[HostRecord]:
         return [h for h in self.hosts.values() if h.kind == "fleet"]

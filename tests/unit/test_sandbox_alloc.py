@@ -169,13 +169,13 @@ def test_register_links_a_dir_sandbox_once_and_unregister_removes_only_its_link(
 
 
 def test_records_of_a_newer_gpurig_still_load(tmp_path: Path):
-    """A sandbox beside this one, made by a gpurig that records more (here a host `role`):
+    """A sandbox beside this one, made by a gpurig that records more (here a host field `coming`):
     choosing a slot reads its records, so unknown fields are left out, never a crash."""
     state = State(name="new", slot=2)
     state.hosts["login"] = fleet.login_record(State(name="new", slot=2, network="10.102.0.0/17"))
     save(tmp_path / "state.json", state)
     raw = json.loads((tmp_path / "state.json").read_text())
-    raw["hosts"]["login"]["role"] = "slurmctld"
+    raw["hosts"]["login"]["coming"] = "in a later gpurig"
     raw["coming"] = "later"
     (tmp_path / "state.json").write_text(json.dumps(raw))
     loaded = load(tmp_path / "state.json")

@@ -1,0 +1,435 @@
+"""gpurig inside a real SLURM cluster: `gpurig sandbox up --slurm` (Debian 12's SLURM 22.05 and
+MUNGE on three full hosts, user alice with a home on a directory of this machine), gpurig
+installed on each node as an operator would (its wheel and the locked dependencies' wheels,
+pip-installed offline into a root-owned venv with the node's own python3), and the node
+contracts run by slurmd itself: the Prolog refusing alice's job on a drifted node, the
+HealthCheckProgram draining and resuming with its `gpurig:` reason, the textfile on the node,
+NPD's contract run as NPD runs it, and nothing of another account's run as root.
+
+The SLURM hosts start only for this module (its `cluster` fixture); the session's sandbox is
+shared with the other integration tests. The user-scope converge inside a job (rootless Podman
+through DOCKER_HOST) belongs to the user-scope work and is not here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import testinfra
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+from support import REPO_ROOT, Sandbox, remote, write_inventory
+
+from gpurig.converge import converge
+from gpurig.fsutil import xdg_dir
+from gpurig.sandbox import slurm
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.slurm]
+
+CONTROLLER, NODES, USER = slurm.CONTROLLER, slurm.NODES, slurm.USER
+HOME = f"{slurm.SHARED}/home/{USER}"
+EXAMPLES = REPO_ROOT / "examples"
+VENV = "/opt/gpurig"
+SPEC_PATH = "/etc/gpurig/node.yaml"
+TEXTFILE = "/var/lib/prometheus/node-exporter/gpurig_drift.prom"
+CORE_LIMITS = "/etc/security/limits.d/90-gpurig-core.conf"  # one of the core_dumps files
+# What each node declares: the converge makes it so, the contracts check it.
+SPEC = {
+    "engine": "none",
+    "gpu": "absent",
+    "core_dumps": "disabled",
+    "packages": ["slurmd", "munge"],
+    "checks": {"disk_free_min": "1g", "inodes_free_min_pct": 5},
+}
+HEALTH_INTERVAL = 10  # seconds; the example's 300 would make this test wait minutes
+
+
+def wheelhouse() -> Path:
+    """gpurig's wheel built from this checkout (`uv build`) beside its locked dependencies'
+    wheels (uv.lock exported with hashes, `pip download --require-hashes`), the dependencies
+    cached by the lock's hash: what a site copies to nodes that cannot reach PyPI."""
+    lock = (REPO_ROOT / "uv.lock").read_bytes()
+    deps = xdg_dir("XDG_CACHE_HOME", ".cache", f"wheels-{hashlib.sha256(lock).hexdigest()[:12]}")
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or "uv"
+    if not (deps / "requirements.txt").exists():
+        with tempfile.TemporaryDirectory() as tmp:
+            requirements = Path(tmp, "requirements.txt")
+            subprocess.run([uv, "export", "--frozen", "--no-dev", "--no-emit-project",
+                            "--format", "requirements-txt", "-o", str(requirements)],
+                           cwd=REPO_ROOT, check=True, capture_output=True)  # fmt: skip
+            subprocess.run([sys.executable, "-m", "venv", str(Path(tmp, "pip"))], check=True)
+            pip = str(Path(tmp, "pip", "bin", "pip"))
+            subprocess.run([pip, "download", "-q", "--no-deps", "--require-hashes",
+                            "--only-binary", ":all:", "-r", str(requirements),
+                            "-d", str(Path(tmp, "wheels"))], check=True)  # fmt: skip
+            shutil.copy(requirements, Path(tmp, "wheels"))
+            if deps.exists():
+                shutil.rmtree(deps)
+            deps.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copytree(Path(tmp, "wheels"), deps)
+    house = Path(tempfile.mkdtemp(prefix="gpurig-wheels-"))
+    shutil.copytree(deps, house, dirs_exist_ok=True)
+    subprocess.run([uv, "build", "--wheel", "--out-dir", str(house)],
+                   cwd=REPO_ROOT, check=True, capture_output=True)  # fmt: skip
+    return house
+
+
+def node(sandbox: Sandbox, name: str) -> testinfra.host.Host:
+    return remote(sandbox, name)
+
+
+def sh(host: testinfra.host.Host, script: str) -> str:
+    """Run `script` as root on `host`; its stdout, or the failure with everything it said."""
+    out = host.run(script)
+    assert out.rc == 0, f"{script!r}: rc {out.rc}: {out.stdout}{out.stderr}"
+    return out.stdout
+
+
+def as_user(script: str) -> str:
+    """`script` run as the cluster's user, from its home, with a login environment."""
+    return f"runuser -l {USER} -c {shlex.quote(script)}"
+
+
+def wait_for(what: str, probe: Callable[[], object], timeout: float = 90.0) -> object:
+    """Poll `probe` until it returns something truthy; fail naming `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s"
+        time.sleep(1)
+
+
+def node_line(ctl: testinfra.host.Host, name: str) -> str:
+    return sh(ctl, f"scontrol show node {name} --oneliner")
+
+
+def node_state(ctl: testinfra.host.Host, name: str) -> tuple[str, str | None]:
+    """(State=..., Reason=... without slurmctld's [user@time]) of one node."""
+    line = node_line(ctl, name)
+    state = re.search(r" State=(\S+) ", line)
+    reason = re.search(r" Reason=(.*?) \[[^\]]*@[^\]]*\]", line)
+    assert state, line
+    return state.group(1), reason.group(1) if reason else None
+
+
+def job_state(ctl: testinfra.host.Host, job: str) -> tuple[str, str]:
+    out = sh(ctl, f"squeue --noheader --jobs {job} --format '%T|%r' || true").strip()
+    state, _, reason = out.partition("|")
+    return state, reason
+
+
+def textfile(host: testinfra.host.Host) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = sh(host, f"cat {TEXTFILE}")
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def core_dumps_findings(host: testinfra.host.Host) -> float:
+    return textfile(host)["gpurig_drift_findings", (("id", "core_dumps.file"),
+                                                    ("severity", "error"))]  # fmt: skip
+
+
+def set_slurm_conf(sandbox: Sandbox, extra: str) -> None:
+    """slurm.conf as `up --slurm` wrote it plus `extra`, on all three hosts, then reconfigure."""
+    hosts = [sandbox.state.hosts[name] for name in (CONTROLLER, *NODES)]
+    text = slurm.slurm_conf(hosts[0], hosts[1:]) + extra
+    for rec in hosts:
+        host = node(sandbox, rec.name)
+        sh(host, f"printf %s {shlex.quote(text)} >{slurm.CONF}.new && mv {slurm.CONF}.new "
+                 f"{slurm.CONF}")  # fmt: skip
+    sh(node(sandbox, CONTROLLER), "scontrol reconfigure")
+
+
+@pytest.fixture(scope="module")
+def cluster(sandbox: Sandbox) -> Sandbox:
+    """The session's sandbox with its SLURM cluster (`up --slurm` on top of it)."""
+    began = time.monotonic()
+    proc = sandbox.cli("up", "--fleet", "0", "--full", "0", "--slurm")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    print(f"\nup --slurm: {time.monotonic() - began:.1f} s\n{proc.stdout}")
+    assert sandbox.state.slurm["nodes"] == list(NODES)
+    return sandbox
+
+
+@pytest.fixture(scope="module")
+def installed(cluster: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Sandbox:
+    """gpurig in a root-owned venv on each node, its spec, the example wrappers, and the
+    nodes converged to the spec (gpurig's own converge, over SSH)."""
+    house = wheelhouse()
+    shared = slurm.shared_dir(cluster.top) / "wheels"
+    shutil.copytree(house, shared, dirs_exist_ok=True)
+    shutil.rmtree(house)
+    wheel = next(shared.glob("gpurig-*.whl")).name
+    spec = yaml.safe_dump(SPEC)
+    began = time.monotonic()
+
+    def install(name: str) -> None:
+        host = node(cluster, name)
+        wheels = f"{slurm.SHARED}/wheels"
+        pip = f"{VENV}/bin/pip install -q --no-index --find-links {wheels} --no-deps"
+        sh(host, f"python3 -m venv {VENV} && "
+                 f"{pip} --require-hashes -r {wheels}/requirements.txt && "
+                 f"{pip} {wheels}/{wheel}")  # fmt: skip
+        sh(host, f"install -d -m 0755 /etc/gpurig /var/lib/prometheus/node-exporter && "
+                 f"printf %s {shlex.quote(spec)} >{SPEC_PATH}")  # fmt: skip
+        for script in ("gpurig-prolog", "gpurig-healthcheck"):
+            text = (EXAMPLES / "slurm" / script).read_text()
+            sh(host, f"printf %s {shlex.quote(text)} >/etc/slurm/{script} && "
+                     f"chmod 0755 /etc/slurm/{script}")  # fmt: skip
+
+    with ThreadPoolExecutor(len(NODES)) as pool:
+        list(pool.map(install, NODES))
+    print(f"\ngpurig installed on {', '.join(NODES)} in {time.monotonic() - began:.1f} s")
+    inventory = write_inventory(
+        cluster, tmp_path_factory.mktemp("slurm") / "inventory.yaml", dict.fromkeys(NODES, SPEC)
+    )
+    done = converge([inventory], limit=list(NODES))
+    assert done.returncode == 0, done.stderr
+    return cluster
+
+
+def test_cluster_runs_alice_s_jobs_on_shared_storage(cluster: Sandbox) -> None:
+    ctl = node(cluster, CONTROLLER)
+    states = sh(ctl, "sinfo --noheader --Node --format='%N %T'").split("\n")
+    assert sorted(line for line in states if line) == [f"{n} idle" for n in NODES]
+    uids = {name: sh(node(cluster, name), f"id -u {USER}").strip()
+            for name in (CONTROLLER, *NODES)}  # fmt: skip
+    assert set(uids.values()) == {str(slurm.UID)}, uids
+    # No sudo rights: not in the sudo group, and sudo refuses.
+    assert "sudo" not in sh(ctl, f"id -nG {USER}").split()
+    assert ctl.run(as_user("sudo -n true")).rc != 0
+    # A job on each node writes into the shared home; the controller (and this machine) see it.
+    for name in NODES:
+        out = sh(ctl, as_user(f"sbatch --wait --parsable -w {name} -o /dev/null "
+                              f"--wrap 'hostname > ~/ran-on-{name}'"))  # fmt: skip
+        assert out.strip().isdigit()
+        assert sh(ctl, f"cat {HOME}/ran-on-{name}").strip() == name
+        shared = slurm.shared_dir(cluster.top) / "home" / USER / f"ran-on-{name}"
+        assert shared.read_text().strip() == name
+        assert shared.stat().st_uid == slurm.UID
+
+
+# Tools a prolog, a health check or NPD's plugin could start by name, planted in a directory
+# alice owns at the head of PATH: each logs who ran it, then runs the real one.
+PLANTED_TOOLS = (
+    "sh", "bash", "dash", "id", "cat", "sed", "df", "stat", "readlink", "timeout", "setpriv",
+    "date", "grep", "env", "python3", "python", "scontrol", "logger", "systemctl",
+    "dpkg-query", "nvidia-smi", "curl", "docker", "podman", "git", "journalctl", "dmesg",
+)  # fmt: skip
+# Modules gpurig imports, planted in alice's working directory and on PYTHONPATH.
+PLANTED_MODULES = ("json", "yaml", "click", "gevent", "pyinfra", "subprocess")
+PLANTED = "/tmp/plant"  # one empty file per run: WHAT.UID (not sticky: root may write here)
+
+
+def plant(host: testinfra.host.Host) -> str:
+    """alice's tools and modules; the environment a careless wrapper would pass them in."""
+    tool = (
+        f'#!/bin/sh\n: >"{PLANTED}/$(basename "$0").$(/usr/bin/id -u)"\n'
+        'exec "/usr/bin/$(basename "$0")" "$@"\n'
+    )
+    module = f"import os\nopen(f'{PLANTED}/{{__name__}}.py.{{os.getuid()}}', 'w').close()\n"
+    sh(host, f"rm -rf {PLANTED} && install -d -m 0777 {PLANTED}")
+    sh(host, as_user(
+        "mkdir -p ~/bin ~/work && cd ~/bin && "
+        + " && ".join(f"printf %s {shlex.quote(tool)} >{t} && chmod 755 {t}" for t in PLANTED_TOOLS)
+        + " && cd ~/work && "
+        + " && ".join(f"printf %s {shlex.quote(module)} >{m}.py" for m in PLANTED_MODULES)
+    ))  # fmt: skip
+    return (f"cd {HOME}/work && env PATH={HOME}/bin:/usr/sbin:/usr/bin:/sbin:/bin "
+            f"PYTHONPATH={HOME}/work HOME={HOME} SLURMD_NODENAME={NODES[0]}")  # fmt: skip
+
+
+def planted_runs(host: testinfra.host.Host) -> list[tuple[str, str]]:
+    """(what ran, as which uid) for each planted tool or module that ran."""
+    names = sh(host, f"ls {PLANTED}").split()
+    return [tuple(name.rsplit(".", 1)) for name in names]  # type: ignore[misc]
+
+
+def test_no_code_another_account_can_change_runs_as_root(installed: Sandbox) -> None:
+    host = node(installed, NODES[0])
+    env = plant(host)
+    rule = json.loads((EXAMPLES / "npd-gpurig.json").read_text())["rules"][0]
+    runs = {
+        "prolog": "/etc/slurm/gpurig-prolog",
+        "healthcheck": "/etc/slurm/gpurig-healthcheck",
+        "npd": shlex.join([rule["path"], *rule["args"]]),
+    }
+    for mode, command in runs.items():
+        out = host.run(f"{env} {command}")
+        assert out.rc == 0, f"{mode}: {out.stdout}{out.stderr}"
+    assert planted_runs(host) == []
+    # The plants work: alice's PATH runs her `id`, and a python started without -I in her
+    # directory imports her json.py (what -I and gpurig's fixed PATH keep out).
+    sh(host, as_user(f"{env} sh -c 'id -u' >/dev/null"))
+    assert ("id", str(slurm.UID)) in planted_runs(host)
+    sh(host, f"{env} {VENV}/bin/python -c 'import json'")
+    assert ("json.py", "0") in planted_runs(host)
+
+
+def npd(host: testinfra.host.Host) -> tuple[int, str, float]:
+    """The example's rule run as NPD runs it: its path and args, no shell, NPD's own
+    environment (none of ours), killed after the rule's timeout; (exit, stdout trimmed, s)."""
+    rule = json.loads((EXAMPLES / "npd-gpurig.json").read_text())["rules"][0]
+    limit = int(rule["timeout"].rstrip("s"))
+    argv = shlex.join(
+        ["env", "-i", "timeout", "-s", "KILL", str(limit), rule["path"], *rule["args"]]
+    )
+    out = host.run(f"cd / && s=$(date +%s%N); {argv} >/tmp/npd.out 2>/dev/null; rc=$?; "
+                   f"e=$(date +%s%N); echo $rc $(((e - s) / 1000000))")  # fmt: skip
+    code, millis = out.stdout.split()
+    return int(code), sh(host, "cat /tmp/npd.out").strip(), int(millis) / 1000
+
+
+def test_npd_plugin_contract_run_as_npd_runs_it(installed: Sandbox) -> None:
+    host = node(installed, NODES[1])
+    times = []
+    code, line, seconds = npd(host)
+    times.append(seconds)
+    assert (code, line) == (0, "gpurig: ok")
+    sh(host, f"mv {CORE_LIMITS} /root/core-limits.saved")
+    try:
+        code, line, seconds = npd(host)
+        times.append(seconds)
+        assert (code, line) == (1, "gpurig: core_dumps.file")
+        sh(host, f"cp {SPEC_PATH} /root/node.yaml.saved && echo 'core_dumps: maybe' >{SPEC_PATH}")
+        code, line, seconds = npd(host)
+        times.append(seconds)
+        assert code == 2 and line == "gpurig: could not check: invalid spec (see stderr or syslog)"
+    finally:
+        saved = "/root/node.yaml.saved"
+        sh(host, f"mv /root/core-limits.saved {CORE_LIMITS}; "
+                 f"[ ! -f {saved} ] || mv {saved} {SPEC_PATH}")  # fmt: skip
+    print(f"\nnpd mode on {NODES[1]}: {', '.join(f'{t:.2f}' for t in times)} s")
+    assert max(times) < 5
+
+
+def timed(host: testinfra.host.Host, name: str, command: str, runs: int = 3) -> list[float]:
+    """Wall seconds of `command` run as slurmd runs a prolog: as root, no PATH, from /."""
+    seconds = []
+    for _ in range(runs):
+        out = host.run(f"cd / && s=$(date +%s%N); env -i SLURMD_NODENAME={name} "
+                       f"{command} >/dev/null 2>&1; e=$(date +%s%N); "
+                       "echo $(((e - s) / 1000000))")  # fmt: skip
+        seconds.append(int(out.stdout.strip()) / 1000)
+    return seconds
+
+
+def test_each_mode_finishes_within_its_engine_s_time(installed: Sandbox) -> None:
+    host = node(installed, NODES[1])
+    limits = {"prolog": 10, "healthcheck": 60}
+    for mode, limit in limits.items():
+        seconds = timed(host, NODES[1], f"/etc/slurm/gpurig-{mode}")
+        print(f"\n{mode} on {NODES[1]}: {', '.join(f'{t:.2f}' for t in seconds)} s")
+        assert max(seconds) < limit
+
+
+def test_drift_drains_refuses_jobs_and_the_fix_resumes(installed: Sandbox) -> None:
+    """Item 4 end to end: slurmd runs gpurig's Prolog and HealthCheckProgram on a drifted node
+    (its core-dump limits file removed) while alice submits jobs."""
+    ctl, bad, good = (
+        node(installed, CONTROLLER),
+        node(installed, NODES[0]),
+        node(installed, NODES[1]),
+    )
+    lines = (EXAMPLES / "slurm" / "slurm.conf").read_text()
+    prolog_only = "".join(line + "\n" for line in lines.splitlines()
+                          if line.startswith(("Prolog=", "Epilog=")))  # fmt: skip
+    set_slurm_conf(installed, prolog_only)
+    wait_for("nodes idle", lambda: all(node_state(ctl, n)[0] == "IDLE" for n in NODES))
+
+    # A clean node: the Prolog (and Epilog) pass, alice's job runs.
+    sh(ctl, as_user(f"sbatch --wait -w {NODES[0]} -o /dev/null --wrap 'hostname > ~/before'"))
+    assert sh(ctl, f"cat {HOME}/before").strip() == NODES[0]
+    # sbatch --wait returns before the Epilog has run: let it pass on the clean node first.
+    wait_for("epilog done", lambda: node_state(ctl, NODES[0]) == ("IDLE", None))
+
+    # The drift, then a job there: the Prolog refuses it, drains the node with its reason,
+    # SLURM requeues the job held; it never ran.
+    sh(bad, f"rm {CORE_LIMITS}")
+    job = sh(ctl, as_user(f"sbatch --parsable -w {NODES[0]} -o /dev/null "
+                          "--wrap 'hostname > ~/after'")).strip()  # fmt: skip
+    held = wait_for("job held", lambda: (lambda st: st[0] == "PENDING" and "held" in st[1] and st)(
+        job_state(ctl, job)))  # fmt: skip
+    assert held == ("PENDING", "launch failed requeued held")
+    state, reason = node_state(ctl, NODES[0])
+    assert "DRAIN" in state.split("+") and reason == "gpurig: core_dumps.file"
+    assert bad.run(f"test -e {HOME}/after").rc != 0
+    journal = sh(bad, "journalctl -q -t gpurig --no-pager -o cat")
+    assert f"gpurig prolog: refused the job: drained {NODES[0]}: gpurig: core_dumps.file" in journal
+
+    # The health check joins (every 10 s): it keeps its own reason, and its textfile on the
+    # node shows the finding; the clean node's shows 0.
+    health = prolog_only + "".join(
+        line.replace("=300", f"={HEALTH_INTERVAL}") + "\n"
+        for line in lines.splitlines() if line.startswith("HealthCheck")
+    )  # fmt: skip
+    set_slurm_conf(installed, health)
+    wait_for("textfile with the finding", lambda: bad.run(f"test -s {TEXTFILE}").rc == 0
+             and core_dumps_findings(bad) == 1)  # fmt: skip
+    series = textfile(bad)
+    assert series["gpurig_drift_last_run_success", ()] == 1
+    wait_for("clean node's textfile", lambda: good.run(f"test -s {TEXTFILE}").rc == 0)
+    assert core_dumps_findings(good) == 0
+    assert node_state(ctl, NODES[0])[1] == "gpurig: core_dumps.file"
+
+    # The fix (gpurig's converge) and the next health check resumes the node; the job runs.
+    inventory = Path(tempfile.mkdtemp()) / "inventory.yaml"
+    write_inventory(installed, inventory, dict.fromkeys(NODES, SPEC))
+    fixed = converge([inventory], limit=[NODES[0]])
+    assert fixed.returncode == 0, fixed.stderr
+    wait_for("node resumed", lambda: "DRAIN" not in node_state(ctl, NODES[0])[0].split("+"))
+    assert node_state(ctl, NODES[0])[1] is None
+    wait_for("textfile back to 0", lambda: core_dumps_findings(bad) == 0)
+    # Released by hand; SLURM makes a requeued job eligible again only after about 2 minutes.
+    sh(ctl, f"scontrol release {job} && scontrol update JobId={job} StartTime=now")
+    wait_for("held job ran", lambda: bad.run(f"test -s {HOME}/after").rc == 0)
+    assert sh(ctl, f"cat {HOME}/after").strip() == NODES[0]
+
+    # An operator's drain is never lifted by the health check, even on a clean node.
+    sh(ctl, f"scontrol update NodeName={NODES[1]} State=DRAIN Reason='fan check'")
+    seen = textfile(good)["gpurig_drift_last_run_timestamp_seconds", ()]
+    wait_for("two more health checks", lambda: textfile(good)[
+        "gpurig_drift_last_run_timestamp_seconds", ()] > seen + HEALTH_INTERVAL)  # fmt: skip
+    assert node_state(ctl, NODES[1])[1] == "fan check"
+    sh(ctl, f"scontrol update NodeName={NODES[1]} State=RESUME")
+
+    # The health check drains by itself (no job involved), and resumes after the fix.
+    sh(good, f"rm {CORE_LIMITS}")
+    wait_for("health check drained", lambda: node_state(ctl, NODES[1])[1]
+             == "gpurig: core_dumps.file")  # fmt: skip
+    fixed = converge([inventory], limit=[NODES[1]])
+    assert fixed.returncode == 0, fixed.stderr
+    wait_for("resumed", lambda: "DRAIN" not in node_state(ctl, NODES[1])[0].split("+"))
+
+
+@pytest.mark.disruptive
+def test_a_plain_up_repairs_a_killed_slurm_node(cluster: Sandbox) -> None:
+    """`up` without --slurm keeps the cluster it made: a removed node comes back configured."""
+    rec = cluster.state.hosts[NODES[1]]
+    subprocess.run(["podman", "rm", "--force", "--time", "0", rec.container],
+                   env={**os.environ, **cluster.paths.podman_env()}, check=True,
+                   capture_output=True)  # fmt: skip
+    proc = cluster.cli("up", "--fleet", "0", "--full", "0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "idle in sinfo" in proc.stdout
+    ctl = node(cluster, CONTROLLER)
+    wait_for("node back", lambda: node_state(ctl, NODES[1])[0] == "IDLE")
+    assert sh(node(cluster, NODES[1]), f"id -u {USER}").strip() == str(slurm.UID)
