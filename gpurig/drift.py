@@ -193,7 +193,7 @@ def _read_host(
     reads: list[Read],
     sudo: bool | None,
     then: Then | None = None,
-    timeout: int = PROBE_TIMEOUT,
+    timeout: int | None = None,
 ) -> tuple[dict[str, Any] | None, str | None]:
     try:
         host.connect(show_errors=False, raise_exceptions=True)
@@ -205,7 +205,7 @@ def _read_host(
         state = host.get_fact(
             HostState,
             reads=reads,
-            _timeout=timeout,
+            _timeout=timeout or PROBE_TIMEOUT,  # read at call time (tests shorten it)
             _ignore_errors=True,
             **arguments,
         )
@@ -299,7 +299,7 @@ def local_sudo() -> bool:
     return done.returncode == 0
 
 
-def drift_local(host: Host, scope: Scope = EVERYTHING, timeout: int = PROBE_TIMEOUT) -> HostReport:
+def drift_local(host: Host, scope: Scope = EVERYTHING, timeout: int | None = None) -> HostReport:
     """Read and judge this machine as `host`: the same one command, plans and checks as
     `run_drift`, run by pyinfra's @local connector (sh in a subprocess, no SSH), reading what
     `scope` says within `timeout` seconds.
@@ -310,7 +310,7 @@ def drift_local(host: Host, scope: Scope = EVERYTHING, timeout: int = PROBE_TIME
     return report(read_local(host, scope, timeout), scope)
 
 
-def read_local(host: Host, scope: Scope = EVERYTHING, timeout: int = PROBE_TIMEOUT) -> Probed:
+def read_local(host: Host, scope: Scope = EVERYTHING, timeout: int | None = None) -> Probed:
     """This machine read as `host` by pyinfra's @local connector (sh in a subprocess, no
     SSH), through sudo where passwordless (never with scope: user, which acts as the user).
     A read past `timeout` is pyinfra's fact default, {}: `state.unreadable`, said so."""
