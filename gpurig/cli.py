@@ -10,8 +10,9 @@ from __future__ import annotations
 import importlib
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, TextIO
+from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
 import click
 
@@ -103,17 +104,28 @@ def validate(inventories: tuple[str, ...]) -> None:
     click.echo(f"OK: {len(inventory.hosts)} hosts")
 
 
+def which_spec(prefix: str) -> Callable[[Any], Any]:
+    """--as NAME and --spec FILE: the spec this machine is read or converged as (drift, up)."""
+
+    def options(command: Any) -> Any:
+        spec = click.option(
+            "--spec",
+            "spec_file",
+            type=click.Path(dir_okay=False),
+            help=(f"{prefix}a file" if prefix else "A file")
+            + " holding one host's spec (no INVENTORY).",
+        )
+        name = f"{prefix}INVENTORY's host NAME's spec."
+        return click.option("--as", "as_host", metavar="NAME", help=name)(spec(command))
+
+    return options
+
+
 @main.command()
 @click.argument("inventory", type=click.Path(dir_okay=False), required=False)
 @click.option("--limit", "limits", multiple=True, metavar="NAME", help="Only this host (repeat).")
 @click.option("--local", is_flag=True, help="Check this machine, without SSH (see --as, --spec).")
-@click.option("--as", "as_host", metavar="NAME", help="With --local: INVENTORY's host NAME's spec.")
-@click.option(
-    "--spec",
-    "spec_file",
-    type=click.Path(dir_okay=False),
-    help="With --local: a file holding one host's spec (no INVENTORY).",
-)
+@which_spec("With --local: ")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--output", type=click.File("w", encoding="utf-8"), help="Write here, not stdout.")
 @click.option(
@@ -245,13 +257,7 @@ def _drift_usage(
 @main.command()
 @click.argument("inventories", nargs=-1, metavar="[INVENTORY]...")
 @click.option("--local", is_flag=True, help="Converge this machine (required: up acts locally).")
-@click.option("--as", "as_host", metavar="NAME", help="INVENTORY's host NAME's spec.")
-@click.option(
-    "--spec",
-    "spec_file",
-    type=click.Path(dir_okay=False),
-    help="A file holding one host's spec (no INVENTORY).",
-)
+@which_spec("")
 def up(
     inventories: tuple[str, ...], local: bool, as_host: str | None, spec_file: str | None
 ) -> None:
