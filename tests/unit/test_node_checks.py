@@ -11,6 +11,7 @@ import re
 import secrets
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -371,7 +372,19 @@ def test_probe_finds_shadowed_and_missing_imports_in_a_real_environment(private_
     (checkout / "yaml" / "__init__.py").write_text("raise SystemExit('never imported')\n")
     (checkout / "docker").mkdir()
     (checkout / "jsonschema").mkdir()
-    venv = sys.prefix
+    # This test's own environment, seen through a venv in private_dir: wherever the checkout
+    # lies (a clone under /tmp is anyone's directory), the probe then runs its python.
+    venv = str(private_dir / "venv")
+    site_dir = sysconfig.get_path("purelib")
+    (private_dir / "venv" / "bin").mkdir(parents=True)
+    (private_dir / "venv" / "bin" / "python").symlink_to(os.path.realpath(sys.executable))
+    (private_dir / "venv" / "pyvenv.cfg").write_text(
+        f"home = {os.path.dirname(os.path.realpath(sys.executable))}\n"
+        "include-system-site-packages = false\n"
+    )
+    lib = private_dir / "venv" / os.path.relpath(site_dir, sys.prefix)
+    lib.parent.mkdir(parents=True)
+    lib.symlink_to(site_dir)
     names = ["yaml", "docker", "jsonschema", "json", "sys", "no_such_module_here"]
     spec = normalise(
         {"repos": {str(checkout): {"url": "https://x/y.git", "ref": REF,
