@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from pyinfra.api import FactBase
 
 Read = tuple[type[FactBase], dict[str, Any]]
+T = TypeVar("T")
 
 
 def read_key(cls: type[FactBase], kwargs: dict[str, Any]) -> str:
@@ -69,6 +70,39 @@ def sections(output: list[str], marker: str) -> dict[str, list[str]]:
         elif line == marker or line.startswith(f"{marker} "):
             current = found.setdefault(line[len(marker) + 1 :], [])
     return found
+
+
+# A shell function bounding a call that can hang (a wedged engine, a stuck GPU) where
+# coreutils' timeout exists; a host without it still answers.
+BOUNDED = (
+    'bounded() { if command -v timeout >/dev/null 2>&1; then timeout 20 "$@"; else "$@"; fi; }'
+)
+
+
+class Sectioned(FactBase[T]):
+    """A fact whose command prints several outputs, each behind its own marker (a per-run
+    nonce, every line prefixed: `section()`), so one tool's output can never pass for
+    another's. `parse({label: text})` types them; `parse({})` is what a host without any
+    of the tools answers, and the default."""
+
+    def sectioned(self, parts: Mapping[str, str]) -> str:
+        """The command printing each part's output under its label (a shell word)."""
+        self._marker = f"--gpurig-part-{secrets.token_hex(8)}"
+        return "\n".join(section(self._marker, label, body) for label, body in parts.items())
+
+    def split(self, output: list[str]) -> dict[str, str]:
+        """{label: the part's text} for the parts `sectioned()` printed."""
+        return {label: "\n".join(lines) for label, lines in sections(output, self._marker).items()}
+
+    def process(self, output: list[str]) -> T:
+        return self.parse(self.split(output))
+
+    def default(self) -> T:
+        return self.parse({})
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> T:
+        raise NotImplementedError
 
 
 # Root reads with the system's own tools: no PATH entry another account could write (a SLURM

@@ -1,9 +1,12 @@
 """Checks of what the converge cannot change: disk and inode headroom, /dev/shm, login shells,
 GPU presence and health, driver/CUDA/torch compatibility, crashing containers, node health.
 
-Pure (no I/O) over the probe's document (facts/probe.py), so every rule is unit-tested on plain
-dicts; what the converge manages is judged by its plans (gpurig.plans), never here. Thresholds
-and GPU health lists come from `gpurig/data/drift.yaml`, compatibility rules from gpurig.compat.
+Each rule is pure `rule(spec, read) -> [Finding]`: it reads the facts it judges through the same
+`read(FactClass, **kwargs)` as the plans (the host's one-round-trip snapshot, or a Recorder that
+lists what a spec needs), so every rule is unit-tested on plain values; like the plans, a rule
+reads by the spec alone, before it looks at what it read. What the converge manages is judged by
+its plans (gpurig.plans), never here. Thresholds and GPU health lists come from
+`gpurig/data/drift.yaml`, compatibility rules from gpurig.compat.
 """
 
 from __future__ import annotations
@@ -11,19 +14,28 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from facts.gpurig_container import ContainerInspect, ContainerTorch
+from facts.gpurig_host import Unreadable
+from facts.gpurig_node import DiskSpace, EngineSocket, LoginShell, ShmSize
+from facts.gpurig_nvidia import GpuHealth, GpuProcesses, NvidiaGpus
 from gpurig import gpu_checks, node_checks
 from gpurig.compat import Finding, Severity, check_kernel_module, judge
 from gpurig.datafiles import table
 from gpurig.hostkeys import changed_message
 from gpurig.inventory import parse_size
+from gpurig.plans.engine import PODMAN_SOCKET
 
-Probe = Mapping[str, Any]
+Read = Callable[..., Any]
 Spec = Mapping[str, Any]
+
+# What odd host output raises while it is judged (a parser's refusal): that part becomes
+# `state.unreadable`. A KeyError or TypeError is a bug in gpurig and fails its tests.
+ODD_OUTPUT = (Unreadable, ValueError)
 
 # Every id a check can carry (tests check each one has a case that makes it fire).
 CHECK_IDS = (
     "host.unreachable", "host.key_changed", "host.sudo_password", "host.not_root",
-    "probe.failed", "state.unreadable",
+    "state.unreadable",
     "core_dumps.login_shell", "disk.free", "disk.inodes", "shm.size", "engine.api",
     "container.restarting", "gpu.missing", "gpu.unexpected", "compat.kernel_module",
     "compat.driver_cuda", "compat.torch_arch", "gpu.throttle", "gpu.ecc",
@@ -93,9 +105,11 @@ def _gib(size: int | None) -> str:
     return "unknown" if size is None else f"{size / 1024**3:.1f} GiB"
 
 
-def _core_dumps(spec: Spec, probe: Probe) -> Iterator[Finding]:
-    login = (probe.get("core_dumps") or {}).get("login_ulimit_c")
-    if spec["core_dumps"] == "disabled" and login not in ("0", None):
+def _core_dumps(spec: Spec, read: Read) -> Iterator[Finding]:
+    if spec["core_dumps"] != "disabled":
+        return
+    login = read(LoginShell)["ulimit_c"]
+    if login not in ("0", None):
         yield finding(
             "core_dumps.login_shell",
             "warn",
@@ -107,12 +121,19 @@ def _core_dumps(spec: Spec, probe: Probe) -> Iterator[Finding]:
         )
 
 
-def _disks(spec: Spec, probe: Probe) -> Iterator[Finding]:
+def disk_paths(spec: Spec) -> list[str]:
+    """Where headroom is judged: the root, /tmp and every declared checkout."""
+    return ["/", "/tmp", *spec["repos"]]
+
+
+def _disks(spec: Spec, read: Read) -> Iterator[Finding]:
     checks = spec.get("checks") or {}
     free_min = parse_size(checks["disk_free_min"]) if "disk_free_min" in checks else None
     inode_pct = checks.get("inodes_free_min_pct")
+    if free_min is None and inode_pct is None:
+        return
     seen: set[str] = set()
-    for disk in probe.get("disks") or []:
+    for disk in read(DiskSpace, paths=disk_paths(spec)):
         mount = disk.get("mount") or disk["path"]
         if mount in seen or not disk.get("exists"):
             continue
@@ -144,13 +165,13 @@ def _disks(spec: Spec, probe: Probe) -> Iterator[Finding]:
             )
 
 
-def _shm(spec: Spec, probe: Probe) -> Iterator[Finding]:
+def _shm(spec: Spec, read: Read) -> Iterator[Finding]:
     sizes = [
         parse_size(c["shm_size"])
         for c in (spec.get("containers") or {}).values()
         if "shm_size" in c
     ]
-    host = (probe.get("shm") or {}).get("size_bytes")
+    host = read(ShmSize)["size_bytes"] if sizes else None
     if sizes and host is not None and host < max(sizes):
         yield finding(
             "shm.size",
@@ -162,26 +183,26 @@ def _shm(spec: Spec, probe: Probe) -> Iterator[Finding]:
         )
 
 
-def _engine(spec: Spec, probe: Probe) -> Iterator[Finding]:
-    engine = probe.get("engine") or {}
-    socket = engine.get("podman_socket") or {}
-    if spec["engine"] == "podman" and spec["podman_socket"] and socket.get("answers") is False:
+def _engine(spec: Spec, read: Read) -> Iterator[Finding]:
+    if spec["engine"] != "podman" or not spec["podman_socket"]:
+        return
+    if read(EngineSocket, path=PODMAN_SOCKET)["answers"] is False:
         yield finding(
             "engine.api",
             "error",
             "the Podman API socket exists but does not answer",
-            f"{socket.get('path')} answering _ping",
+            f"{PODMAN_SOCKET} answering _ping",
             "no answer",
             "read `journalctl -u podman.socket -u podman.service`; restart podman.socket",
         )
 
 
-def _containers(_spec: Spec, probe: Probe) -> Iterator[Finding]:
-    for container in probe.get("containers") or []:
-        inspect = container.get("inspect") or {}
+def _containers(spec: Spec, read: Read) -> Iterator[Finding]:
+    engine = spec["engine"]
+    for name, found in node_checks.container_reads(spec, read, ContainerInspect).items():
+        inspect = found["inspect"] or {}
         state = inspect.get("State") or {}
         restarts = inspect.get("RestartCount") or 0
-        name, engine = container["name"], container.get("engine") or "docker"
         if state.get("Restarting") or restarts > 0:
             yield finding(
                 "container.restarting",
@@ -193,15 +214,12 @@ def _containers(_spec: Spec, probe: Probe) -> Iterator[Finding]:
             )
 
 
-def _gpus(probe: Probe) -> list[Mapping[str, Any]]:
-    return (probe.get("gpu") or {}).get("gpus") or []
-
-
-def _gpu_presence(spec: Spec, probe: Probe) -> Iterator[Finding]:
+def _gpu_presence(spec: Spec, read: Read) -> Iterator[Finding]:
     wanted = spec["gpu"]
-    found = len(_gpus(probe))
+    gpu = read(NvidiaGpus)
+    found = len(gpu["gpus"] or [])
     if wanted == "required" and not found:
-        error = (probe.get("gpu") or {}).get("gpus_error")
+        error = gpu["gpus_error"]
         yield finding(
             "gpu.missing",
             "error",
@@ -221,19 +239,20 @@ def _gpu_presence(spec: Spec, probe: Probe) -> Iterator[Finding]:
         )
 
 
-def _compat(_spec: Spec, probe: Probe) -> Iterator[Finding]:
-    gpu = probe.get("gpu") or {}
-    module = (gpu.get("kernel_module") or {}).get("version")
-    gpus = _gpus(probe)
-    driver = gpus[0].get("driver_version") if gpus else gpu.get("nvml_mismatch")
+def _compat(spec: Spec, read: Read) -> Iterator[Finding]:
+    gpu = read(NvidiaGpus)
+    torches = node_checks.container_reads(spec, read, ContainerTorch)
+    module = gpu["kernel_module"] or {}
+    gpus = gpu["gpus"] or []
+    driver = gpus[0].get("driver_version") if gpus else gpu["nvml_mismatch"]
     if not driver:
         return
-    if module:
-        yield from check_kernel_module(driver, module)
+    if module and not module["l4t"]:  # a Jetson's module line names its L4T release
+        yield from check_kernel_module(driver, module["version"])
     # A MIG slice is judged by its parent GPU's capability (it has none of its own).
     capabilities = gpu_checks.job_capabilities(gpu)
-    for container in probe.get("containers") or []:
-        torch = container.get("torch") or {}
+    for torch in torches.values():
+        torch = torch or {}
         if not torch.get("cuda"):
             continue
         for capability in capabilities or [None]:
@@ -241,10 +260,10 @@ def _compat(_spec: Spec, probe: Probe) -> Iterator[Finding]:
             yield from judge(driver, None, torch["cuda"], arches, capability)[1]
 
 
-def _gpu_health(_spec: Spec, probe: Probe) -> Iterator[Finding]:
-    gpu = probe.get("gpu") or {}
+def _gpu_health(_spec: Spec, read: Read) -> Iterator[Finding]:
+    gpu, health, apps = read(NvidiaGpus), read(GpuHealth), read(GpuProcesses)
     harmful = set(rules()["harmful_throttle_reasons"])
-    throttled = {pci: sorted(harmful & set(r)) for pci, r in (gpu.get("throttle") or {}).items()}
+    throttled = {pci: sorted(harmful & set(r)) for pci, r in health["throttle"].items()}
     throttled = {pci: r for pci, r in throttled.items() if r}
     if throttled:
         yield finding(
@@ -255,7 +274,7 @@ def _gpu_health(_spec: Spec, probe: Probe) -> Iterator[Finding]:
             "; ".join(f"{pci}: {', '.join(r)}" for pci, r in sorted(throttled.items())),
             "check cooling, fans and power delivery; ask the provider to inspect the node",
         )
-    ecc = {pci: n for pci, n in (gpu.get("ecc_uncorrectable") or {}).items() if n}
+    ecc = {pci: n for pci, n in health["ecc_uncorrectable"].items() if n}
     if ecc:
         yield finding(
             "gpu.ecc",
@@ -265,16 +284,16 @@ def _gpu_health(_spec: Spec, probe: Probe) -> Iterator[Finding]:
             "; ".join(f"{pci}: {n}" for pci, n in sorted(ecc.items())),
             "drain the host and reset the GPU; if errors return, have it replaced",
         )
-    busy = {a.get("gpu_uuid") for a in gpu.get("compute_apps") or []}
+    busy = {a["gpu_uuid"] for a in apps or []}
     floor = rules()["zombie_vram_min_mib"]
     zombies = [
         g
-        for g in _gpus(probe)
+        for g in gpu["gpus"] or []
         if g.get("mig.mode.current") != "Enabled"
         and int(g.get("memory.used") or 0) >= floor
         and g.get("uuid") not in busy
     ]
-    if gpu.get("compute_apps") is not None and zombies:
+    if apps is not None and zombies:
         yield finding(
             "gpu.zombie_vram",
             "warn",
@@ -285,17 +304,7 @@ def _gpu_health(_spec: Spec, probe: Probe) -> Iterator[Finding]:
         )
 
 
-def _gpu_checks(spec: Spec, probe: Probe) -> Iterator[Finding]:
-    """The GPU health checks with remediations (gpurig/gpu_checks.py) on the probe's GPU."""
-    yield from gpu_checks.check(spec, probe.get("gpu") or {})
-
-
-def _node_checks(spec: Spec, probe: Probe) -> Iterator[Finding]:
-    """OOM kills, cgroup leaks, per-cpu memory, shadowed imports (gpurig/node_checks.py)."""
-    yield from node_checks.check(spec, probe)
-
-
-_RULES: tuple[Callable[[Spec, Probe], Iterator[Finding]], ...] = (
+_RULES: tuple[Callable[[Spec, Read], Iterator[Finding]], ...] = (
     _core_dumps,
     _disks,
     _shm,
@@ -304,28 +313,33 @@ _RULES: tuple[Callable[[Spec, Probe], Iterator[Finding]], ...] = (
     _gpu_presence,
     _compat,
     _gpu_health,
-    _gpu_checks,
-    _node_checks,
+    *gpu_checks.RULES,  # GPU health with remediations (gpurig/gpu_checks.py)
+    *node_checks.RULES,  # OOM kills, cgroup leaks, per-cpu memory, shadowed imports
 )
 
 
-def check(spec: Spec, probe: Probe | None) -> list[Finding]:
-    """Every check's finding for one reachable host; a failed probe is one `probe.failed`."""
-    if not probe or probe.get("error"):
-        reason = (probe or {}).get("error") or "the probe printed nothing (timeout or shell error)"
-        return [
-            finding(
-                "probe.failed",
-                "error",
-                f"the probe did not complete: {reason}",
-                "a probe JSON document",
-                reason,
-                "run `sh facts/probe.sh` on the host by hand and read its errors",
-            )
-        ]
+def state_unreadable(what: str, exc: Exception) -> Finding:
+    """A part of the host's state whose output could not be read (`exc` names the fact)."""
+    return finding(
+        "state.unreadable",
+        "error",
+        f"{what}: the host's output could not be read",
+        "output gpurig can parse",
+        str(exc)[:300],
+        "run the converge with -v to see the host's output, or inspect the host by hand",
+    )
+
+
+def check(spec: Spec, read: Read) -> list[Finding]:
+    """Every check's finding for one reachable host. A rule that meets a fact the host's
+    output made unreadable gives one `state.unreadable` naming it; the others still judge."""
     findings: list[Finding] = []
     for rule in _RULES:
-        for item in rule(spec, probe):
+        try:
+            found = list(rule(spec, read))
+        except ODD_OUTPUT as exc:
+            found = [state_unreadable("checks", exc)]
+        for item in found:
             if item not in findings:  # the same compat rule can fire for two containers
                 findings.append(item)
     return findings

@@ -1,7 +1,7 @@
 """`gpurig drift`: read every host in parallel through pyinfra's API (one remote command per
 host), then judge it with the converge's own plans plus the checks.
 
-An unreachable host, a failed probe or a host whose output cannot be parsed becomes a finding,
+An unreachable host or a host whose output cannot be parsed becomes a finding,
 never a crash: a CI job must see the whole fleet's report even when one box is down or odd.
 """
 
@@ -21,17 +21,27 @@ from pyinfra.api import Config, Inventory, State
 from pyinfra.api.exceptions import ConnectError
 from pyinfra.api.host import Host as PyinfraHost
 
-from facts.gpurig_container import ContainerInspect
-from facts.gpurig_host import HostState, Read, Snapshot, Unreadable, required_reads
+from facts.gpurig_container import ContainerInspect, ContainerTorch
+from facts.gpurig_host import HostState, Read, Snapshot, required_reads
+from facts.gpurig_node import OsRelease
+from facts.gpurig_nvidia import NvidiaGpus
 from facts.gpurig_packages import DebStatus
 from facts.gpurig_repo import RepoState
-from facts.probe import Probe, probe_kwargs
 from gpurig import pyinfra_guard
-from gpurig.checks import check, finding, key_changed, sudo_password, unreachable
+from gpurig.checks import (
+    ODD_OUTPUT,
+    check,
+    finding,
+    key_changed,
+    state_unreadable,
+    sudo_password,
+    unreachable,
+)
 from gpurig.compat import Finding
 from gpurig.container import running_image
 from gpurig.hostkeys import is_mismatch
 from gpurig.inventory import Host
+from gpurig.node_checks import container_reads
 from gpurig.plans import PLANS, plan_host
 from gpurig.plans.engine import toolkit_wanted
 from gpurig.plans.toolkit import packages as toolkit_packages
@@ -42,35 +52,15 @@ from gpurig.spec import normalise
 PROBE_TIMEOUT = 120  # seconds for the whole command; engines and GPUs can be slow to answer
 
 
-# What odd host output raises while it is judged (a parser's refusal): that part becomes
-# `state.unreadable`. A KeyError or TypeError is a bug in gpurig and fails its tests.
-ODD_OUTPUT = (Unreadable, ValueError)
-
-
 def drift_reads(spec: Mapping[str, Any]) -> list[Read]:
-    """The plans' reads and the probe's, for this spec: one remote command."""
+    """The plans', the checks' and the fleet view's reads for this spec: one remote command."""
 
     def everything(read: Any) -> None:
         plan_host(spec, read)
-        probe_of(spec, read)
+        check(spec, read)
+        fleet_facts(spec, read)
 
     return required_reads(everything)
-
-
-def probe_reads(spec: Mapping[str, Any]) -> list[Read]:
-    """The probe's reads alone: what onboarding judges before the host is converged."""
-    return required_reads(lambda read: probe_of(spec, read))
-
-
-def _unreadable(what: str, exc: Exception) -> Finding:
-    return finding(
-        "state.unreadable",
-        "error",
-        f"{what}: the host's output could not be read",
-        "output gpurig can parse",
-        str(exc)[:300],
-        "run the converge with -v to see the host's output, or inspect the host by hand",
-    )
 
 
 def internal_error(exc: Exception) -> Finding:
@@ -85,23 +75,6 @@ def internal_error(exc: Exception) -> Finding:
     )
 
 
-def probe_of(spec: Mapping[str, Any], read: Any) -> dict[str, Any] | None:
-    """The probe's document with each declared container's inspect (from its one reader).
-    Every read is made by the spec alone, before anything read is looked at, so recording
-    this function lists all it needs (onboarding's snapshot holds exactly that)."""
-    probe = read(Probe, **probe_kwargs(spec))
-    inspects = {}
-    if spec["engine"] != "none":
-        inspects = {
-            name: read(ContainerInspect, engine=spec["engine"], container=name)
-            for name in spec["containers"]
-        }
-    if not probe or probe.get("error"):
-        return probe
-    containers = [{**c, "inspect": inspects.get(c["name"])} for c in probe.get("containers") or []]
-    return {**probe, "containers": containers}
-
-
 def evaluate(spec: Mapping[str, Any], values: Mapping[str, Any]) -> list[Finding]:
     """Every finding for one host's state: the converge's changes, then the checks. A concern
     whose state could not be read is one `state.unreadable`; the others are still judged."""
@@ -111,39 +84,40 @@ def evaluate(spec: Mapping[str, Any], values: Mapping[str, Any]) -> list[Finding
         try:
             findings += [change.finding() for change in plan(spec, read)]
         except ODD_OUTPUT as exc:
-            findings.append(_unreadable(name, exc))
-    try:
-        found = check(spec, probe_of(spec, read))
-    except ODD_OUTPUT as exc:
-        found = [_unreadable("checks", exc)]
-    return findings + [f for f in found if f not in findings]
+            findings.append(state_unreadable(name, exc))
+    return findings + [f for f in check(spec, read) if f not in findings]
 
 
-def fleet_facts(spec: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
-    """What must match across a multi-node job, from the same snapshot: driver, CUDA (as the
-    containers' torch was built), kernel, toolkit, image digests, deployed commits."""
-    read = Snapshot(dict(values))
-    facts: dict[str, Any] = {}
-    try:
-        probe = probe_of(spec, read) or {}
-        gpus = (probe.get("gpu") or {}).get("gpus") or []
-        facts["driver"] = gpus[0].get("driver_version") if gpus else None
-        facts["kernel"] = (probe.get("host") or {}).get("kernel")
-        facts["cuda"] = {c["name"]: (c.get("torch") or {}).get("cuda")
-                         for c in probe.get("containers") or []}  # fmt: skip
-        facts["image"] = {c["name"]: running_image(c.get("inspect") or {})
-                          for c in probe.get("containers") or []}  # fmt: skip
-        if toolkit_wanted(spec):
-            installed = read(DebStatus, packages=toolkit_packages())
-            facts["toolkit"] = (installed.get(toolkit_packages()[0]) or {}).get("version")
-        facts["code"] = {
+def fleet_facts(spec: Mapping[str, Any], read: Any) -> dict[str, Any]:
+    """What must match across a multi-node job, read through the same reader (the host's
+    snapshot): driver, CUDA (as the containers' torch was built), kernel, toolkit, image
+    digests, deployed commits. A piece whose state is odd is left out (its findings say so)."""
+
+    def toolkit() -> str | None:
+        installed = read(DebStatus, packages=toolkit_packages())
+        return (installed.get(toolkit_packages()[0]) or {}).get("version")
+
+    pieces: dict[str, Callable[[], Any]] = {
+        "driver": lambda: read(NvidiaGpus)["driver"],
+        "kernel": lambda: read(OsRelease)["kernel"],
+        "cuda": lambda: {name: (torch or {}).get("cuda")
+                         for name, torch in container_reads(spec, read, ContainerTorch).items()},
+        "image": lambda: {name: running_image(found["inspect"] or {})
+                          for name, found in container_reads(spec, read, ContainerInspect).items()},
+        **({"toolkit": toolkit} if toolkit_wanted(spec) else {}),
+        "code": lambda: {
             path: (read(RepoState, path=path, ref=r["ref"],
                         lockfile=(r.get("python") or {}).get("lockfile"),
                         venv=(r.get("python") or {}).get("venv")) or {}).get("head")
             for path, r in spec["repos"].items()
-        }  # fmt: skip
-    except ODD_OUTPUT:
-        pass  # a host whose state is odd has its findings; the fleet view shows what was read
+        },
+    }  # fmt: skip
+    facts: dict[str, Any] = {}
+    for key, piece in pieces.items():
+        try:
+            facts[key] = piece()
+        except ODD_OUTPUT:
+            continue
     return facts
 
 
@@ -179,7 +153,7 @@ def _read_host(
         host.connect(show_errors=False, raise_exceptions=True)
     except ConnectError as exc:
         return None, str(exc.args[0])
-    # None: the host's data decides (sudo for a non-root login); onboard probes as the login.
+    # None: the host's data decides (sudo for a non-root login); onboard reads as the login.
     arguments = {} if sudo is None else {"_sudo": sudo}
     try:
         state = host.get_fact(
@@ -249,11 +223,11 @@ def report(result: Probed) -> HostReport:
         return HostReport(name, False, [connect_failure(result.host, result.connect_error)])
     if not result.state:
         why = "the host printed nothing (timeout, or a shell error)"
-        return HostReport(name, True, [_unreadable("state", RuntimeError(why))])
+        return HostReport(name, True, [state_unreadable("state", RuntimeError(why))])
     try:
         spec = normalise(result.host.spec)
         findings = evaluate(spec, result.state)
-        return HostReport(name, True, findings, fleet_facts(spec, result.state))
+        return HostReport(name, True, findings, fleet_facts(spec, Snapshot(result.state)))
     except Exception as exc:  # a bug in gpurig: this host's report says so, the others go on
         return HostReport(name, True, [internal_error(exc)])
 

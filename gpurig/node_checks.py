@@ -1,6 +1,8 @@
 """Node health beyond the GPU: OOM kills, cgroup leaks, per-cpu memory, shadowed imports.
 
-Pure `check(spec, probe) -> [Finding]` over facts/probe.py's typed document. Each finding names
+Pure rules `rule(spec, read) -> [Finding]` over the node facts (facts/gpurig_node.py, the
+containers' inspect, the environments' import reports), read through the checks' reader
+(gpurig.checks). Each finding names
 a remediation from gpu_health.yaml's list; ids, severities, sources and thresholds live in
 gpurig/data/node_health.yaml (the field notes' cgroup OOM and Kubernetes/remote-Docker pages).
 """
@@ -8,14 +10,17 @@ gpurig/data/node_health.yaml (the field notes' cgroup OOM and Kubernetes/remote-
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from facts.gpurig_container import ContainerInspect
+from facts.gpurig_node import CgroupLeaks, CgroupMemory
+from facts.gpurig_repo import EnvImports
 from gpurig.compat import Finding
 from gpurig.datafiles import table
 from gpurig.gpu_checks import remedied
 
-Probe = Mapping[str, Any]
+Read = Callable[..., Any]
 Spec = Mapping[str, Any]
 _GB = 1000**3
 
@@ -39,11 +44,19 @@ def _level(value: int, limits: Mapping[str, int | float], scale: int = 1) -> str
     return "warn" if value > limits["warn"] * scale else None
 
 
-def _oom(_spec: Spec, probe: Probe) -> Iterator[Finding]:
+def container_reads(spec: Spec, read: Read, fact: type) -> dict[str, Any]:
+    """{name: `fact`'s value} for each declared container (none without an engine)."""
+    if spec["engine"] == "none":
+        return {}
+    return {name: read(fact, engine=spec["engine"], container=name) for name in spec["containers"]}
+
+
+def _oom(spec: Spec, read: Read) -> Iterator[Finding]:
     fix = "raise the memory limit or lower what each process holds (num_workers x in-RAM data)"
-    for container in probe.get("containers") or []:
-        name, kills = container["name"], container.get("oom_kill")
-        main = ((container.get("inspect") or {}).get("State") or {}).get("OOMKilled") is True
+    containers, host = container_reads(spec, read, ContainerInspect), read(CgroupMemory)
+    for name, found in containers.items():
+        kills = found["oom_kill"]
+        main = ((found["inspect"] or {}).get("State") or {}).get("OOMKilled") is True
         if kills or main:
             actual = [f"oom_kill {kills} in its cgroup"] if kills else []
             actual += ["its main process was OOM-killed (State.OOMKilled)"] if main else []
@@ -54,7 +67,7 @@ def _oom(_spec: Spec, probe: Probe) -> Iterator[Finding]:
                 "; ".join(actual),
                 f"{fix} for {name}",
             )
-    kills = (probe.get("cgroup") or {}).get("oom_kill")
+    kills = host["oom_kill"]
     if kills:
         yield _finding(
             "host.oom_kill",
@@ -66,10 +79,10 @@ def _oom(_spec: Spec, probe: Probe) -> Iterator[Finding]:
         )
 
 
-def _leaks(_spec: Spec, probe: Probe) -> Iterator[Finding]:
-    cgroup = probe.get("cgroup") or {}
+def _leaks(_spec: Spec, read: Read) -> Iterator[Finding]:
+    cgroup = read(CgroupLeaks)
     thresholds = rules()["thresholds"]
-    counted = cgroup.get("count")
+    counted = cgroup["count"]
     level = counted and _level(counted["count"], thresholds["cgroups"])
     if counted and level:
         dying = f", {counted['dying']} of them dying" if counted["dying"] is not None else ""
@@ -81,8 +94,8 @@ def _leaks(_spec: Spec, probe: Probe) -> Iterator[Finding]:
             "find what creates cgroups without removing them (crash-looping pods or units)",
             severity=level,
         )
-    percpu = cgroup.get("percpu") or {}
-    size = percpu.get("bytes")
+    percpu = cgroup["percpu"]
+    size = percpu["bytes"]
     level = size is not None and _level(size, thresholds["percpu_gb"], _GB)
     if size is not None and level:
         yield _finding(
@@ -116,12 +129,21 @@ def _where(found: Mapping[str, Any] | None, report: Mapping[str, Any]) -> str | 
     return f"a directory without __init__.py: {', '.join(outside)}" if outside else None
 
 
-def _imports(spec: Spec, probe: Probe) -> Iterator[Finding]:
-    by_checkout = {entry.get("checkout"): entry for entry in probe.get("imports") or []}
-    for path, repo in spec["repos"].items():
-        wanted = (repo.get("python") or {}).get("imports") or []
-        entry = by_checkout.get(path)
-        if wanted and entry and entry.get("refused"):
+def import_reads(spec: Spec, read: Read) -> dict[str, Any]:
+    """{checkout: its environment's import report} for each repo declaring `python.imports`."""
+    return {
+        path: read(EnvImports, checkout=path, venv=repo["python"]["venv"],
+                   modules=list(repo["python"]["imports"]))
+        for path, repo in spec["repos"].items()
+        if (repo.get("python") or {}).get("imports")
+    }  # fmt: skip
+
+
+def _imports(spec: Spec, read: Read) -> Iterator[Finding]:
+    for path, entry in import_reads(spec, read).items():
+        repo = spec["repos"][path]
+        wanted = repo["python"]["imports"]
+        if entry["refused"]:
             yield _finding(
                 "env.imports_unchecked",
                 f"the imports of {path} were not checked: gpurig runs an environment's python "
@@ -131,7 +153,7 @@ def _imports(spec: Spec, probe: Probe) -> Iterator[Finding]:
                 f"{path} and {repo['python']['venv']}, and the directories above them",
             )
             continue
-        if not wanted or not entry or (entry["report"] is None and entry["error"] is None):
+        if entry["report"] is None and entry["error"] is None:
             continue  # no environment to ask: repo.env reports it missing
         fix = (
             f"add the package to {repo['python']['lockfile']} (or rename the directory that "
@@ -160,9 +182,9 @@ def _imports(spec: Spec, probe: Probe) -> Iterator[Finding]:
             )
 
 
-_RULES = (_oom, _leaks, _imports)
+RULES = (_oom, _leaks, _imports)
 
 
-def check(spec: Spec, probe: Probe) -> list[Finding]:
-    """Every node health finding for one host's spec and probe."""
-    return [finding for rule in _RULES for finding in rule(spec, probe)]
+def check(spec: Spec, read: Read) -> list[Finding]:
+    """Every node health finding for one host's spec and facts."""
+    return [finding for rule in RULES for finding in rule(spec, read)]

@@ -1,11 +1,12 @@
 """`gpurig onboard`: a fresh rental to a converged, verified host recorded in the inventory.
 
 Five steps, each refusing at the first thing wrong and named in the error: preflight
-(read-only: host key, login, the drift probe judged for a new host, and the sources the spec
-needs reached from the host), record (the inventory edited in place with its comments and order
-kept), converge (this host only, summarised per concern; pyinfra's log kept in a file), verify
-(drift clean), accept (gpurig.accept). A preflight refusal leaves the inventory byte for byte
-as it was. Every run ends with one verdict line: the step, why, and the command to run next.
+(read-only: host key, login, drift's checks and what only a new host needs, read in one round
+trip, and the sources the spec needs reached from the host), record (the inventory edited in
+place with its comments and order kept), converge (this host only, summarised per concern;
+pyinfra's log kept in a file), verify (drift clean), accept (gpurig.accept). A preflight
+refusal leaves the inventory byte for byte as it was. Every run ends with one verdict line:
+the step, why, and the command to run next.
 
 The host is recorded before the converge, not after: the converge runs from the inventory file
 (its host key is what pyinfra checks strictly), and a host the converge has begun to change is a
@@ -31,14 +32,17 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 from ruamel.yaml.util import load_yaml_guess_indent
 
-from facts.gpurig_host import Read, Snapshot, Unreadable
+from facts.gpurig_container import CpuQuota
+from facts.gpurig_host import Read, Snapshot, Unreadable, required_reads
+from facts.gpurig_node import CgroupMemory, DiskSpace, EngineVersions, Login, OsRelease
+from facts.gpurig_nvidia import NvidiaGpus
 from facts.gpurig_reach import AptSources, Reach
 from gpurig import accept, sources
 from gpurig.acceptance import DEFAULT_MARGIN
-from gpurig.checks import check
+from gpurig.checks import ODD_OUTPUT, check, disk_paths
 from gpurig.compat import Finding
 from gpurig.converge import ConvergeResult, converge
-from gpurig.drift import Then, probe_hosts, probe_of, probe_reads, run_drift
+from gpurig.drift import Then, probe_hosts, run_drift
 from gpurig.fsutil import atomic_write, xdg_dir
 from gpurig.hostkeys import changed_message, fetch_host_key, fingerprint, is_mismatch
 from gpurig.inventory import Host, InventoryError, load_inventory, load_inventory_text
@@ -66,7 +70,7 @@ class OnboardError(Exception):
         self, step: str, message: str, concern: str | None = None, advice: str | None = None
     ) -> None:
         self.step, self.concern, self.advice = step, concern, advice
-        # Messages quote hosts (probe errors, GPU names): their control characters escaped.
+        # Messages quote hosts (their errors, GPU names): their control characters escaped.
         super().__init__(step + ": " + visible(message, keep="\n"))
 
     @property
@@ -161,14 +165,23 @@ def _from_findings(name: str, findings: Sequence[Finding], fine: str) -> Check:
     return Check(name, status, detail)
 
 
-def _root(probe: Mapping[str, Any]) -> Check:
-    host = probe.get("host") or {}
-    user = host.get("user") or f"uid {host.get('uid')}"
-    if host.get("uid") == 0:
+Reader = Callable[..., Any]
+
+
+def _os(_spec: Mapping[str, Any], read: Reader) -> Check:
+    found = read(OsRelease)
+    problem = os_problem(found["os_id"], found["os_version"])
+    return Check("os", "FAIL" if problem else "ok", problem or str(found["os_pretty"]))
+
+
+def _root(_spec: Mapping[str, Any], read: Reader) -> Check:
+    login = read(Login)
+    user = login["user"] or f"uid {login['uid']}"
+    if login["uid"] == 0:
         return Check("root", "ok", "logged in as root")
-    if host.get("sudo"):
+    if login["sudo"]:
         return Check("root", "ok", f"{user} has passwordless sudo")
-    why = "no sudo installed" if host.get("sudo") is None else "`sudo -n true` is refused"
+    why = "no sudo installed" if login["sudo"] is None else "`sudo -n true` is refused"
     return Check(
         "root",
         "FAIL",
@@ -177,8 +190,8 @@ def _root(probe: Mapping[str, Any]) -> Check:
     )
 
 
-def _disk(findings: Sequence[Finding], probe: Mapping[str, Any]) -> Check:
-    root = next((d for d in probe.get("disks") or [] if d.get("path") == "/"), {})
+def _disk(spec: Mapping[str, Any], read: Reader, findings: Sequence[Finding]) -> Check:
+    root = next((d for d in read(DiskSpace, paths=disk_paths(spec)) if d["path"] == "/"), {})
     free, total, ifree = (root.get(k) for k in ("free_bytes", "inodes_total", "inodes_free"))
     fine = "/: unknown free space"
     if free is not None and total and ifree is not None:
@@ -186,8 +199,8 @@ def _disk(findings: Sequence[Finding], probe: Mapping[str, Any]) -> Check:
     return _from_findings("disk", [f for f in findings if f.id.startswith("disk.")], fine)
 
 
-def _gpu(spec: Mapping[str, Any], findings: Sequence[Finding], probe: Mapping[str, Any]) -> Check:
-    gpus = (probe.get("gpu") or {}).get("gpus") or []
+def _gpu(spec: Mapping[str, Any], read: Reader, findings: Sequence[Finding]) -> Check:
+    gpus = read(NvidiaGpus)["gpus"] or []
     if gpus:
         names = sorted({str(g.get("name")) for g in gpus})
         fine = f"{len(gpus)} x {', '.join(names)}, driver {gpus[0].get('driver_version')}"
@@ -200,21 +213,19 @@ def _gpu(spec: Mapping[str, Any], findings: Sequence[Finding], probe: Mapping[st
     return check
 
 
-def _engine(spec: Mapping[str, Any], probe: Mapping[str, Any]) -> Check:
-    installed = (probe.get("engine") or {}).get("installed") or {}
+def _engine(spec: Mapping[str, Any], read: Reader) -> Check:
+    installed = read(EngineVersions)
     found = "; ".join(f"{tool}: {installed.get(tool) or 'not installed'}" for tool in installed)
     declared = spec.get("engine") or "not declared"
     return Check("engine", "ok", f"{found or 'none found'}; declared: {declared}")
 
 
-def _cgroup(spec: Mapping[str, Any], probe: Mapping[str, Any]) -> Check:
-    cgroup = probe.get("cgroup") or {}
-    memory, cpu = cgroup.get("memory_limit"), cgroup.get("cpu_max") or ""
-    # cgroup v1 says "no limit" as a huge page-rounded number and a quota of -1.
+def _cgroup(spec: Mapping[str, Any], read: Reader) -> Check:
+    memory, cpus = read(CgroupMemory)["limit"], read(CpuQuota)["cpus"]
+    # cgroup v1 says "no limit" as a huge page-rounded number (and a quota of -1: no `cpus`).
     limits = [f"memory {_gib(memory)}"] if memory is not None and memory < 2**62 else []
-    if cpu and not cpu.startswith(("max", "-")):
-        quota, period = [*cpu.split(), "100000"][:2]
-        limits.append(f"{int(quota) / int(period):g} CPUs")
+    if cpus is not None:
+        limits.append(f"{cpus:g} CPUs")
     if not limits:
         return Check("cgroup", "ok", "no memory or CPU limit on this login's cgroup")
     detail = f"limited to {', '.join(limits)}"
@@ -225,24 +236,31 @@ def _cgroup(spec: Mapping[str, Any], probe: Mapping[str, Any]) -> Check:
     return Check("cgroup", "ok", detail)
 
 
-def probe_checks(host: Host, probe: Mapping[str, Any]) -> list[Check]:
-    """Judge a new host's probe: OS, root, headroom, GPU and compat, engine, cgroup limits.
+def host_checks(host: Host, read: Reader) -> list[Check]:
+    """Judge a new host through `read`: OS, root, headroom, GPU and compat, engine, cgroup
+    limits. A check whose facts the host's output made unreadable fails, saying so.
 
     Headroom, GPU and compat verdicts are drift's own checks (gpurig.checks), so onboarding and the
-    daily drift check cannot disagree; the rest is what only a new host needs.
+    daily drift check cannot disagree; the rest is what only a new host needs. Every read is
+    made whatever was read before, so recording this lists all it needs (`preflight_reads`).
     """
     spec = normalise({**host.spec, "checks": {**DEFAULT_CHECKS, **(host.spec.get("checks") or {})}})
-    findings = check(spec, probe)
-    os_info = probe.get("host") or {}
-    problem = os_problem(os_info.get("os_id"), os_info.get("os_version"))
-    return [
-        Check("os", "FAIL" if problem else "ok", problem or str(os_info.get("os_pretty"))),
-        _root(probe),
-        _disk(findings, probe),
-        _gpu(spec, findings, probe),
-        _engine(spec, probe),
-        _cgroup(spec, probe),
+    findings = check(spec, read)
+    judges: list[tuple[str, Callable[[], Check]]] = [
+        ("os", lambda: _os(spec, read)),
+        ("root", lambda: _root(spec, read)),
+        ("disk", lambda: _disk(spec, read, findings)),
+        ("gpu", lambda: _gpu(spec, read, findings)),
+        ("engine", lambda: _engine(spec, read)),
+        ("cgroup", lambda: _cgroup(spec, read)),
     ]
+    checks = []
+    for name, judge in judges:
+        try:
+            checks.append(judge())
+        except ODD_OUTPUT as exc:
+            checks.append(Check(name, "FAIL", f"the host's output could not be read: {exc}"))
+    return checks
 
 
 # What to fix when a preflight check fails, for the verdict line (default: "fix that").
@@ -254,9 +272,9 @@ ADVICE = {
 }
 
 
-def source_reads(spec: Mapping[str, Any]) -> list[Read]:
-    """The probe, and the host's apt sources: one round trip."""
-    return [*probe_reads(spec), (AptSources, {})]
+def preflight_reads(host: Host) -> list[Read]:
+    """What `host_checks` reads, and the host's apt sources: one round trip."""
+    return [*required_reads(lambda read: host_checks(host, read)), (AptSources, {})]
 
 
 def sources_check(state: Mapping[str, Any], timeout: float) -> Check:
@@ -282,7 +300,7 @@ def sources_check(state: Mapping[str, Any], timeout: float) -> Check:
 
 
 def _reach(spec: Mapping[str, Any], timeout: float) -> Then:
-    """After the probe, on the same connection: try every endpoint the spec needs."""
+    """After the first read, on the same connection: try every endpoint the spec needs."""
 
     def then(pyinfra_host: Any, state: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -410,9 +428,10 @@ def preflight(
     ssh = {"port": host.ssh.port, **ssh, "host_key": host_key}
     edited = edit_inventory(text, request.name, address, ssh, request.groups)
     host = _candidate(request, text, address, ssh)
-    # As the login itself (no sudo), so the probe can say whether that login can become root.
+    # As the login itself (no sudo), so the read can say whether that login can become root.
     reach = _reach(normalise(host.spec), request.timeout)
-    [result] = probe_hosts([host], cache_dir(), sudo=False, reads=source_reads, then=reach)
+    reads = preflight_reads(host)
+    [result] = probe_hosts([host], cache_dir(), sudo=False, reads=lambda _: reads, then=reach)
     if result.connect_error is not None:
         if is_mismatch(result.connect_error):
             raise OnboardError("preflight", changed_message(host.name, str(path)))
@@ -422,12 +441,11 @@ def preflight(
             "preflight", f"cannot log in as {login_as}{with_key}: {result.connect_error}"
         )
     values = result.state or {}
-    probe = probe_of(normalise(host.spec), Snapshot(values)) if values else None
-    probe = probe or {"error": "the probe printed nothing"}
-    if probe.get("error"):
-        raise OnboardError("preflight", f"the probe failed: {probe['error']}")
+    read = Snapshot(values)
+    if not read.holds(Login, {}):
+        raise OnboardError("preflight", "the host printed nothing (timeout, or a shell error)")
     checks += [Check("login", "ok", f"{host.ssh.user or 'default user'}@{host.address}")]
-    checks += probe_checks(host, probe)
+    checks += host_checks(host, read)
     checks.append(sources_check(values, request.timeout))
     echo(render_checks(checks).rstrip("\n"))
     failed = [c for c in checks if c.status == "FAIL"]

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -13,6 +14,12 @@ from gpurig.change import Change
 from gpurig.container import diff_container, run_argv
 
 OPT_IN = "pyinfra inventory.py deploys/gpu_host.py --data allow_recreate=true"
+
+
+def usable_cpus(quota: Mapping[str, Any]) -> int:
+    """Whole CPUs a job may keep busy (CpuQuota): the quota rounded up, else nproc; at least 1."""
+    cpus = math.ceil(quota["cpus"]) if quota["cpus"] is not None else quota["nproc"]
+    return max(1, cpus or 1)
 
 
 def resolved(declared: Mapping[str, Any], cpus: int) -> dict[str, Any]:
@@ -102,12 +109,12 @@ def plan(
             )
             for name in declared
         ]
-    cpus = read(CpuQuota) or 1
+    cpus = usable_cpus(read(CpuQuota))
     gpu = read(NvidiaGpus)
     gpu_check = spec["gpu"] != "absent" and gpu["smi"]
     changes = []
     for name, cspec in declared.items():
-        inspect = read(ContainerInspect, engine=engine, container=name)
+        inspect = read(ContainerInspect, engine=engine, container=name)["inspect"]
         wanted = resolved(cspec, cpus)
         changes += _one(name, wanted, inspect, engine, gpu_check, allow_recreate)
     return changes
