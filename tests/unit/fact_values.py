@@ -3,6 +3,7 @@ recorded outputs (tests/fixtures/gpu), and a `read(FactClass, **kwargs)` answeri
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -100,3 +101,14 @@ def gpu_values(
         ),
         KernelLog: KernelLog.parse({"gpu_lines": _text(xid_lines) or ""}),
     }
+
+
+def run_here(cls: type, env_path: str | None = None, **kwargs: Any) -> Any:
+    """A fact's command run here by sh (optionally with another PATH), its output handed to
+    the same instance's process(), as pyinfra does on a host."""
+    fact = cls()
+    env = {"PATH": env_path} if env_path is not None else None
+    out = subprocess.run(["sh", "-c", fact.command(**kwargs)], capture_output=True, text=True,
+                         env=env, timeout=120, check=True)  # fmt: skip
+    lines = out.stdout.splitlines()
+    return fact.process(lines) if lines else fact.default()

@@ -1,6 +1,7 @@
-"""The probe's import check never runs another account's code as root (issue: a `json.py`
-planted in a checkout ran as uid 0 from `cd checkout && python -c ...`). Run for real on this
-machine: a real interpreter, real files owned by real other uids, the probe script as root."""
+"""The import check (facts.gpurig_repo.EnvImports, facts/env_imports.sh) never runs another
+account's code as root (issue: a `json.py` planted in a checkout ran as uid 0 from
+`cd checkout && python -c ...`). Run for real on this machine: a real interpreter, real files
+owned by real other uids, the fact's command as root."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from facts.probe import parse_probe, script_arguments
+from facts.gpurig_node import CgroupLeaks, CgroupMemory
+from facts.gpurig_repo import EnvImports
 from gpurig import node_checks
 from gpurig.spec import normalise
-from tests.unit.test_probe import run_script
+from tests.unit.fact_values import reader, run_here
 
 NOBODY, OTHER = 65534, 65533  # uids that own nothing on a Debian machine
 # A module the import check's own script imports after start-up: from the checkout, it runs.
@@ -41,9 +43,8 @@ def environment(place: Path, checkout_uid: int, venv_uid: int, mode: int = 0o755
 
 
 def probe(checkout: Path) -> dict:
-    args = script_arguments(imports=[[str(checkout), str(checkout.parent / "venv"), ["yaml"]]])
-    [entry] = parse_probe(run_script(args))["imports"]
-    return entry
+    venv = str(checkout.parent / "venv")
+    return run_here(EnvImports, checkout=str(checkout), venv=venv, modules=["yaml"])
 
 
 def ran_as(checkout: Path) -> str | None:
@@ -80,7 +81,8 @@ def test_a_checkout_others_can_change_is_not_run_at_all(
             "python": {"lockfile": "uv.lock", "venv": str(checkout.parent / "venv"),
                        "imports": ["yaml"]}}}}
     )  # fmt: skip
-    [finding] = node_checks.check(spec, {"imports": [entry]})
+    quiet = {fact: fact().default() for fact in (CgroupMemory, CgroupLeaks)}  # nothing to say
+    [finding] = node_checks.check(spec, reader({**quiet, EnvImports: {str(checkout): entry}}))
     assert finding.id == "env.imports_unchecked" and finding.severity == "warn"
     assert why in finding.actual
 
