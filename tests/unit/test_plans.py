@@ -156,10 +156,14 @@ def reader(state: dict[str, Any]) -> Callable[..., Any]:
         if cls is DriverPackages:
             assert kwargs["globs"] == driver.globs()
             return state["driver_packages"]
+        if cls is CpuQuota:
+            return {"nproc": state["cpus"], "cpus": None}
+        if cls is ContainerInspect:
+            return {"inspect": state["inspect"], "oom_kill": None}
         simple = {Units: "units", JsonFile: "daemon_json", NvidiaGpus: "gpu",
                   ToolkitKeyring: "keyring", CdiSpec: "cdi", RepoState: "repo", RaySessions: "ray",
-                  CoreFiles: "cores", EditableFinders: "finders", FlashinferCache: "flashinfer",
-                  CpuQuota: "cpus", ContainerInspect: "inspect"}  # fmt: skip
+                  CoreFiles: "cores", EditableFinders: "finders",
+                  FlashinferCache: "flashinfer"}  # fmt: skip
         return state[simple[cls]]
 
     return read
