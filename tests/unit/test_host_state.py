@@ -154,3 +154,19 @@ def test_onboardings_own_reads_judge_a_host_with_a_declared_container(engine: st
     checks = {c.name: c for c in host_checks(host, Snapshot(values))}
     assert list(checks) == ["os", "root", "disk", "gpu", "engine", "cgroup"]
     assert "could not be read" not in " ".join(c.detail for c in checks.values())
+
+
+def test_a_read_missing_from_the_snapshot_is_gpurigs_bug_not_the_hosts():
+    """A KeyError in gpurig (a read its own recording did not list) fails tests, and in a run
+    is reported as gpurig's own bug, never as the host's unreadable output."""
+    from gpurig.drift import Probed, report
+    from gpurig.inventory import Host, SshSettings
+
+    _, values = run_here(drift_reads(SPEC))
+    del values[read_key(NvidiaGpus, {})]
+    for judge in (lambda: evaluate(SPEC, values), lambda: fleet_facts(SPEC, Snapshot(values))):
+        with pytest.raises(KeyError, match="NvidiaGpus"):
+            judge()
+    host = Host("h", "192.0.2.1", SshSettings(), (), SPEC, "test", 1)
+    [finding] = report(Probed(host, values)).findings
+    assert finding.id == "gpurig.internal_error" and "KeyError" in finding.actual
