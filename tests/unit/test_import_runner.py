@@ -42,7 +42,7 @@ def environment(place: Path, checkout_uid: int, venv_uid: int, mode: int = 0o755
     return checkout
 
 
-def probe(checkout: Path) -> dict:
+def check_imports(checkout: Path) -> dict:
     venv = str(checkout.parent / "venv")
     return run_here(EnvImports, checkout=str(checkout), venv=venv, modules=["yaml"])
 
@@ -54,7 +54,7 @@ def ran_as(checkout: Path) -> str | None:
 
 def test_a_checkout_owned_by_another_account_runs_as_that_account(private_dir: Path) -> None:
     checkout = environment(private_dir, NOBODY, 0)
-    entry = probe(checkout)
+    entry = check_imports(checkout)
     assert entry["run_as"] == NOBODY and entry["refused"] is None
     assert ran_as(checkout) == str(NOBODY)  # the planted module ran, as its owner: never root
 
@@ -71,7 +71,7 @@ def test_a_checkout_others_can_change_is_not_run_at_all(
     private_dir: Path, checkout_uid: int, venv_uid: int, mode: int, why: str
 ) -> None:
     checkout = environment(private_dir, checkout_uid, venv_uid, mode)
-    entry = probe(checkout)
+    entry = check_imports(checkout)
     assert entry["refused"] and why in entry["refused"], entry
     assert entry["report"] is None and entry["run_as"] is None
     assert ran_as(checkout) is None
@@ -90,6 +90,6 @@ def test_a_checkout_others_can_change_is_not_run_at_all(
 def test_a_checkout_under_a_shared_directory_is_refused(tmp_path: Path) -> None:
     """pytest's tmp_path lies under /tmp (mode 1777): anyone could have made the checkout."""
     checkout = environment(tmp_path, 0, 0)
-    entry = probe(checkout)
+    entry = check_imports(checkout)
     assert entry["refused"].startswith("other accounts may write /tmp")
     assert ran_as(checkout) is None
