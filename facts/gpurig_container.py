@@ -57,9 +57,9 @@ class ContainerInspect(FactBase[dict[str, Any]]):
         cut = ends[-1] if ends else len(output)
         text = "\n".join(output[:cut]).strip()
         data = json.loads(text) if text else []
+        if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
+            raise ValueError("container inspect printed something other than a list of objects")
         inspect = data[0] if data else None
-        if inspect is not None and not isinstance(inspect, dict):
-            raise ValueError("container inspect printed something other than an object")
         oom_kill = None
         if ends and inspect is not None:
             _, pid, count = [*output[cut].split(" ", 2), "", ""][:3]

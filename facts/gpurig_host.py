@@ -29,6 +29,16 @@ class Unreadable(Exception):
     """A section's output could not be parsed: the host printed something unexpected."""
 
 
+class FactFailed(Exception):
+    """A fact's process() failed other than by refusing the host's output (a KeyError, a
+    TypeError): a bug in gpurig, reported as gpurig's own, never as the host's output."""
+
+
+# What a parser raises when it refuses what the host printed (xml.etree's ParseError is a
+# SyntaxError); anything else a fact raises is its own bug.
+REFUSALS = (ValueError, SyntaxError)
+
+
 class Recorder:
     """A reader that answers each fact's default() and remembers what was asked, in order."""
 
@@ -140,8 +150,12 @@ class HostState(FactBase[dict[str, Any]]):
                 lines.pop()
             try:
                 state[read_key(cls, kwargs)] = fact.process(lines) if lines else fact.default()
-            except Exception as exc:  # host output is untrusted: one bad section, one error
+            except REFUSALS as exc:  # host output is untrusted: one bad section, one error
                 state[read_key(cls, kwargs)] = Unreadable(f"{cls.__name__}: {exc!r}"[:300])
+            except Exception as exc:  # a bug in the fact: raised as gpurig's by whoever reads it
+                failed = FactFailed(f"{cls.__name__}.process: {exc!r}"[:300])
+                failed.__cause__ = exc
+                state[read_key(cls, kwargs)] = failed
         return state
 
 
@@ -156,6 +170,6 @@ class Snapshot:
 
     def __call__(self, cls: type[FactBase], **kwargs: Any) -> Any:
         value = self.values[read_key(cls, kwargs)]
-        if isinstance(value, Unreadable):
+        if isinstance(value, Unreadable | FactFailed):
             raise value
         return value

@@ -170,3 +170,28 @@ def test_a_read_missing_from_the_snapshot_is_gpurigs_bug_not_the_hosts():
     host = Host("h", "192.0.2.1", SshSettings(), (), SPEC, "test", 1)
     [finding] = report(Probed(host, values)).findings
     assert finding.id == "gpurig.internal_error" and "KeyError" in finding.actual
+
+
+def test_a_fact_failing_on_its_own_is_gpurigs_bug_not_the_hosts():
+    """A parser's refusal (ValueError, an XML ParseError) is the host's odd output; any other
+    exception in a fact's process() is gpurig's bug: raised as FactFailed by the snapshot,
+    gpurig.internal_error in a run, never state.unreadable."""
+    from facts.gpurig_host import FactFailed
+    from facts.gpurig_nvidia import KernelLog
+    from gpurig.drift import Probed, report
+    from gpurig.inventory import Host, SshSettings
+
+    def broken(parts: Any) -> Any:
+        return parts["no such part"]  # KeyError: the fact's own bug
+
+    fact = HostState()
+    fact.command(reads=[(KernelLog, {})])
+    fact._facts[0][0].parse = broken  # the instance HostState hands the section to
+    values = fact.process([f"{fact._marker} 0", f"|{fact._facts[0][0]._marker} gpu_lines", "||"])
+    with pytest.raises(FactFailed, match=r"KernelLog\.process: KeyError"):
+        Snapshot(values)(KernelLog)
+    _, real = run_here(drift_reads(SPEC))
+    real[read_key(KernelLog, {})] = values[read_key(KernelLog, {})]
+    host = Host("h", "192.0.2.1", SshSettings(), (), SPEC, "test", 1)
+    [finding] = report(Probed(host, real)).findings
+    assert finding.id == "gpurig.internal_error" and "KernelLog.process: KeyError" in finding.actual
