@@ -68,20 +68,23 @@ class ContainerInspect(FactBase[dict[str, Any]]):
         return {"inspect": inspect, "oom_kill": oom_kill}
 
 
-# torch inside a running container, printed as JSON by the container's own python3.
-TORCH_PY = """import json
+# torch inside a running container, printed as JSON by the container's own python3 after a
+# word of its own: Docker prints why an exec failed (no python3 in the image) on stdout.
+TORCH_LINE = "gpurig-torch "
+TORCH_PY = f"""import json
 try:
     import torch
 except Exception:
-    print(json.dumps(None))
+    print({TORCH_LINE!r} + json.dumps(None))
 else:
-    print(json.dumps({"version": torch.__version__, "cuda": torch.version.cuda,
-                      "arch_list": torch.cuda.get_arch_list()}))"""
+    print({TORCH_LINE!r} + json.dumps({{"version": torch.__version__, "cuda": torch.version.cuda,
+                                       "arch_list": torch.cuda.get_arch_list()}}))"""
 
 
 class ContainerTorch(Sectioned[dict[str, Any] | None]):
     """The torch build inside a running container ({version, cuda, arch_list}; None: not
-    running, no python3 or no torch), asked of the container's own python3."""
+    running, no python3 or no torch), asked of the container's own python3. What else the
+    exec prints (the engine's reason it could not run python3) is not torch's answer."""
 
     def command(self, engine: str, container: str) -> str:
         run = f"{engine} exec {shlex.quote(container)} python3 -c {shlex.quote(TORCH_PY)}"
@@ -89,14 +92,18 @@ class ContainerTorch(Sectioned[dict[str, Any] | None]):
 
     @staticmethod
     def parse(parts: Mapping[str, str]) -> dict[str, Any] | None:
-        text = (parts.get("torch") or "").strip()
-        if not text:
+        answers = [
+            line[len(TORCH_LINE) :]
+            for line in (parts.get("torch") or "").splitlines()
+            if line.startswith(TORCH_LINE)
+        ]
+        if not answers:
             return None
-        torch = json.loads(text.splitlines()[-1])
+        torch = json.loads(answers[-1])
         if torch is not None and not (
             isinstance(torch, dict) and isinstance(torch.get("arch_list", []), list)
         ):
-            raise ValueError(f"not torch's build info: {text[-120:]!r}")
+            raise ValueError(f"not torch's build info: {answers[-1][:120]!r}")
         return torch
 
 

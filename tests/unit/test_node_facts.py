@@ -7,12 +7,15 @@ import http.server
 import os
 import shutil
 import socketserver
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from facts.gpurig_container import TORCH_LINE, TORCH_PY, ContainerTorch
 from facts.gpurig_host import HostState, Snapshot, Unreadable
 from facts.gpurig_node import (
     CgroupLeaks,
@@ -221,3 +224,18 @@ def test_odd_gpu_output_is_unreadable_host_output() -> None:
         with pytest.raises(Unreadable, match=cls.__name__):
             snapshot(cls)
     assert snapshot(NvidiaGpus)["present"] is False  # its parts were not printed: absence
+
+
+def test_container_torch_reads_only_the_containers_python_answer() -> None:
+    """Docker prints why an exec failed on stdout (an image without python3, as the sandbox's
+    train image is): that is no torch, not odd output. The answer itself is strict JSON."""
+    here = subprocess.run([sys.executable, "-c", TORCH_PY], capture_output=True, text=True)
+    assert here.stdout == f"{TORCH_LINE}null\n"  # this environment has no torch
+    assert ContainerTorch.parse({"torch": here.stdout}) is None
+    failed = ('OCI runtime exec failed: exec failed: unable to start container process: exec: '
+              '"python3": executable file not found in $PATH: unknown')  # fmt: skip
+    assert ContainerTorch.parse({"torch": failed}) is None
+    answer = '{"version": "2.7.0", "cuda": "12.8", "arch_list": ["sm_90"]}'
+    assert ContainerTorch.parse({"torch": f"{failed}\n{TORCH_LINE}{answer}"})["cuda"] == "12.8"
+    with pytest.raises(ValueError):
+        ContainerTorch.parse({"torch": f"{TORCH_LINE}{{not json"})
