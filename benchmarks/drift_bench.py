@@ -1,5 +1,6 @@
-"""Time `gpurig drift`, a no-op converge, the same checks as one-command pyinfra facts and as an
-Ansible playbook, and a bare parallel `ssh host true`, on sandbox hosts at several distances.
+"""Time `gpurig drift`, a no-op converge, drift's own reads as one-command pyinfra facts and as
+an Ansible playbook (benchmarks/checks.py), and a bare parallel `ssh host true`, on sandbox hosts
+at several distances.
 
     uv sync --frozen --group bench
     sudo .venv/bin/python benchmarks/drift_bench.py [--hosts 1,10,50,100] [--rtt-ms 0,50,150]
@@ -38,7 +39,8 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.checks import CHECKS
+from benchmarks.checks import checks
+from gpurig.inventory import load_inventory
 from gpurig.pyinfra_inventory import known_hosts_line
 from gpurig.sandbox import manager
 from gpurig.sandbox.services import url
@@ -181,12 +183,19 @@ def write_fleet(
     return Fleet(names, out / "inventory.yaml", out / "ssh_config", out / "hosts.ini")
 
 
-def playbook(out: Path) -> Path:
+def fleet_checks(fleet: Fleet) -> list[str]:
+    """The baselines' commands: drift's reads for the spec every host of `fleet` declares."""
+    specs = [host.spec for host in load_inventory([fleet.inventory]).hosts]
+    assert all(spec == specs[0] for spec in specs), "the bench's hosts declare one spec"
+    return checks(specs[0])
+
+
+def playbook(out: Path, commands: list[str]) -> Path:
     play = [
         {
             "hosts": "fleet",
             "gather_facts": False,
-            "tasks": [{"shell": check, "changed_when": False} for check in CHECKS],
+            "tasks": [{"shell": command, "changed_when": False} for command in commands],
         }
     ]
     out.write_text(yaml.safe_dump(play))
@@ -370,15 +379,17 @@ def warn_unless_clean(fleet: Fleet, book: Path, scratch: Path) -> None:
 
 def run_grid(
     paths: manager.Paths, scratch: Path, args: argparse.Namespace
-) -> tuple[Results, dict[str, float]]:
-    """Every (RTT, hosts) cell, and the SSH sessions per host of each method."""
+) -> tuple[Results, dict[str, float], int]:
+    """Every (RTT, hosts) cell, the SSH sessions per host of each method, and how many checks
+    (drift's reads) the baselines run per host."""
     sizes, rtts = args.hosts, args.rtt_ms
-    book = playbook(scratch / "checks.yml")
     spec = full_spec(paths, scratch)
     inventory = yaml.safe_load(paths.inventory.read_text())["hosts"]
     names = [f"fleet-{i:03d}" for i in range(1, max(sizes) + 1)]
     direct = {name: (inventory[name]["address"], 22) for name in names}
     everyone = write_fleet(paths, spec, direct, names, scratch / "direct")
+    baseline = fleet_checks(everyone)
+    book = playbook(scratch / "checks.yml", baseline)
     # The converge under test is a no-op: bring every host to the spec first.
     [(argv, env, ok)] = commands(everyone, book, scratch, [CONVERGE]).values()
     measure(argv, env, ok)
@@ -407,7 +418,7 @@ def run_grid(
                         too_slow[method] = f"skipped: {size} hosts at {rtt} ms took {slowest:.0f} s"
                         slow_at[method] = (rtt, size)
                 print(f"done: {rtt} ms, {size} hosts", file=sys.stderr, flush=True)
-    return results, counts
+    return results, counts, len(baseline)
 
 
 def table(results: Results, counts: dict[str, float]) -> Iterator[str]:
@@ -477,14 +488,15 @@ def main() -> None:
     manager.up(top, name, max(args.hosts), 0, log=lambda _: None)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            results, counts = run_grid(manager.Paths(top), Path(tmp), args)
+            results, counts, reads = run_grid(manager.Paths(top), Path(tmp), args)
     finally:
         manager.down(top, log=lambda _: None)
     print(
         f"`{' '.join(['benchmarks/drift_bench.py', *sys.argv[1:]])}`: median of {args.repeat} "
-        f"runs ({args.ansible_repeat} for Ansible); {len(CHECKS)} checks per host for the "
-        f"pyinfra and Ansible baselines; SSH sessions counted on {args.hosts[0]} hosts; CPU and "
-        "largest process of the client's whole process tree; load average (1 min) "
+        f"runs ({args.ansible_repeat} for Ansible); the pyinfra and Ansible baselines run "
+        f"drift's {reads} reads per host as {reads} commands; SSH sessions counted on "
+        f"{args.hosts[0]} hosts; CPU and largest process of the client's whole process tree; "
+        "load average (1 min) "
         f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs.\n"
     )
     print("\n".join(table(results, counts)))

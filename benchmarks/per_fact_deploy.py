@@ -1,9 +1,9 @@
-"""The probe's checks as ordinary pyinfra facts, one remote command each (the baseline)."""
+"""gpurig drift's reads as ordinary pyinfra facts, one remote command each (the baseline)."""
 
 from pyinfra import host
 from pyinfra.facts.server import Command
 
-from benchmarks.checks import CHECKS
+from benchmarks.checks import checks
 
-for check in CHECKS:
+for check in checks(host.data.get("spec")):
     host.get_fact(Command, command=check)

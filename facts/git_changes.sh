@@ -1,7 +1,6 @@
 # Uncommitted changes in the checkout $1, one per line: `dirt<TAB>PORCELAIN LINE` for a change
 # the user made, `eol_only<TAB>FILE` for a tracked file whose only difference from its commit is
 # CRLF made LF under an `eol=lf` attribute (gpurig's own line-ending fix, not the user's work).
-# Shared by the repo fact and the drift probe, so both call the same tree dirty.
 git_changes() {
   git -C "$1" status --porcelain --untracked-files=no 2>/dev/null | while IFS= read -r line; do
     file=${line#???}

@@ -1,7 +1,8 @@
-"""Acceptance measured on the host: its GPU listing, the acceptance script's JSON (inside the
-declared GPU container, or on the host) and `dcgmi diag -r 1` when DCGM is installed.
+"""Acceptance measured on the host: the acceptance script's JSON (inside the declared GPU
+container, or on the host) and `dcgmi diag -r 1` when DCGM is installed.
 
-Run only when a GPU is listed; judged by gpurig.acceptance, which never trusts what it parses.
+Run only on a host whose GPU query (facts.gpurig_nvidia.NvidiaGpus) lists a GPU; judged by
+gpurig.acceptance, which never trusts what it parses.
 """
 
 from __future__ import annotations
@@ -12,21 +13,21 @@ from typing import Any
 
 from pyinfra.api import FactBase
 
-from gpurig.acceptance import ACCEPTANCE_SCRIPT, gpu_names, parse_result
-from gpurig.user_scope import CONTAINER_HOST
+from facts.gpurig_container import ThroughUserSocket
+from gpurig.acceptance import ACCEPTANCE_SCRIPT, parse_result
 
 DCGMI_TIMEOUT = 300  # level 1 takes under a minute (DCGM's docs); a hung diag must not hang us
 MAX_OUTPUT = 65536
 
 
 class Acceptance(FactBase[dict[str, Any]]):
-    """{"gpus": [name], "result": dict | None, "error": str | None, "dcgmi": {...} | None}."""
+    """{"result": dict | None, "error": str | None, "dcgmi": {...} | None}."""
 
     shell_executable = "sh"
 
     @staticmethod
     def default() -> dict[str, Any]:
-        return {"gpus": [], "result": None, "error": None, "dcgmi": None}
+        return {"result": None, "error": None, "dcgmi": None}
 
     def command(self, engine: str | None = None, container: str | None = None) -> str:
         self._marker = m = f"--gpurig-accept-{secrets.token_hex(8)}"
@@ -34,10 +35,7 @@ class Acceptance(FactBase[dict[str, Any]]):
         if container:  # the engine and the name come from the validated inventory
             python = f"{shlex.quote(engine or 'docker')} exec {shlex.quote(container)} {python}"
         return f"""\
-listing=$(command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>&1)
-printf '%s\\n' {m}-gpus "$listing" | head -c {MAX_OUTPUT}; echo
 printf '%s\\n' {m}-result
-printf '%s\\n' "$listing" | grep -q '^GPU [0-9]' || exit 0
 {python} 2>&1 | tail -c {MAX_OUTPUT}; echo
 command -v dcgmi >/dev/null 2>&1 || exit 0
 out=$(timeout {DCGMI_TIMEOUT} dcgmi diag -r 1 2>&1); rc=$?
@@ -51,14 +49,13 @@ printf '%s\\n' "$out" | head -c {MAX_OUTPUT}
         current: list[str] | None = None
         dcgmi_exit = None
         for line in output:
-            if line in (f"{m}-gpus", f"{m}-result"):
+            if line == f"{m}-result":
                 current = sections.setdefault(line[len(m) + 1 :], [])
             elif line.startswith(f"{m}-dcgmi ") and line.split()[1].isdigit():
                 dcgmi_exit, current = int(line.split()[1]), sections.setdefault("dcgmi", [])
             elif current is not None:
                 current.append(line)
         found = self.default()
-        found["gpus"] = gpu_names("\n".join(sections.get("gpus", [])))
         text = "\n".join(sections.get("result", []))
         if text.strip():
             try:
@@ -70,9 +67,5 @@ printf '%s\\n' "$out" | head -c {MAX_OUTPUT}
         return found
 
 
-class UserAcceptance(Acceptance):
-    """Acceptance with the container reached through the user's Podman API socket (scope:
-    user): a second, local podman would join the service's namespace and break it."""
-
-    def command(self, engine: str | None = None, container: str | None = None) -> str:
-        return f"export {CONTAINER_HOST}\n{super().command(engine, container)}"
+class UserAcceptance(ThroughUserSocket, Acceptance):
+    """Acceptance with the container reached through the user's Podman API socket."""

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from pyinfra.api import FactBase
 
 Read = tuple[type[FactBase], dict[str, Any]]
+T = TypeVar("T")
 
 
 def read_key(cls: type[FactBase], kwargs: dict[str, Any]) -> str:
@@ -26,6 +27,16 @@ def read_key(cls: type[FactBase], kwargs: dict[str, Any]) -> str:
 
 class Unreadable(Exception):
     """A section's output could not be parsed: the host printed something unexpected."""
+
+
+class FactFailed(Exception):
+    """A fact's process() failed other than by refusing the host's output (a KeyError, a
+    TypeError): a bug in gpurig, reported as gpurig's own, never as the host's output."""
+
+
+# What a parser raises when it refuses what the host printed (xml.etree's ParseError is a
+# SyntaxError); anything else a fact raises is its own bug.
+REFUSALS = (ValueError, SyntaxError)
 
 
 class Recorder:
@@ -71,6 +82,41 @@ def sections(output: list[str], marker: str) -> dict[str, list[str]]:
     return found
 
 
+# A shell function bounding a call that can hang (a wedged engine, a stuck GPU) where
+# coreutils' timeout exists (a host without it still answers): 20 s, or what HostState's
+# `bound` allows (a node contract's mode).
+BOUNDED = (
+    "bounded() { if command -v timeout >/dev/null 2>&1; "
+    'then timeout "${GPURIG_BOUND:-20}" "$@"; else "$@"; fi; }'
+)
+
+
+class Sectioned(FactBase[T]):
+    """A fact whose command prints several outputs, each behind its own marker (a per-run
+    nonce, every line prefixed: `section()`), so one tool's output can never pass for
+    another's. `parse({label: text})` types them; `parse({})` is what a host without any
+    of the tools answers, and the default."""
+
+    def sectioned(self, parts: Mapping[str, str]) -> str:
+        """The command printing each part's output under its label (a shell word)."""
+        self._marker = f"--gpurig-part-{secrets.token_hex(8)}"
+        return "\n".join(section(self._marker, label, body) for label, body in parts.items())
+
+    def split(self, output: list[str]) -> dict[str, str]:
+        """{label: the part's text} for the parts `sectioned()` printed."""
+        return {label: "\n".join(lines) for label, lines in sections(output, self._marker).items()}
+
+    def process(self, output: list[str]) -> T:
+        return self.parse(self.split(output))
+
+    def default(self) -> T:
+        return self.parse({})
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> T:
+        raise NotImplementedError
+
+
 # Root reads with the system's own tools: no PATH entry another account could write (a SLURM
 # prolog has no PATH at all; a login's PATH may hold a user's directory).
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -88,7 +134,7 @@ class HostState(FactBase[dict[str, Any]]):
     def default() -> dict[str, Any]:
         return {}
 
-    def command(self, reads: Sequence[Read]) -> str:
+    def command(self, reads: Sequence[Read], bound: int | None = None) -> str:
         # The marker carries a per-run nonce, so no file or tool output can end a section early
         # by accident; pyinfra calls process() on this same instance.
         self._marker = f"--gpurig-section-{secrets.token_hex(8)}"
@@ -99,6 +145,8 @@ class HostState(FactBase[dict[str, Any]]):
         # -p`: id from the shell's standard path too).
         root = f"PATH={ROOT_PATH} && export PATH && cd /"
         parts = [f'[ "$(command -p id -u 2>/dev/null)" = 0 ] && {root}']
+        if bound is not None:  # seconds for each call a fact bounds (BOUNDED)
+            parts.insert(0, f"GPURIG_BOUND={int(bound)}")
         for index, (fact, _, kwargs) in enumerate(self._facts):
             parts.append(section(self._marker, str(index), fact.command(**kwargs)))
         parts.append("exit 0")
@@ -113,8 +161,12 @@ class HostState(FactBase[dict[str, Any]]):
                 lines.pop()
             try:
                 state[read_key(cls, kwargs)] = fact.process(lines) if lines else fact.default()
-            except Exception as exc:  # host output is untrusted: one bad section, one error
+            except REFUSALS as exc:  # host output is untrusted: one bad section, one error
                 state[read_key(cls, kwargs)] = Unreadable(f"{cls.__name__}: {exc!r}"[:300])
+            except Exception as exc:  # a bug in the fact: raised as gpurig's by whoever reads it
+                failed = FactFailed(f"{cls.__name__}.process: {exc!r}"[:300])
+                failed.__cause__ = exc
+                state[read_key(cls, kwargs)] = failed
         return state
 
 
@@ -129,6 +181,6 @@ class Snapshot:
 
     def __call__(self, cls: type[FactBase], **kwargs: Any) -> Any:
         value = self.values[read_key(cls, kwargs)]
-        if isinstance(value, Unreadable):
+        if isinstance(value, Unreadable | FactFailed):
             raise value
         return value

@@ -1,18 +1,23 @@
-"""Facts the NVIDIA container toolkit deploy reads: the GPUs, the keyring, the packages and
-the CDI spec, each one small remote command."""
+"""NVIDIA facts: the one GPU query (`NvidiaGpus`: the listing, the query rows, the kernel
+module) that the plans, the checks, the fleet view, onboarding and acceptance all read; the GPU
+health readings the checks judge; and what the container toolkit deploy reads (keyring, CDI
+spec). Each is one small command batched into the host's one round trip; parsers live in
+gpurig.gpu_parse and are tested on recordings from real GPU machines."""
 
 from __future__ import annotations
 
-import re
 import shlex
+from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Any
 
 from pyinfra.api import FactBase
 
+from facts.gpurig_host import BOUNDED, Sectioned
 from gpurig import gpu_parse
 
 CDI_MARKER = "# gpurig: generated for NVIDIA driver "
-_GPU_LINE = re.compile(r"GPU \d+: (?P<name>.+?) \(UUID: ")
+_SMI = "command -v nvidia-smi >/dev/null 2>&1"
 
 
 def _sections(output: list[str]) -> dict[str, list[str]]:
@@ -27,51 +32,207 @@ def _sections(output: list[str]) -> dict[str, list[str]]:
     return sections
 
 
-def driver_version(text: str) -> str | None:
-    """The driver version from `nvidia-smi --version`, or from the kernel module's version
-    file where nvidia-smi is too old to have `--version`."""
+def _smi(*args: str) -> str:
+    """A part running nvidia-smi where it is installed: a first line saying it ran, then its
+    output (`_ran` reads it back)."""
+    return f"{BOUNDED}\n{_SMI} || exit 0\necho ran\nbounded nvidia-smi {' '.join(args)}"
+
+
+def _ran(parts: Mapping[str, str], label: str) -> str | None:
+    """What nvidia-smi printed in a `_smi` part; None when it is not installed."""
+    first, _, rest = (parts.get(label) or "").partition("\n")
+    return rest if first == "ran" else None
+
+
+def _refused(parse: Any, text: str | None) -> tuple[Any, str | None]:
+    """(parse(text), None), or (None, the parser's reason) for output of another shape; (None,
+    None) when nothing was printed."""
+    if not text or not text.strip():
+        return None, None
     try:
-        return gpu_parse.parse_smi_version(text).driver
-    except ValueError:
-        pass
-    try:
-        return gpu_parse.parse_proc_driver_version(text).version
-    except ValueError:
-        return None
+        return parse(text), None
+    except ValueError as exc:
+        return None, str(exc)
 
 
-class NvidiaGpus(FactBase[dict[str, Any]]):
-    """Whether nvidia-smi exists, whether `nvidia-smi -L` succeeds and lists GPUs, their names
-    and the driver version."""
-
-    @staticmethod
-    def default() -> dict[str, Any]:
-        return {"smi": False, "present": False, "gpus": [], "driver": None, "error": "no output"}
+class NvidiaGpus(Sectioned[dict[str, Any]]):
+    """The GPU query: whether nvidia-smi exists (`smi`); `nvidia-smi -L`'s GPUs with their MIG
+    devices (`listing`, strict: gpu_parse.parse_smi_list); one `--query-gpu` row per GPU
+    (`gpus`); the loaded kernel module (/proc/driver/nvidia/version). `present`: the listing
+    names a GPU; `driver`: the driver version then (the query's, else the module's); `error`:
+    why no GPU is present. A tool's refusal is kept as `*_error`, never guessed around."""
 
     def command(self) -> str:
-        return (
-            "if ! command -v nvidia-smi >/dev/null 2>&1; then echo '== no nvidia-smi'; exit 0; fi; "
-            "if out=$(timeout 60 nvidia-smi -L 2>&1); then echo '== list ok'; "
-            "else echo '== list failed'; fi; printf '%s\\n' \"$out\"; echo '== version'; "
-            "timeout 60 nvidia-smi --version 2>/dev/null || cat /proc/driver/nvidia/version "
-            "2>/dev/null || true"
-        )
+        return self.sectioned({
+            "list": _smi("-L 2>&1"),
+            "query": _smi(gpu_parse.QUERY_GPU_COMMAND.removeprefix("nvidia-smi "), "2>&1"),
+            "version": _smi("--version 2>/dev/null"),
+            "module": "cat /proc/driver/nvidia/version 2>/dev/null",
+        })  # fmt: skip
 
-    def process(self, output: list[str]) -> dict[str, Any]:
-        sections = _sections(output)
-        listing = sections.get("list ok", sections.get("list failed", []))
-        names = [m["name"] for m in map(_GPU_LINE.match, listing) if m]
-        present = "list ok" in sections and bool(names)
-        error = None
-        if not present:
-            error = "nvidia-smi is not installed" if "no nvidia-smi" in sections else (
-                "\n".join(line for line in listing if line.strip()) or "no GPU listed")  # fmt: skip
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        listed, query = _ran(parts, "list"), _ran(parts, "query")
+        listing, listing_error = _refused(gpu_parse.parse_smi_list, listed)
+        gpus, gpus_error = _refused(gpu_parse.parse_query_gpu_csv, query)
+        version, _ = _refused(gpu_parse.parse_smi_version, _ran(parts, "version"))
+        module_text = parts.get("module") or ""
+        module, module_error = _refused(gpu_parse.parse_proc_driver_version, module_text)
+        present = bool(listing)
+        if present:
+            error = None
+        elif listed is None:
+            error = "nvidia-smi is not installed"
+        else:
+            error = listing_error or listed.strip() or "no GPU listed"
+        # The driver: --version's (610+ says KMD), else the query's, else the module's (an
+        # nvidia-smi too old for --version); never a Jetson's L4T release.
+        drivers = [version.driver if version else None]
+        drivers += [g.get("driver_version") for g in gpus or []]
+        l4t = bool(module) and gpu_parse.is_l4t_module(module, module_text)
+        drivers.append(module.version if module and not l4t else None)
         return {
-            "smi": "no nvidia-smi" not in sections,
+            "smi": listed is not None,
             "present": present,
-            "gpus": names,
-            "driver": driver_version("\n".join(sections.get("version", []))) if present else None,
+            "listing": [asdict(g) for g in listing] if listing is not None else None,
+            "listing_error": listing_error,
+            "gpus": gpus,
+            "gpus_error": gpus_error,
+            "nvml_mismatch": gpu_parse.parse_nvml_mismatch(query or ""),
+            "kernel_module": {**asdict(module), "l4t": l4t} if module else None,
+            "kernel_module_error": module_error,
+            "driver": next((d for d in drivers if d), None) if present else None,
             "error": error,
+        }
+
+
+class GpuHealth(Sectioned[dict[str, Any]]):
+    """`nvidia-smi -q -x`: each GPU's health fields, active clock throttle reasons and volatile
+    uncorrectable ECC errors (by PCI id). Empty where nvidia-smi is missing or cannot start
+    NVML (NvidiaGpus says why); XML of another shape is refused."""
+
+    def command(self) -> str:
+        return self.sectioned({"xml": _smi("-q -x 2>&1")})
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        text = _ran(parts, "xml") or ""
+        if not text.strip() or gpu_parse.smi_failed(text):
+            return {"health": [], "throttle": {}, "ecc_uncorrectable": {}}
+        return {
+            "health": [asdict(g) for g in gpu_parse.parse_health_xml(text)],
+            "throttle": gpu_parse.parse_throttle_reasons(text),
+            "ecc_uncorrectable": gpu_parse.parse_ecc_uncorrectable(text),
+        }
+
+
+class GpuProcesses(Sectioned[list[dict[str, Any]] | None]):
+    """The compute processes each GPU runs (None: nvidia-smi missing or unable to say)."""
+
+    def command(self) -> str:
+        query = "--query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits"
+        return self.sectioned({"apps": _smi(query, "2>&1")})
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> list[dict[str, Any]] | None:
+        text = _ran(parts, "apps")
+        return None if text is None else gpu_parse.parse_compute_apps(text)
+
+
+class NvlinkStatus(Sectioned[list[dict[str, Any]]]):
+    """`nvidia-smi nvlink -s`: each GPU's links and which are down (none without NVLink)."""
+
+    def command(self) -> str:
+        return self.sectioned({"nvlink": _smi("nvlink -s 2>/dev/null")})
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> list[dict[str, Any]]:
+        return [asdict(g) for g in gpu_parse.parse_nvlink_status(_ran(parts, "nvlink") or "")]
+
+
+class GpuDevices(Sectioned[dict[str, Any]]):
+    """Device nodes CUDA needs (/dev/nvidia-uvm, made on first use by nvidia-modprobe) and the
+    NVSwitches that make the fabric manager mandatory."""
+
+    def command(self) -> str:
+        return self.sectioned({
+            "uvm": "[ -c /dev/nvidia-uvm ] && echo uvm",
+            "nvswitch": "for dev in /dev/nvidia-nvswitch[0-9]*; do [ -c \"$dev\" ] && echo x; done",
+        })  # fmt: skip
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        return {
+            "uvm_device": (parts.get("uvm") or "").strip() == "uvm",
+            "nvswitch_devices": (parts.get("nvswitch") or "").split().count("x"),
+        }
+
+
+class RebootRequired(Sectioned[dict[str, Any]]):
+    """Whether the host waits for a reboot after package upgrades, and for which packages."""
+
+    def command(self) -> str:
+        return self.sectioned({
+            "flag": "[ -f /var/run/reboot-required ] && echo yes",
+            "packages": "cat /var/run/reboot-required.pkgs 2>/dev/null",
+        })  # fmt: skip
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        return {
+            "required": (parts.get("flag") or "").strip() == "yes",
+            "packages": [
+                p.strip() for p in (parts.get("packages") or "").splitlines() if p.strip()
+            ],
+        }
+
+
+class NvidiaModule(Sectioned[dict[str, Any]]):
+    """The NVIDIA kernel module on disk for the running kernel (`modinfo -F version nvidia`;
+    `modinfo`: whether it could be asked) and `dkms status`: a driver upgraded under a running
+    kernel shows here."""
+
+    def command(self) -> str:
+        return self.sectioned({
+            "modinfo": "command -v modinfo >/dev/null 2>&1 || exit 0\necho modinfo\n"
+                       "modinfo -F version nvidia 2>/dev/null",
+            "dkms": f"{BOUNDED}\ncommand -v dkms >/dev/null 2>&1 && "
+                    "bounded dkms status 2>/dev/null",
+        })  # fmt: skip
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        asked = (parts.get("modinfo") or "").splitlines()
+        return {
+            "modinfo": asked[:1] == ["modinfo"],
+            "built": "\n".join(asked[1:]).strip() or None,
+            "dkms": (parts.get("dkms") or "").strip() or None,
+        }
+
+
+class KernelLog(Sectioned[dict[str, Any]]):
+    """GPU events in the kernel log since boot: Xid lines, and the 'fallen off the bus'
+    messages drivers also log without an Xid (the multi-line form names the GPU on its 'The
+    NVIDIA GPU' line). dmesg may be restricted to root: journalctl -k -b is the fallback."""
+
+    def command(self) -> str:
+        log = (
+            f"{BOUNDED}\n"
+            "if command -v dmesg >/dev/null 2>&1 && log=$(dmesg 2>/dev/null); then :\n"
+            "elif command -v journalctl >/dev/null 2>&1 && "
+            "log=$(bounded journalctl -k -b --no-pager -q 2>/dev/null); then :\n"
+            "else exit 0; fi\n"
+            "printf '%s\\n' \"$log\" | sed -n -e '/NVRM: Xid/{p;d;}' "
+            "-e '/fallen off the bus/{p;d;}' -e '/NVRM: The NVIDIA GPU/{p;d;}'"
+        )
+        return self.sectioned({"gpu_lines": log})
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        text = parts.get("gpu_lines") or ""
+        return {
+            "xids": [asdict(e) for e in gpu_parse.parse_xid_lines(text)],
+            "fallen_off_bus": [asdict(e) for e in gpu_parse.parse_fallen_off_bus(text)],
         }
 
 

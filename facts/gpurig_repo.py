@@ -1,13 +1,19 @@
 """What a declared checkout looks like, gathered in one command: the repo and python_env
-operations decide from it whether to clone, move, renormalise, re-install or refuse."""
+operations decide from it whether to clone, move, renormalise, re-install or refuse; and where
+its environment's declared imports resolve, for the checks."""
 
 from __future__ import annotations
 
+import secrets
 import shlex
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pyinfra.api import FactBase
+
+from facts.gpurig_host import Sectioned
+from gpurig import node_parse
 
 GIT_CHANGES = Path(__file__).with_name("git_changes.sh").read_text(encoding="utf-8")
 # Written into a venv after a successful install: the lockfile's sha256 and the kept packages.
@@ -81,3 +87,51 @@ class RepoState(FactBase[dict[str, Any]]):
             elif key:
                 state[key] = value or None
         return state
+
+
+ENV_IMPORTS = Path(__file__).with_name("env_imports.sh").read_text(encoding="utf-8")
+
+
+def _clean_path(path: str) -> str:
+    if not path.startswith("/") or any(ord(c) < 32 or c == "\x7f" for c in path):
+        raise ValueError(f"imports: not an absolute path without control characters: {path!r}")
+    return path
+
+
+class EnvImports(Sectioned[dict[str, Any]]):
+    """Where each named module resolves for a declared environment's own python started in
+    the checkout (env_imports.sh): {python, ran, run_as, refused, report, error}. As root it
+    runs only as the one account able to change what it executes (`refused` says why not);
+    `report` is None with `error` when the environment printed something else."""
+
+    def command(self, checkout: str, venv: str, modules: Sequence[str]) -> str:
+        names = list(modules)
+        bad = [name for name in names if not node_parse.MODULE_NAME.fullmatch(name)]
+        if bad or not names:
+            raise ValueError(f"imports: not top-level module names: {bad or names!r}")
+        self._marker = f"--gpurig-part-{secrets.token_hex(8)}"
+        args = [self._marker, _clean_path(checkout), _clean_path(venv), *names]
+        return f"set -- {shlex.join(args)}\n{ENV_IMPORTS}"
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        def text(label: str) -> str | None:
+            return (parts.get(label) or "").strip() or None
+
+        run_as, ran, out = text("run_as"), text("ran") == "yes", text("report")
+        report, error = None, None
+        if ran and not out:
+            error = "the environment's python printed nothing"
+        elif ran:
+            try:
+                report = node_parse.parse_imports_report(out)
+            except ValueError as exc:
+                error = str(exc)
+        return {
+            "python": text("python"),
+            "ran": ran,
+            "run_as": int(run_as) if run_as and run_as.isdigit() else None,
+            "refused": text("refused"),
+            "report": report,
+            "error": error,
+        }

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from facts.gpurig_acceptance import Acceptance, UserAcceptance
+from facts.gpurig_host import Snapshot
+from facts.gpurig_nvidia import NvidiaGpus
 from gpurig.acceptance import DEFAULT_MARGIN, Verdict, judge_host
 from gpurig.fsutil import atomic_write, xdg_dir
 from gpurig.inventory import Host
@@ -51,8 +53,8 @@ def where(spec: dict[str, Any]) -> tuple[str | None, str | None]:
     return None, None
 
 
-def judged(host: Host, found: dict[str, Any], margin: float) -> Accepted:
-    """The Acceptance fact's reading of one host, judged."""
+def judged(host: Host, gpus: list[str], found: dict[str, Any], margin: float) -> Accepted:
+    """The Acceptance fact's reading of one host whose GPU query listed `gpus`, judged."""
     spec = normalise(host.spec)
     _, container = where(spec)
     result = found["result"]
@@ -60,7 +62,7 @@ def judged(host: Host, found: dict[str, Any], margin: float) -> Accepted:
         result = {"gpu": None, "reason": found["error"]}
     dcgmi = found["dcgmi"]
     verdict = judge_host(
-        found["gpus"],
+        gpus,
         result,
         dcgmi["exit"] if dcgmi else None,
         spec["gpu"] == "required",
@@ -70,7 +72,9 @@ def judged(host: Host, found: dict[str, Any], margin: float) -> Accepted:
 
 
 def measure(host: Host, cache: Path, margin: float = DEFAULT_MARGIN) -> Accepted:
-    """Connect (strict host key, sudo as the inventory says), measure and judge one host."""
+    """Connect (strict host key, sudo as the inventory says), read the GPU query, and measure
+    and judge one host (the script and dcgmi run only where a GPU is listed)."""
+    from gpurig.checks import ODD_OUTPUT
     from gpurig.drift import probe_hosts  # pyinfra's API: loaded only when a host is read
 
     spec = normalise(host.spec)
@@ -78,16 +82,25 @@ def measure(host: Host, cache: Path, margin: float = DEFAULT_MARGIN) -> Accepted
     fact = UserAcceptance if is_user(spec) else Acceptance
 
     def run(pyinfra_host: Any, state: dict[str, Any]) -> dict[str, Any]:
-        found = pyinfra_host.get_fact(
-            fact, engine=engine, container=container, _timeout=ACCEPT_TIMEOUT
-        )
-        return {**state, "acceptance": found}
+        read = Snapshot(state)
+        if not read.holds(NvidiaGpus, {}):  # the host printed nothing
+            return state
+        try:
+            listed = [g["name"] for g in read(NvidiaGpus)["listing"] or []]
+        except ODD_OUTPUT:
+            return state
+        found = Acceptance().default()
+        if listed:
+            found = pyinfra_host.get_fact(
+                fact, engine=engine, container=container, _timeout=ACCEPT_TIMEOUT
+            )
+        return {**state, "gpus": listed, "acceptance": found}
 
-    [probed] = probe_hosts([host], cache, reads=lambda spec: [], then=run)
-    if probed.connect_error is not None or not probed.state:
-        why = probed.connect_error or "the host printed nothing"
+    [probed] = probe_hosts([host], cache, reads=lambda spec: [(NvidiaGpus, {})], then=run)
+    if probed.connect_error is not None or "acceptance" not in (probed.state or {}):
+        why = probed.connect_error or "the host's GPU query printed nothing readable"
         return Accepted(host.name, "host", Verdict("fail", [f"cannot read the host: {why}"]))
-    return judged(host, probed.state["acceptance"], margin)
+    return judged(host, probed.state["gpus"], probed.state["acceptance"], margin)
 
 
 def record_path(host: Host, base: Path | None = None) -> Path:

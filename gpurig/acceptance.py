@@ -9,7 +9,6 @@ mis-sold GPU fails onboarding with its numbers.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -69,9 +68,6 @@ MAX_REL_ERROR = 1e-9
 # "unmeasured": the host has a GPU but no torch where the script ran (no declared container with
 # GPUs, and none on the host), so nothing could be timed; reported, not failed.
 Status = Literal["pass", "fail", "no-gpu", "no-baseline", "unmeasured"]
-# `nvidia-smi -L`: one `GPU <index>: <name> (UUID: GPU-...)` line per GPU; MIG devices are
-# indented below their GPU and are not counted.
-_GPU_LINE = re.compile(r"^GPU (\d+): (.+?) \(UUID: GPU-[0-9a-fA-F-]+\)$")
 
 
 @dataclass(frozen=True)
@@ -136,12 +132,6 @@ def judge(result: Mapping[str, Any], margin: float = DEFAULT_MARGIN) -> Verdict:
     return Verdict("fail" if reasons else "pass", reasons, figures)
 
 
-def gpu_names(listing: str) -> list[str]:
-    """The GPU names `nvidia-smi -L` lists, in index order; [] when it lists none."""
-    found = [_GPU_LINE.match(line.rstrip()) for line in listing.splitlines()]
-    return [m.group(2) for m in sorted(filter(None, found), key=lambda m: int(m.group(1)))]
-
-
 def judge_host(
     gpus: Sequence[str],
     result: Mapping[str, Any] | None,
@@ -149,12 +139,13 @@ def judge_host(
     required: bool,
     margin: float = DEFAULT_MARGIN,
 ) -> Verdict:
-    """One host's acceptance: its GPU listing, the script's result (None: not run) and the
-    exit status of `dcgmi diag -r 1` (None: DCGM not installed). dcgmi is judged by its exit
-    status alone: it returns DCGM_ST_NVVS_ERROR (-30, exit 226) when any test reports an error
-    and DCGM_ST_NVVS_ISOLATE_ERROR for one that needs the GPU isolated (NVIDIA/DCGM
-    dcgmi/Diag.cpp at 72fa3feaa67d; 226 as seen by users: NVIDIA/DCGM issue #158). Its table is
-    kept in the record, not parsed: no real `-r 1` recording was found to test a parser on."""
+    """One host's acceptance: its GPUs' names (from NvidiaGpus), the script's result (None: not
+    run) and the exit status of `dcgmi diag -r 1` (None: DCGM not installed). dcgmi is judged
+    by its exit status alone: it returns DCGM_ST_NVVS_ERROR (-30, exit 226) when any test
+    reports an error and DCGM_ST_NVVS_ISOLATE_ERROR for one that needs the GPU isolated
+    (NVIDIA/DCGM dcgmi/Diag.cpp at 72fa3feaa67d; 226 as seen by users: NVIDIA/DCGM issue #158).
+    Its table is kept in the record, not parsed: no real `-r 1` recording was found to test a
+    parser on."""
     if not gpus:
         why = "no NVIDIA GPU on the host (nvidia-smi is missing or lists none)"
         if required:

@@ -1,5 +1,5 @@
 """Driver, CUDA and GPU compatibility rules, as pure functions over versions and arch lists,
-and `check(spec, probe)`: the same rules on a host's driver, GPUs and containers' torch.
+applied to a host's driver, GPUs and containers' torch by gpurig/compat_checks.py.
 
 The drift evaluator and `gpurig compat` both call these, so a rule is written once and its
 findings carry the `expected`/`actual`/`fix` a report needs. The numbers come from the tables
@@ -9,18 +9,18 @@ in `gpurig/data/` (each row names its source), never from this file.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from gpurig.datafiles import table
 from gpurig.finding import Finding
-from gpurig.gpu_checks import DRIVER, job_capabilities
 from gpurig.rules import found
 
 Verdict = Literal["ok", "warn", "fail"]
 IDS = ("compat.kernel_module", "compat.driver_cuda", "compat.torch_arch")
 TORCH = "torch build"  # the subject offline; a host's findings name the container
+DRIVER = "NVIDIA driver"  # the subject of what concerns the driver (gpu_checks' too)
 
 _VERSION_RE = re.compile(r"\d+(?:\.\d+){1,2}")
 _CAPABILITY_RE = re.compile(r"(\d+)\.(\d)")
@@ -278,32 +278,3 @@ def judge(
     if any(f.severity == "error" for f in findings):
         return "fail", findings
     return ("warn" if findings else "ok"), findings
-
-
-def check(_spec: Mapping[str, Any], probe: Mapping[str, Any]) -> list[Finding]:
-    """The rules on one host: its loaded module against the driver, and each container's torch
-    (CUDA release, arch list) against the driver and every GPU a job can be given."""
-    return list(_host(probe))
-
-
-def _host(probe: Mapping[str, Any]) -> Iterator[Finding]:
-    gpu = probe.get("gpu") or {}
-    module = (gpu.get("kernel_module") or {}).get("version")
-    gpus = gpu.get("gpus") or []
-    # Where NVML refuses to start, its own finding (gpu.nvml_mismatch) names the mismatch; the
-    # torch builds are still judged by the library version that will load after a reboot.
-    driver = gpus[0].get("driver_version") if gpus else gpu.get("nvml_mismatch")
-    if not driver:
-        return
-    if module:
-        yield from check_kernel_module(driver, module)
-    # A MIG slice is judged by its parent GPU's capability (it has none of its own).
-    capabilities = job_capabilities(gpu)
-    for container in probe.get("containers") or []:
-        torch = container.get("torch") or {}
-        if not torch.get("cuda"):
-            continue
-        name = f"container {container['name']}"
-        for capability in capabilities or [None]:
-            arches = torch.get("arch_list") if capability else None
-            yield from judge(driver, None, torch["cuda"], arches, capability, name)[1]

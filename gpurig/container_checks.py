@@ -1,33 +1,38 @@
 """Containers' running state, which the converge does not manage: a command that crashes and
 restarts, processes the kernel OOM-killed, an engine API that does not answer.
 
-Pure `check(spec, probe) -> [Finding]` over facts/probe.py's typed document (each declared
-container's `inspect` and cgroup counters); what a container is declared to be is judged by
-its plan (gpurig.plans.containers). Rows: gpurig/data/checks.yaml.
+Pure rules `rule(spec, read) -> [Finding]` over each declared container's one read (its
+inspect and its cgroup's OOM count: gpurig.plans.containers.container_reads) and the Podman
+socket's answer; what a container is declared to be is judged by its plan. Rows:
+gpurig/data/checks.yaml.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from facts.gpurig_container import ContainerInspect
+from facts.gpurig_node import EngineSocket
 from gpurig.finding import Finding
 from gpurig.node_checks import OOM_FIX
+from gpurig.plans.containers import container_reads
+from gpurig.plans.engine import PODMAN_SOCKET
 from gpurig.rules import found
 from gpurig.user_scope import is_user
 
-Probe = Mapping[str, Any]
+Read = Callable[..., Any]
 Spec = Mapping[str, Any]
 
 IDS = ("container.restarting", "container.oom_kill", "engine.api")
 
 
-def _restarting(_spec: Spec, probe: Probe) -> Iterator[Finding]:
-    for container in probe.get("containers") or []:
-        inspect = container.get("inspect") or {}
+def _restarting(spec: Spec, read: Read) -> Iterator[Finding]:
+    engine = spec["engine"]
+    for name, container in container_reads(spec, read, ContainerInspect).items():
+        inspect = container["inspect"] or {}
         state = inspect.get("State") or {}
         restarts = inspect.get("RestartCount") or 0
-        name, engine = container["name"], container.get("engine") or "docker"
         if state.get("Restarting") or restarts > 0:
             yield found(
                 "container.restarting",
@@ -39,10 +44,10 @@ def _restarting(_spec: Spec, probe: Probe) -> Iterator[Finding]:
             )
 
 
-def _oom(_spec: Spec, probe: Probe) -> Iterator[Finding]:
-    for container in probe.get("containers") or []:
-        name, kills = container["name"], container.get("oom_kill")
-        main = ((container.get("inspect") or {}).get("State") or {}).get("OOMKilled") is True
+def _oom(spec: Spec, read: Read) -> Iterator[Finding]:
+    for name, container in container_reads(spec, read, ContainerInspect).items():
+        kills = container["oom_kill"]
+        main = ((container["inspect"] or {}).get("State") or {}).get("OOMKilled") is True
         if kills or main:
             actual = [f"oom_kill {kills} in its cgroup"] if kills else []
             actual += ["its main process was OOM-killed (State.OOMKilled)"] if main else []
@@ -56,25 +61,21 @@ def _oom(_spec: Spec, probe: Probe) -> Iterator[Finding]:
             )
 
 
-def _engine_api(spec: Spec, probe: Probe) -> Iterator[Finding]:
-    socket = (probe.get("engine") or {}).get("podman_socket") or {}
-    if is_user(spec):
+def _engine_api(spec: Spec, read: Read) -> Iterator[Finding]:
+    if is_user(spec) or spec["engine"] != "podman" or not spec["podman_socket"]:
         return  # the user's own socket is the engine plan's (it asks for _ping itself)
-    if spec["engine"] == "podman" and spec["podman_socket"] and socket.get("answers") is False:
+    if read(EngineSocket, path=PODMAN_SOCKET)["answers"] is False:
         # The socket unit's own name: a stopped unit (engine.socket) explains it.
         yield found(
             "engine.api",
             "podman.socket",
             "the Podman API socket exists but does not answer",
-            f"{socket.get('path')} answering _ping",
+            f"{PODMAN_SOCKET} answering _ping",
             "no answer",
             "read `journalctl -u podman.socket -u podman.service`; restart podman.socket",
         )
 
 
-_RULES = (_restarting, _oom, _engine_api)
-
-
-def check(spec: Spec, probe: Probe) -> list[Finding]:
-    """Every finding about the declared containers' running state and the engine's API."""
-    return [finding for rule in _RULES for finding in rule(spec, probe)]
+RULES = (_engine_api,)
+# What reads inside declared containers: a node contract's mode may leave it out for time.
+CONTAINER_RULES = (_restarting, _oom)

@@ -1,7 +1,7 @@
 """`gpurig drift`: read every host in parallel through pyinfra's API (one remote command per
 host), then judge it with the converge's own plans plus the checks.
 
-An unreachable host, a failed probe or a host whose output cannot be parsed becomes a finding,
+An unreachable host or a host whose output cannot be parsed becomes a finding,
 never a crash: a CI job must see the whole fleet's report even when one box is down or odd.
 """
 
@@ -21,13 +21,15 @@ from pyinfra.api import Config, Inventory, State
 from pyinfra.api.exceptions import ConnectError
 from pyinfra.api.host import Host as PyinfraHost
 
-from facts.gpurig_host import HostState, Read, Snapshot, Unreadable, required_reads
+from facts.gpurig_container import ContainerInspect, ContainerTorch
+from facts.gpurig_host import HostState, Read, Snapshot, required_reads
+from facts.gpurig_node import OsRelease
+from facts.gpurig_nvidia import NvidiaGpus
 from facts.gpurig_packages import DebStatus
 from facts.gpurig_repo import RepoState
-from facts.probe import Probe, probe_kwargs
 from gpurig import pyinfra_guard
 from gpurig.change import Change, findings
-from gpurig.checks import check
+from gpurig.checks import ODD_OUTPUT, check
 from gpurig.container import running_image
 from gpurig.finding import Finding
 from gpurig.hostkeys import is_mismatch
@@ -40,7 +42,7 @@ from gpurig.node_checks import (
     unreadable,
 )
 from gpurig.plans import PLANS
-from gpurig.plans.containers import inspect
+from gpurig.plans.containers import container_reads
 from gpurig.plans.engine import toolkit_wanted
 from gpurig.plans.toolkit import packages as toolkit_packages
 from gpurig.pyinfra_inventory import pyinfra_hosts
@@ -52,73 +54,25 @@ from gpurig.user_scope import is_user
 PROBE_TIMEOUT = 120  # seconds for the whole command; engines and GPUs can be slow to answer
 
 
-# What odd host output raises while it is judged (a parser's refusal): that part becomes
-# `state.unreadable`. A KeyError or TypeError is a bug in gpurig and fails its tests.
-ODD_OUTPUT = (Unreadable, ValueError)
-
-
 @dataclass(frozen=True)
 class Scope:
-    """Which of drift's reads a run makes: the converge's plans by name, and whether the probe
-    looks into declared containers (inspect, torch) and environments (imports). The node
+    """Which of drift's reads a run makes: the converge's plans by name, and whether the checks
+    look into declared containers (inspect, torch) and environments (imports). The node
     contracts (gpurig/node_modes.py) read less, to finish within their engine's time."""
 
     plans: frozenset[str] = frozenset(name for name, _ in PLANS)
     containers: bool = True
     imports: bool = True
-    bound: int | None = None  # seconds for each of the probe's calls (its default: 20)
+    bound: int | None = None  # seconds for each call a fact bounds (its default: 20)
 
 
 EVERYTHING = Scope()
 
 
-def drift_reads(spec: Mapping[str, Any], scope: Scope = EVERYTHING) -> list[Read]:
-    """The plans' reads and the probe's, for this spec: one remote command."""
-
-    def everything(read: Any) -> None:
-        for name, plan in PLANS:
-            if name in scope.plans:
-                plan(spec, read)
-        probe_of(spec, read, scope)
-
-    return required_reads(everything)
-
-
-def probe_reads(spec: Mapping[str, Any]) -> list[Read]:
-    """The probe's reads alone: what onboarding judges before the host is converged."""
-    return required_reads(lambda read: probe_of(spec, read))
-
-
-def probe_of(
-    spec: Mapping[str, Any], read: Any, scope: Scope = EVERYTHING
-) -> dict[str, Any] | None:
-    """The probe's document with each declared container's inspect (from its one reader).
-    Every read is made by the spec alone, before anything read is looked at, so recording
-    this function lists all it needs (onboarding's snapshot holds exactly that)."""
-    kwargs = probe_kwargs(spec)
-    if not scope.containers:
-        kwargs["containers"] = []
-    if not scope.imports:
-        kwargs.pop("imports", None)
-    if scope.bound is not None:
-        kwargs["bound"] = scope.bound
-    probe = read(Probe, **kwargs)
-    inspects = {}
-    if spec["engine"] != "none" and scope.containers:
-        inspects = {name: inspect(read, spec, name) for name in spec["containers"]}
-    if not probe or probe.get("error"):
-        return probe
-    containers = [{**c, "inspect": inspects.get(c["name"])} for c in probe.get("containers") or []]
-    return {**probe, "containers": containers}
-
-
-def evaluate(
-    spec: Mapping[str, Any], values: Mapping[str, Any], scope: Scope = EVERYTHING
-) -> list[Finding]:
+def judge(spec: Mapping[str, Any], read: Any, scope: Scope = EVERYTHING) -> list[Finding]:
     """Every finding for one host's state: the converge's changes (one finding per subject),
     then the checks, one per cause. A concern whose state could not be read is one
-    `state.unreadable`; the others are still judged."""
-    read = Snapshot(dict(values))
+    `state.unreadable`; the others are still judged. Through a Recorder it lists the reads."""
     changes: list[Change] = []
     unread: list[Finding] = []
     for name, plan in PLANS:
@@ -128,38 +82,59 @@ def evaluate(
             changes += plan(spec, read)
         except ODD_OUTPUT as exc:
             unread.append(unreadable(name, exc))
-    try:
-        checked = check(spec, probe_of(spec, read, scope))
-    except ODD_OUTPUT as exc:
-        checked = [unreadable("checks", exc)]
+    checked = check(spec, read, scope.containers, scope.imports)
     return one_per_cause([*findings(changes), *unread, *checked])
 
 
-def fleet_facts(spec: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
-    """What must match across a multi-node job, from the same snapshot: driver, CUDA (as the
-    containers' torch was built), kernel, toolkit, image digests, deployed commits."""
-    read = Snapshot(dict(values))
-    facts: dict[str, Any] = {}
-    try:
-        probe = probe_of(spec, read) or {}
-        gpus = (probe.get("gpu") or {}).get("gpus") or []
-        facts["driver"] = gpus[0].get("driver_version") if gpus else None
-        facts["kernel"] = (probe.get("host") or {}).get("kernel")
-        facts["cuda"] = {c["name"]: (c.get("torch") or {}).get("cuda")
-                         for c in probe.get("containers") or []}  # fmt: skip
-        facts["image"] = {c["name"]: running_image(c.get("inspect") or {})
-                          for c in probe.get("containers") or []}  # fmt: skip
-        if toolkit_wanted(spec):
-            installed = read(DebStatus, packages=toolkit_packages())
-            facts["toolkit"] = (installed.get(toolkit_packages()[0]) or {}).get("version")
-        facts["code"] = {
+def drift_reads(spec: Mapping[str, Any], scope: Scope = EVERYTHING) -> list[Read]:
+    """The plans', the checks' and (reading everything) the fleet view's reads for this spec:
+    one remote command."""
+
+    def everything(read: Any) -> None:
+        judge(spec, read, scope)
+        if scope == EVERYTHING:
+            fleet_facts(spec, read)
+
+    return required_reads(everything)
+
+
+def evaluate(
+    spec: Mapping[str, Any], values: Mapping[str, Any], scope: Scope = EVERYTHING
+) -> list[Finding]:
+    """Every finding for one host's recorded state (HostState's values)."""
+    return judge(spec, Snapshot(dict(values)), scope)
+
+
+def fleet_facts(spec: Mapping[str, Any], read: Any) -> dict[str, Any]:
+    """What must match across a multi-node job, read through the same reader (the host's
+    snapshot): driver, CUDA (as the containers' torch was built), kernel, toolkit, image
+    digests, deployed commits. A piece whose state is odd is left out (its findings say so)."""
+
+    def toolkit() -> str | None:
+        installed = read(DebStatus, packages=toolkit_packages())
+        return (installed.get(toolkit_packages()[0]) or {}).get("version")
+
+    pieces: dict[str, Callable[[], Any]] = {
+        "driver": lambda: read(NvidiaGpus)["driver"],
+        "kernel": lambda: read(OsRelease)["kernel"],
+        "cuda": lambda: {name: (torch or {}).get("cuda")
+                         for name, torch in container_reads(spec, read, ContainerTorch).items()},
+        "image": lambda: {name: running_image(found["inspect"] or {})
+                          for name, found in container_reads(spec, read, ContainerInspect).items()},
+        **({"toolkit": toolkit} if toolkit_wanted(spec) else {}),
+        "code": lambda: {
             path: (read(RepoState, path=path, ref=r["ref"],
                         lockfile=(r.get("python") or {}).get("lockfile"),
                         venv=(r.get("python") or {}).get("venv")) or {}).get("head")
             for path, r in spec["repos"].items()
-        }  # fmt: skip
-    except ODD_OUTPUT:
-        pass  # a host whose state is odd has its findings; the fleet view shows what was read
+        },
+    }  # fmt: skip
+    facts: dict[str, Any] = {}
+    for key, piece in pieces.items():
+        try:
+            facts[key] = piece()
+        except ODD_OUTPUT:
+            continue
     return facts
 
 
@@ -194,6 +169,7 @@ def _read_host(
     sudo: bool | None,
     then: Then | None = None,
     timeout: int | None = None,
+    bound: int | None = None,
 ) -> tuple[dict[str, Any] | None, str | None]:
     try:
         host.connect(show_errors=False, raise_exceptions=True)
@@ -205,6 +181,7 @@ def _read_host(
         state = host.get_fact(
             HostState,
             reads=reads,
+            **({} if bound is None else {"bound": bound}),
             _timeout=timeout or PROBE_TIMEOUT,  # read at call time (tests shorten it)
             _ignore_errors=True,
             **arguments,
@@ -272,7 +249,7 @@ def report(result: Probed, scope: Scope = EVERYTHING) -> HostReport:
     try:
         spec = normalise(result.host.spec)
         findings = evaluate(spec, result.state, scope)
-        facts = fleet_facts(spec, result.state) if scope == EVERYTHING else {}
+        facts = fleet_facts(spec, Snapshot(result.state)) if scope == EVERYTHING else {}
         return HostReport(name, True, findings, facts)
     except Exception as exc:  # a bug in gpurig: this host's report says so, the others go on
         return HostReport(name, True, [internal_error(exc)])
@@ -320,7 +297,8 @@ def read_local(host: Host, scope: Scope = EVERYTHING, timeout: int | None = None
     spec = normalise(host.spec)
     sudo = not is_user(spec) and local_sudo()
     reads = drift_reads(spec, scope)
-    return Probed(host, *_read_host(inventory.get_host("@local"), reads, sudo, timeout=timeout))
+    local = inventory.get_host("@local")
+    return Probed(host, *_read_host(local, reads, sudo, timeout=timeout, bound=scope.bound))
 
 
 def progress_stream() -> TextIO | None:

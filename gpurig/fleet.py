@@ -1,7 +1,7 @@
 """Fleet view: group hosts by what must match across a multi-node job, flag the outliers.
 
 Mixed drivers, CUDA, kernels, toolkits, images or code are what hang NCCL jobs across nodes.
-Pure functions over per-host facts (plain strings, extracted from each host's probe by the
+Pure functions over per-host facts (plain strings, extracted from each host's facts by the
 caller); renderers return text or dicts for gpurig/report.py to place.
 """
 

@@ -1,6 +1,6 @@
-"""GPU checks the converge cannot fix: pure `check(spec, gpu) -> [Finding]`.
-
-`gpu` is what facts/probe.py's `parse_gpu` returns for one host. Every finding names its GPU
+"""GPU checks the converge cannot fix: pure rules `rule(spec, read) -> [Finding]` over the GPU
+facts (facts/gpurig_nvidia.py: the one GPU query, health, processes, NVLink, devices, the
+kernel log...), read through the checks' reader (gpurig.checks). Every finding names its GPU
 (or the driver, or the GPUs together), carries a remediation (restart-job, reset-gpu, reboot,
 reconverge, contact-provider) and, where the provider must act, the evidence to send: the
 GPU's PCI address, serial and UUID, and the kernel log lines. Ids, severities, remediations,
@@ -11,18 +11,32 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from facts.gpurig_nvidia import (
+    GpuDevices,
+    GpuHealth,
+    GpuProcesses,
+    KernelLog,
+    NvidiaGpus,
+    NvidiaModule,
+    NvlinkStatus,
+    RebootRequired,
+)
+from facts.gpurig_units import Units
+from gpurig.compat import DRIVER
 from gpurig.finding import Finding
 from gpurig.rules import found, rules
 
 Gpu = Mapping[str, Any]
+Read = Callable[..., Any]
+Spec = Mapping[str, Any]
+FABRIC_MANAGER = "nvidia-fabricmanager"
 # The spec key this module reads: gpu_expect: {count: N, model: "H100", mig: enabled|disabled,
 # mig_slices: [{profile: 3g.20gb, count: 2}]}.
 EXPECT_KEY = "gpu_expect"
 _LOG_LINES_MAX = 5
-DRIVER = "NVIDIA driver"  # the subject of what concerns the driver (compat's too)
 
 IDS = (
     "gpu.missing", "gpu.unexpected", "gpu.throttle", "gpu.ecc", "gpu.zombie_vram", "gpu.count",
@@ -52,8 +66,9 @@ def _who(health: Gpu) -> str:
     return " ".join(parts[:1]) + f" ({', '.join(parts[1:])})"
 
 
-def _health(gpu: Gpu) -> list[Gpu]:
-    return list(gpu.get("health") or [])
+def _health(health: Gpu) -> list[Gpu]:
+    """Each GPU's health fields from GpuHealth's reading."""
+    return list(health["health"])
 
 
 def _pci_key(pci: str) -> str:
@@ -62,13 +77,13 @@ def _pci_key(pci: str) -> str:
     return f"{match[1]}:{match[2]}" if match else pci.lower()
 
 
-def _by_pci(gpu: Gpu) -> dict[str, Gpu]:
-    return {_pci_key(h["pci"]): h for h in _health(gpu) if h.get("pci")}
+def _by_pci(health: Gpu) -> dict[str, Gpu]:
+    return {_pci_key(h["pci"]): h for h in _health(health) if h.get("pci")}
 
 
-def _identify(gpu: Gpu, pci: str) -> str:
-    health = _by_pci(gpu).get(_pci_key(pci))
-    return _who(health) if health else f"GPU {pci}"
+def _identify(health: Gpu, pci: str) -> str:
+    found = _by_pci(health).get(_pci_key(pci))
+    return _who(found) if found else f"GPU {pci}"
 
 
 def _log(lines: Sequence[str]) -> str:
@@ -77,8 +92,9 @@ def _log(lines: Sequence[str]) -> str:
     return " | ".join(shown) + (f" (+{more} more)" if more > 0 else "")
 
 
-def _nvml(gpu: Gpu) -> Iterator[Finding]:
-    library = gpu.get("nvml_mismatch")
+def _nvml(_spec: Spec, read: Read) -> Iterator[Finding]:
+    gpu = read(NvidiaGpus)
+    library = gpu["nvml_mismatch"]
     if library is None:
         return
     module = (gpu.get("kernel_module") or {}).get("version") or "not loaded"
@@ -92,10 +108,11 @@ def _nvml(gpu: Gpu) -> Iterator[Finding]:
     )
 
 
-def _expected(spec: Mapping[str, Any], gpu: Gpu) -> Iterator[Finding]:
+def _expected(spec: Spec, read: Read) -> Iterator[Finding]:
     expect = spec.get(EXPECT_KEY) or {}
-    gpus = gpu.get("gpus") or []
-    if not gpu.get("nvidia_smi") or gpu.get("nvml_mismatch") is not None:
+    gpu, health = read(NvidiaGpus), read(GpuHealth)
+    gpus = gpu["gpus"] or []
+    if not gpu["smi"] or gpu["nvml_mismatch"] is not None:
         return  # no reading to compare; gpu.missing / gpu.nvml_mismatch say why
     names = [g.get("name") or "?" for g in gpus]
     if "count" in expect and len(gpus) != expect["count"]:
@@ -118,14 +135,14 @@ def _expected(spec: Mapping[str, Any], gpu: Gpu) -> Iterator[Finding]:
             "; ".join(f"GPU {g.get('index')} {g.get('name')} uuid {g.get('uuid')}" for g in wrong),
             "compare with the rental order",
         )
-    yield from _mig_mode(expect.get("mig"), gpu)
+    yield from _mig_mode(expect.get("mig"), health)
     if "mig_slices" in expect:
         yield from _mig_slices(expect["mig_slices"], gpu)
 
 
-def _mig_mode(declared: str | None, gpu: Gpu) -> Iterator[Finding]:
+def _mig_mode(declared: str | None, readings: Gpu) -> Iterator[Finding]:
     """MIG mode per GPU: as declared once the GPU is next reset, and no change waiting."""
-    for health in _health(gpu):
+    for health in _health(readings):
         current = (health.get("mig_current") or "").lower()
         pending = (health.get("mig_pending") or "").lower() or current
         later = f", {pending} after the next reset" if pending != current else ""
@@ -151,14 +168,14 @@ def _mig_mode(declared: str | None, gpu: Gpu) -> Iterator[Finding]:
 
 
 def mig_slices(gpu: Gpu) -> list[dict[str, Any]]:
-    """Every MIG device `nvidia-smi -L` listed, with its parent GPU.
+    """Every MIG device `nvidia-smi -L` listed, with its parent GPU (`gpu`: NvidiaGpus).
 
     A slice has no compute capability of its own (CUDA reports its parent's), so each carries
     the parent's `compute_cap` from the query row with the parent's UUID (None if not read).
     """
-    rows = {g.get("uuid"): g for g in gpu.get("gpus") or []}
+    rows = {g.get("uuid"): g for g in gpu["gpus"] or []}
     slices = []
-    for parent in gpu.get("listing") or []:
+    for parent in gpu["listing"] or []:
         capability = (rows.get(parent["uuid"]) or {}).get("compute_cap")
         for device in parent["mig"]:
             slices.append(
@@ -172,8 +189,8 @@ def job_capabilities(gpu: Gpu) -> list[str]:
     """The compute capabilities a job can be given: each MIG slice's parent's, and each GPU's
     own where MIG is off (a MIG GPU without slices offers none). Without a listing, every
     GPU's."""
-    rows = gpu.get("gpus") or []
-    if gpu.get("listing") is None:
+    rows = gpu["gpus"] or []
+    if gpu["listing"] is None:
         return sorted({g["compute_cap"] for g in rows if g.get("compute_cap")})
     whole = {g.get("uuid") for g in rows if g.get("mig.mode.current") != "Enabled"}
     caps = {s["capability"] for s in mig_slices(gpu)}
@@ -194,9 +211,9 @@ def _mig_slices(declared: Sequence[Mapping[str, Any]], gpu: Gpu) -> Iterator[Fin
     for entry in declared:
         wanted[entry["profile"]] += entry["count"]
     expected = _tally(wanted.elements())
-    listing = gpu.get("listing")
+    listing = gpu["listing"]
     if listing is None:
-        why = gpu.get("listing_error") or "nvidia-smi -L printed nothing"
+        why = gpu["listing_error"] or "nvidia-smi -L printed nothing"
         yield found(
             "gpu.mig_slices",
             "MIG slices",
@@ -224,9 +241,9 @@ def _mig_slices(declared: Sequence[Mapping[str, Any]], gpu: Gpu) -> Iterator[Fin
     )
 
 
-def _link(gpu: Gpu) -> Iterator[Finding]:
+def _link(_spec: Spec, read: Read) -> Iterator[Finding]:
     idle = set(rules()["idle_perf_states"])
-    for health in _health(gpu):
+    for health in _health(read(GpuHealth)):
         width, width_max = health.get("pcie_width_current"), health.get("pcie_width_max")
         gen, gen_max = health.get("pcie_gen_current"), health.get("pcie_gen_max")
         narrow = width is not None and width_max is not None and width < width_max
@@ -242,8 +259,8 @@ def _link(gpu: Gpu) -> Iterator[Finding]:
             )
 
 
-def _nvlink(gpu: Gpu) -> Iterator[Finding]:
-    for entry in gpu.get("nvlink") or []:
+def _nvlink(_spec: Spec, read: Read) -> Iterator[Finding]:
+    for entry in read(NvlinkStatus):
         if entry.get("inactive"):
             down = ", ".join(str(n) for n in entry["inactive"])
             yield found(
@@ -257,7 +274,8 @@ def _nvlink(gpu: Gpu) -> Iterator[Finding]:
             )
 
 
-def _modes(gpu: Gpu) -> Iterator[Finding]:
+def _modes(_spec: Spec, read: Read) -> Iterator[Finding]:
+    gpu = read(GpuHealth)
     off = [h for h in _health(gpu) if h.get("persistence") is False]
     if off:
         yield found(
@@ -285,12 +303,14 @@ def _modes(gpu: Gpu) -> Iterator[Finding]:
         )
 
 
-def _fabric(gpu: Gpu) -> Iterator[Finding]:
-    switches = gpu.get("nvswitch_devices") or 0
-    service = gpu.get("fabricmanager")
+def _fabric(_spec: Spec, read: Read) -> Iterator[Finding]:
+    devices, health = read(GpuDevices), read(GpuHealth)
+    units = read(Units, units=[FABRIC_MANAGER])["units"]
+    switches = devices["nvswitch_devices"]
+    service = (units.get(FABRIC_MANAGER) or {}).get("active") or None
     bad = [
         h
-        for h in _health(gpu)
+        for h in _health(health)
         if h.get("fabric_state") not in (None, "Completed")
         or h.get("fabric_status") not in (None, "Success")
     ]
@@ -308,7 +328,8 @@ def _fabric(gpu: Gpu) -> Iterator[Finding]:
         )
 
 
-def _memory(gpu: Gpu) -> Iterator[Finding]:
+def _memory(_spec: Spec, read: Read) -> Iterator[Finding]:
+    gpu = read(GpuHealth)
     for key, check_id, what in (
         ("retired_pending", "gpu.retired_pages_pending", "memory pages wait to be retired"),
         ("remap_pending", "gpu.row_remap_pending", "memory rows wait to be remapped"),
@@ -328,8 +349,9 @@ def _memory(gpu: Gpu) -> Iterator[Finding]:
             )
 
 
-def _heat_power(gpu: Gpu) -> Iterator[Finding]:
-    reasons = gpu.get("throttle") or {}
+def _heat_power(_spec: Spec, read: Read) -> Iterator[Finding]:
+    gpu = read(GpuHealth)
+    reasons = gpu["throttle"]
     for health in _health(gpu):
         active = set(reasons.get(health.get("pci"), []))
         temp, slow = health.get("temp_c"), health.get("temp_slowdown_c")
@@ -367,9 +389,11 @@ def _heat_power(gpu: Gpu) -> Iterator[Finding]:
             )
 
 
-def _host(gpu: Gpu) -> Iterator[Finding]:
-    if gpu.get("reboot_required"):
-        pkgs = gpu.get("reboot_required_pkgs") or []
+def _host(_spec: Spec, read: Read) -> Iterator[Finding]:
+    reboot, gpu = read(RebootRequired), read(NvidiaGpus)
+    devices, module = read(GpuDevices), read(NvidiaModule)
+    if reboot["required"]:
+        pkgs = reboot["packages"]
         yield found(
             "host.reboot_pending",
             "host",
@@ -378,7 +402,7 @@ def _host(gpu: Gpu) -> Iterator[Finding]:
             f"/var/run/reboot-required ({', '.join(pkgs) or 'packages not listed'})",
             "a driver upgrade only takes effect after it",
         )
-    if gpu.get("nvidia_smi") and gpu.get("uvm_device") is False and gpu.get("gpus"):
+    if gpu["smi"] and devices["uvm_device"] is False and gpu["gpus"]:
         yield found(
             "gpu.uvm_missing",
             "/dev/nvidia-uvm",
@@ -387,16 +411,15 @@ def _host(gpu: Gpu) -> Iterator[Finding]:
             "absent",
             "as root: nvidia-modprobe -u -c=0; if that fails the nvidia-uvm module does not load",
         )
-    loaded = bool(gpu.get("kernel_module"))
-    on_disk = gpu.get("module_built")
-    if gpu.get("nvidia_smi") and not loaded and gpu.get("modinfo") and not on_disk:
+    loaded = bool(gpu["kernel_module"])
+    if gpu["smi"] and not loaded and module["modinfo"] and not module["built"]:
         yield found(
             "gpu.module_missing",
             DRIVER,
             "the NVIDIA driver is installed but its kernel module is neither loaded nor built "
             "for the running kernel",
             "nvidia.ko for the running kernel",
-            f"modinfo nvidia: none; dkms status: {_log((gpu.get('dkms') or 'none').splitlines())}",
+            f"modinfo nvidia: none; dkms status: {_log((module['dkms'] or 'none').splitlines())}",
             "build it (dkms autoinstall) or boot the kernel it was built for",
         )
 
@@ -411,12 +434,13 @@ def _xid_remedy(xid: int, message: str) -> tuple[str, str]:
     return rules()["xid_buckets"][bucket], mnemonic
 
 
-def _kernel_log(gpu: Gpu) -> Iterator[Finding]:
+def _kernel_log(_spec: Spec, read: Read) -> Iterator[Finding]:
+    log, gpu = read(KernelLog), read(GpuHealth)
     fallen: dict[str, list[str]] = {}
-    for event in gpu.get("fallen_off_bus") or []:
+    for event in log["fallen_off_bus"]:
         fallen.setdefault(_pci_key(event["pci"]), []).append(event["line"])
     by_code: dict[tuple[int, str], list[str]] = {}
-    for event in gpu.get("xids") or []:
+    for event in log["xids"]:
         line = f"Xid ({event['pci']}): {event['xid']}, {event['message']}"
         if event["xid"] == 79:
             fallen.setdefault(_pci_key(event["pci"]), []).append(line)
@@ -459,11 +483,11 @@ def _kernel_log(gpu: Gpu) -> Iterator[Finding]:
             )
 
 
-def _presence(spec: Mapping[str, Any], gpu: Gpu) -> Iterator[Finding]:
-    wanted = spec.get("gpu", "auto")
-    found_gpus = len(gpu.get("gpus") or [])
+def _presence(spec: Spec, read: Read) -> Iterator[Finding]:
+    wanted, gpu = spec.get("gpu", "auto"), read(NvidiaGpus)
+    found_gpus = len(gpu["gpus"] or [])
     if wanted == "required" and not found_gpus:
-        error = gpu.get("gpus_error")
+        error = gpu["gpus_error"]
         yield found(
             "gpu.missing",
             "GPUs",
@@ -483,11 +507,11 @@ def _presence(spec: Mapping[str, Any], gpu: Gpu) -> Iterator[Finding]:
         )
 
 
-def _throttle(gpu: Gpu) -> Iterator[Finding]:
+def _throttle(_spec: Spec, read: Read) -> Iterator[Finding]:
     """Hardware clock slowdowns per GPU. A thermal or power-brake reason is also gpu.thermal's
     or gpu.power_cap's, with its own remedy (the table's explained_by leaves this one out)."""
     harmful = set(rules()["harmful_throttle_reasons"])
-    for pci, reasons in sorted((gpu.get("throttle") or {}).items()):
+    for pci, reasons in sorted(read(GpuHealth)["throttle"].items()):
         active = sorted(harmful & set(reasons))
         if active:
             yield found(
@@ -500,8 +524,8 @@ def _throttle(gpu: Gpu) -> Iterator[Finding]:
             )
 
 
-def _ecc(gpu: Gpu) -> Iterator[Finding]:
-    for pci, count in sorted((gpu.get("ecc_uncorrectable") or {}).items()):
+def _ecc(_spec: Spec, read: Read) -> Iterator[Finding]:
+    for pci, count in sorted(read(GpuHealth)["ecc_uncorrectable"].items()):
         if count:
             yield found(
                 "gpu.ecc",
@@ -513,12 +537,13 @@ def _ecc(gpu: Gpu) -> Iterator[Finding]:
             )
 
 
-def _zombie_vram(gpu: Gpu) -> Iterator[Finding]:
-    if gpu.get("compute_apps") is None:
+def _zombie_vram(_spec: Spec, read: Read) -> Iterator[Finding]:
+    gpu, apps = read(NvidiaGpus), read(GpuProcesses)
+    if apps is None:
         return
-    busy = {a.get("gpu_uuid") for a in gpu["compute_apps"]}
+    busy = {a["gpu_uuid"] for a in apps}
     floor = rules()["zombie_vram_min_mib"]
-    for row in gpu.get("gpus") or []:
+    for row in gpu["gpus"] or []:
         used = int(row.get("memory.used") or 0)
         idle = row.get("uuid") not in busy and row.get("mig.mode.current") != "Enabled"
         if idle and used >= floor:
@@ -532,15 +557,12 @@ def _zombie_vram(gpu: Gpu) -> Iterator[Finding]:
             )
 
 
-_CHECKS = (
-    _nvml, _link, _nvlink, _modes, _fabric, _memory, _heat_power, _throttle, _ecc,
-    _zombie_vram, _host, _kernel_log,
+RULES = (
+    _presence, _expected, _nvml, _link, _nvlink, _modes, _fabric, _memory, _heat_power,
+    _throttle, _ecc, _zombie_vram, _host, _kernel_log,
 )  # fmt: skip
 
 
-def check(spec: Mapping[str, Any], gpu: Gpu) -> list[Finding]:
-    """Every GPU finding for one host's spec and parsed GPU facts."""
-    findings = [*_presence(spec, gpu), *_expected(spec, gpu)]
-    for rule in _CHECKS:
-        findings += rule(gpu)
-    return findings
+def check(spec: Spec, read: Read) -> list[Finding]:
+    """Every GPU finding for one host's spec and GPU facts."""
+    return [finding for rule in RULES for finding in rule(spec, read)]

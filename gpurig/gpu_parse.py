@@ -1,5 +1,5 @@
 """Parsers for what GPU hosts print: nvidia-smi, /proc/driver/nvidia/version, kernel Xid lines,
-torch's arch list. Pure functions over text, so the probe's output can be tested on recordings
+torch's arch list. Pure functions over text, so the GPU facts' outputs can be tested on recordings
 from real machines (tests/fixtures/gpu) where CI has no GPU.
 """
 
@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# Fields the probe asks nvidia-smi for; every one appears in the recorded query-gpu captures.
+# Fields the GPU query (facts.gpurig_nvidia.NvidiaGpus) asks nvidia-smi for; every one appears
+# in the recorded query-gpu captures.
 QUERY_GPU_FIELDS: tuple[str, ...] = (
     "index",
     "pci.bus_id",
@@ -171,6 +172,17 @@ def parse_nvml_mismatch(text: str) -> str | None:
         return None
     match = re.search(r"NVML library version: (\S+)", text)
     return match[1] if match else ""
+
+
+# What nvidia-smi prints instead of any report when it cannot reach the driver.
+_SMI_FAILED = re.compile(
+    r"^(Failed to initialize NVML|NVIDIA-SMI has failed|No devices were found)", re.M
+)
+
+
+def smi_failed(text: str) -> bool:
+    """Did nvidia-smi print why it could not report (NVML failed to start, no devices)?"""
+    return _SMI_FAILED.search(text) is not None
 
 
 def parse_throttle_reasons(xml_text: str) -> dict[str, list[str]]:
@@ -537,7 +549,7 @@ def parse_smi_list(text: str) -> list[ListedGpu]:
     return gpus
 
 
-# --- NVLink, kernel GPU events, nvidia-container-cli --------------------------------------------
+# --- NVLink, kernel GPU events, compute processes -----------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -603,32 +615,19 @@ def parse_fallen_off_bus(text: str) -> list[FallenOffBus]:
     return events
 
 
-def parse_container_cli_info(text: str) -> dict[str, Any]:
-    """`nvidia-container-cli info`: driver and CUDA versions and one dict per device.
-
-    Debug lines (`-d /dev/tty`: 'I0114 04:33:38.55 ...') interleave with the report; they are
-    skipped. A field printed as `(null)` (C's printf of a NULL string: a Jetson has no NVRM
-    version, bus location or UUID) is absent, never a value. Raises when no 'NVRM version:'
-    line is present (the CLI failed).
-    """
-    info: dict[str, Any] = {"driver": None, "cuda": None, "devices": []}
-    reported = False
+def parse_compute_apps(text: str) -> list[dict[str, Any]] | None:
+    """`nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits`:
+    one row per process using a GPU ({gpu_uuid, pid, used_mib}); None when nvidia-smi could
+    not report (smi_failed). Any other line raises."""
+    if smi_failed(text):
+        return None
+    apps = []
     for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if not sep or re.match(r"[IWEF]\d{4} ", line):
+        if not line.strip():
             continue
-        key, value = key.strip(), value.strip()
-        reported = reported or key == "NVRM version"
-        if value == "(null)":
-            continue
-        if key == "NVRM version":
-            info["driver"] = value
-        elif key == "CUDA version":
-            info["cuda"] = value
-        elif key == "Device Index":
-            info["devices"].append({"index": value})
-        elif info["devices"] and key in {"Model", "GPU UUID", "Bus Location", "Architecture"}:
-            info["devices"][-1][key.lower().replace(" ", "_")] = value
-    if not reported:
-        raise ValueError("no 'NVRM version:' line in nvidia-container-cli info output")
-    return info
+        cells = [cell.strip() for cell in line.split(",")]
+        if len(cells) != 3 or not cells[0]:
+            raise ValueError(f"not a compute-apps row (uuid, pid, MiB): {line[:120]!r}")
+        pid, used = (int(c) if c.isdigit() else None for c in cells[1:])
+        apps.append({"gpu_uuid": cells[0], "pid": pid, "used_mib": used})
+    return apps

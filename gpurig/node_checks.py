@@ -2,31 +2,34 @@
 inodes, memory for the declared /dev/shm), login shells, OOM kills at the cgroup root, cgroup
 leaks, per-cpu memory, shadowed imports. Things the converge cannot change.
 
-Pure `check(spec, probe) -> [Finding]` over facts/probe.py's typed document, plus the findings
-drift and onboarding build before or instead of a probe (unreachable, key changed, sudo asks
-for a password, not root, unreadable output). Ids, severities, remediations, sources and
-thresholds: gpurig/data/checks.yaml (the field notes' cgroup OOM and Kubernetes pages).
+Pure rules `rule(spec, read) -> [Finding]` over the node facts (facts/gpurig_node.py, the
+environments' import reports), read through the checks' reader (gpurig.checks), plus the
+findings drift and onboarding build before or instead of a read (unreachable, key changed,
+sudo asks for a password, unreadable output, a bug in gpurig). Ids, severities, remediations,
+sources and thresholds: gpurig/data/checks.yaml (the field notes' cgroup OOM and Kubernetes pages).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from facts.gpurig_node import CgroupLeaks, CgroupMemory, DiskSpace, HostMemory, Login, LoginShell
+from facts.gpurig_repo import EnvImports
 from gpurig.finding import Finding, Severity
 from gpurig.hostkeys import changed_message, refused_jump
 from gpurig.inventory import format_size, parse_size
 from gpurig.rules import found, rules
 from gpurig.user_scope import is_user
 
-Probe = Mapping[str, Any]
+Read = Callable[..., Any]
 Spec = Mapping[str, Any]
 _GB = 1000**3
 
 IDS = (
     "host.unreachable", "host.key_changed", "host.sudo_password", "host.not_root",
-    "probe.failed", "state.unreadable", "gpurig.internal_error", "core_dumps.login_shell",
+    "state.unreadable", "gpurig.internal_error", "core_dumps.login_shell",
     "disk.free", "disk.inodes", "shm.size", "host.oom_kill", "host.cgroup_leak",
     "host.percpu_memory", "env.imports", "env.imports_unchecked",
 )  # fmt: skip
@@ -92,18 +95,6 @@ def key_changed(name: str, inventory: str, error: str) -> Finding:
     )
 
 
-def probe_failed(reason: str) -> Finding:
-    """The probe printed no document, or an error instead of one."""
-    return found(
-        "probe.failed",
-        HOST,
-        f"the probe did not complete: {reason}",
-        "a probe JSON document",
-        reason,
-        "run `sh facts/probe.sh` on the host by hand and read its errors",
-    )
-
-
 def unreadable(what: str, exc: Exception) -> Finding:
     """One concern whose output its parser refused: that concern, not the host, is unjudged."""
     return found(
@@ -128,14 +119,17 @@ def internal_error(exc: Exception) -> Finding:
     )
 
 
-def _not_root(spec: Spec, probe: Probe) -> Iterator[Finding]:
+def _not_root(spec: Spec, read: Read) -> Iterator[Finding]:
     """A read by a login that is neither root nor able to sudo without a password: what
-    `drift --local` warns about and onboarding's preflight refuses (scope: user means it)."""
-    host = probe.get("host") or {}
-    if is_user(spec) or host.get("uid") in (0, None) or host.get("sudo"):
+    `drift --local` warns about and onboarding's preflight refuses (scope: user means it, and
+    never asks sudo)."""
+    if is_user(spec):
         return
-    user = host.get("user") or f"uid {host.get('uid')}"
-    why = "no sudo installed" if host.get("sudo") is None else "`sudo -n true` is refused"
+    host = read(Login)
+    if host["uid"] in (0, None) or host["sudo"]:
+        return
+    user = host["user"] or f"uid {host['uid']}"
+    why = "no sudo installed" if host["sudo"] is None else "`sudo -n true` is refused"
     yield found(
         "host.not_root",
         HOST,
@@ -147,9 +141,11 @@ def _not_root(spec: Spec, probe: Probe) -> Iterator[Finding]:
     )
 
 
-def _core_dumps(spec: Spec, probe: Probe) -> Iterator[Finding]:
-    login = (probe.get("core_dumps") or {}).get("login_ulimit_c")
-    if spec["core_dumps"] == "disabled" and login not in ("0", None):
+def _core_dumps(spec: Spec, read: Read) -> Iterator[Finding]:
+    if spec["core_dumps"] != "disabled":
+        return
+    login = read(LoginShell)["ulimit_c"]
+    if login not in ("0", None):
         yield found(
             "core_dumps.login_shell",
             "login shells",
@@ -165,12 +161,19 @@ def _size(size: int | None) -> str:
     return "unknown" if size is None else format_size(size)
 
 
-def _disks(spec: Spec, probe: Probe) -> Iterator[Finding]:
+def disk_paths(spec: Spec) -> list[str]:
+    """Where headroom is judged: the root, /tmp and every declared checkout."""
+    return ["/", "/tmp", *spec["repos"]]
+
+
+def _disks(spec: Spec, read: Read) -> Iterator[Finding]:
     checks = spec.get("checks") or {}
     free_min = parse_size(checks["disk_free_min"]) if "disk_free_min" in checks else None
     inode_pct = checks.get("inodes_free_min_pct")
+    if free_min is None and inode_pct is None:
+        return
     seen: set[str] = set()
-    for disk in probe.get("disks") or []:
+    for disk in read(DiskSpace, paths=disk_paths(spec)):
         mount = disk.get("mount") or disk["path"]
         if mount in seen or not disk.get("exists"):
             continue
@@ -202,11 +205,13 @@ def _disks(spec: Spec, probe: Probe) -> Iterator[Finding]:
             )
 
 
-def _shm(spec: Spec, probe: Probe) -> Iterator[Finding]:
+def _shm(spec: Spec, read: Read) -> Iterator[Finding]:
     """A container's own /dev/shm (`--shm-size`: a tmpfs per container) larger than the host's
     memory: filling it takes the host down, since tmpfs pages cannot be reclaimed."""
-    memory = (probe.get("host") or {}).get("memory_bytes")
-    if not isinstance(memory, int) or memory <= 0:
+    if not any("shm_size" in c for c in (spec.get("containers") or {}).values()):
+        return
+    memory = read(HostMemory)["total_bytes"]
+    if not memory:
         return
     for name, container in (spec.get("containers") or {}).items():
         size = parse_size(container["shm_size"]) if "shm_size" in container else None
@@ -229,8 +234,8 @@ def _level(value: int, limits: Mapping[str, int | float], scale: int = 1) -> Sev
     return "warn" if value > limits["warn"] * scale else None
 
 
-def _oom(_spec: Spec, probe: Probe) -> Iterator[Finding]:
-    kills = (probe.get("cgroup") or {}).get("oom_kill")
+def _oom(_spec: Spec, read: Read) -> Iterator[Finding]:
+    kills = read(CgroupMemory)["oom_kill"]
     if kills:
         yield found(
             "host.oom_kill",
@@ -243,10 +248,10 @@ def _oom(_spec: Spec, probe: Probe) -> Iterator[Finding]:
         )
 
 
-def _leaks(_spec: Spec, probe: Probe) -> Iterator[Finding]:
-    cgroup = probe.get("cgroup") or {}
+def _leaks(_spec: Spec, read: Read) -> Iterator[Finding]:
+    cgroup = read(CgroupLeaks)
     thresholds = rules()["thresholds"]
-    counted = cgroup.get("count")
+    counted = cgroup["count"]
     level = counted and _level(counted["count"], thresholds["cgroups"])
     if counted and level:
         dying = f", {counted['dying']} of them dying" if counted["dying"] is not None else ""
@@ -259,8 +264,11 @@ def _leaks(_spec: Spec, probe: Probe) -> Iterator[Finding]:
             "find what creates cgroups without removing them (crash-looping pods or units)",
             severity=level,
         )
-    percpu = cgroup.get("percpu") or {}
-    size = percpu.get("bytes")
+    # The root memory.stat's count (cgroup v2), else /proc/meminfo's.
+    percpu = cgroup["percpu"]
+    if percpu["bytes"] is None:
+        percpu = read(HostMemory)["percpu"]
+    size = percpu["bytes"]
     level = size is not None and _level(size, thresholds["percpu_gb"], _GB)
     if size is not None and level:
         yield found(
@@ -295,12 +303,21 @@ def _where(module: Mapping[str, Any] | None, report: Mapping[str, Any]) -> str |
     return f"a directory without __init__.py: {', '.join(outside)}" if outside else None
 
 
-def _imports(spec: Spec, probe: Probe) -> Iterator[Finding]:
-    by_checkout = {entry.get("checkout"): entry for entry in probe.get("imports") or []}
-    for path, repo in spec["repos"].items():
-        wanted = (repo.get("python") or {}).get("imports") or []
-        entry = by_checkout.get(path)
-        if wanted and entry and entry.get("refused"):
+def import_reads(spec: Spec, read: Read) -> dict[str, Any]:
+    """{checkout: its environment's import report} for each repo declaring `python.imports`."""
+    return {
+        path: read(EnvImports, checkout=path, venv=repo["python"]["venv"],
+                   modules=list(repo["python"]["imports"]))
+        for path, repo in spec["repos"].items()
+        if (repo.get("python") or {}).get("imports")
+    }  # fmt: skip
+
+
+def _imports(spec: Spec, read: Read) -> Iterator[Finding]:
+    for path, entry in import_reads(spec, read).items():
+        repo = spec["repos"][path]
+        wanted = repo["python"]["imports"]
+        if entry["refused"]:
             yield found(
                 "env.imports_unchecked",
                 f"environment {repo['python']['venv']}",
@@ -311,7 +328,7 @@ def _imports(spec: Spec, probe: Probe) -> Iterator[Finding]:
                 f"{path} and {repo['python']['venv']}, and the directories above them",
             )
             continue
-        if not wanted or not entry or (entry["report"] is None and entry["error"] is None):
+        if entry["report"] is None and entry["error"] is None:
             continue  # no environment to ask: repo.env reports it missing
         fix = (
             f"add the package to {repo['python']['lockfile']} (or rename the directory that "
@@ -341,9 +358,6 @@ def _imports(spec: Spec, probe: Probe) -> Iterator[Finding]:
             )
 
 
-_RULES = (_not_root, _core_dumps, _disks, _shm, _oom, _leaks, _imports)
-
-
-def check(spec: Spec, probe: Probe) -> list[Finding]:
-    """Every host and node finding for one host's spec and probe."""
-    return [finding for rule in _RULES for finding in rule(spec, probe)]
+RULES = (_not_root, _core_dumps, _disks, _shm, _oom, _leaks)
+# Environments' imports: a node contract's mode may leave them out for time (gpurig.checks).
+IMPORTS = (_imports,)

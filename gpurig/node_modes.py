@@ -49,7 +49,7 @@ PLAN_OF_PREFIX = {
     "engine": "engine", "compose": "compose", "driver": "driver", "toolkit": "toolkit",
     "cleanup": "cleanup", "container": "containers",
 }  # fmt: skip
-# Checks judged on what the probe reads inside declared containers, or declared environments.
+# Checks judged on what is read inside declared containers, or declared environments.
 CONTAINER_CHECKS = frozenset(
     {"container.restarting", "container.oom_kill", "compat.driver_cuda", "compat.torch_arch"}
 )

@@ -1,8 +1,8 @@
-"""Parsers for the probe's node readings: cgroup counts, per-cpu memory, OOM kill counters and
+"""Parsers for the node facts' readings: cgroup counts, per-cpu memory, OOM kill counters and
 where a declared environment's modules resolve.
 
-Host output is untrusted: each parser takes exactly the shape the kernel (or the probe's own
-Python snippet) prints and raises ValueError on anything else, so facts/probe.py can keep the
+Host output is untrusted: each parser takes exactly the shape the kernel (or gpurig's own
+Python snippet) prints and raises ValueError on anything else, so a fact can keep the
 reason instead of a guess.
 """
 
@@ -116,8 +116,9 @@ def _module(name: str, value: Any) -> dict[str, Any] | None:
 
 
 def parse_imports_report(text: str) -> dict[str, Any]:
-    """The JSON the probe's snippet prints in the environment: its site-packages and stdlib
-    directories and, per asked module, None (not found), an error, or origin/locations."""
+    """The JSON the import check's snippet (facts/env_imports.sh) prints in the environment:
+    its site-packages and stdlib directories and, per asked module, None (not found), an error,
+    or origin/locations."""
     try:
         report = json.loads(text)
     except ValueError as exc:

@@ -1,11 +1,12 @@
 """`gpurig onboard`: a fresh rental to a converged, verified host recorded in the inventory.
 
 Five steps, each refusing at the first thing wrong and named in the error: preflight
-(read-only: host key, login, the drift probe judged for a new host, and the sources the spec
-needs reached from the host), record (the inventory edited in place with its comments and order
-kept), converge (this host only, summarised per concern; pyinfra's log kept in a file), verify
-(drift clean), accept (gpurig.accept). A preflight refusal leaves the inventory byte for byte
-as it was. Every run ends with one verdict line: the step, why, and the command to run next.
+(read-only: host key, login, drift's checks and what only a new host needs, read in one round
+trip, and the sources the spec needs reached from the host), record (the inventory edited in
+place with its comments and order kept), converge (this host only, summarised per concern;
+pyinfra's log kept in a file), verify (drift clean), accept (gpurig.accept). A preflight
+refusal leaves the inventory byte for byte as it was. Every run ends with one verdict line:
+the step, why, and the command to run next.
 
 The host is recorded before the converge, not after: the converge runs from the inventory file
 (its host key is what pyinfra checks strictly), and a host the converge has begun to change is a
@@ -32,13 +33,16 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 from ruamel.yaml.util import load_yaml_guess_indent
 
-from facts.gpurig_host import Read, Snapshot, Unreadable
+from facts.gpurig_container import CpuQuota
+from facts.gpurig_host import Read, Snapshot, Unreadable, required_reads
+from facts.gpurig_node import CgroupMemory, DiskSpace, EngineVersions, Login, OsRelease
+from facts.gpurig_nvidia import NvidiaGpus
 from facts.gpurig_reach import AptSources, Reach
 from gpurig import accept, sources
 from gpurig.acceptance import DEFAULT_MARGIN
-from gpurig.checks import check
+from gpurig.checks import ODD_OUTPUT, check
 from gpurig.converge import ConvergeResult, converge
-from gpurig.drift import Then, probe_hosts, probe_of, probe_reads, run_drift
+from gpurig.drift import Then, probe_hosts, run_drift
 from gpurig.finding import Finding
 from gpurig.fsutil import atomic_write, xdg_dir
 from gpurig.hostkeys import (
@@ -56,6 +60,7 @@ from gpurig.inventory import (
     load_inventory_text,
 )
 from gpurig.jump import LOGINS, endpoint
+from gpurig.node_checks import disk_paths
 from gpurig.pyinfra_inventory import cache_dir, jump_data
 from gpurig.report import HostReport, to_table
 from gpurig.safe_yaml import YamlRefused, read_bytes
@@ -81,7 +86,7 @@ class OnboardError(Exception):
         self, step: str, message: str, concern: str | None = None, advice: str | None = None
     ) -> None:
         self.step, self.concern, self.advice = step, concern, advice
-        # Messages quote hosts (probe errors, GPU names): their control characters escaped.
+        # Messages quote hosts (their errors, GPU names): their control characters escaped.
         super().__init__(step + ": " + visible(message, keep="\n"))
 
     @property
@@ -172,22 +177,32 @@ def _from_findings(name: str, findings: Sequence[Finding], fine: str) -> Check:
     return Check(name, status, detail)
 
 
-def _root(spec: Mapping[str, Any], findings: Sequence[Finding], probe: Mapping[str, Any]) -> Check:
-    """Drift's own host.not_root, refused here: the converge needs root (not scope: user)."""
-    host = probe.get("host") or {}
-    user = host.get("user") or f"uid {host.get('uid')}"
+Reader = Callable[..., Any]
+
+
+def _os(_spec: Mapping[str, Any], read: Reader) -> Check:
+    found = read(OsRelease)
+    problem = os_problem(found["os_id"], found["os_version"])
+    return Check("os", "FAIL" if problem else "ok", problem or str(found["os_pretty"]))
+
+
+def _root(spec: Mapping[str, Any], read: Reader, findings: Sequence[Finding]) -> Check:
+    """Drift's own host.not_root, refused here: the converge needs root (not scope: user,
+    whose login is never asked about sudo)."""
+    login = read(Login, sudo=not is_user(spec))
+    user = login["user"] or f"uid {login['uid']}"
     if is_user(spec):
         return Check("root", "ok", f"not needed: scope: user acts as {user} alone")
     for f in findings:
         if f.id == "host.not_root":
             return Check("root", "FAIL", f"{f.message}; {f.fix}")
-    if host.get("uid") == 0:
+    if login["uid"] == 0:
         return Check("root", "ok", "logged in as root")
     return Check("root", "ok", f"{user} has passwordless sudo")
 
 
-def _disk(findings: Sequence[Finding], probe: Mapping[str, Any]) -> Check:
-    root = next((d for d in probe.get("disks") or [] if d.get("path") == "/"), {})
+def _disk(spec: Mapping[str, Any], read: Reader, findings: Sequence[Finding]) -> Check:
+    root = next((d for d in read(DiskSpace, paths=disk_paths(spec)) if d["path"] == "/"), {})
     free, total, ifree = (root.get(k) for k in ("free_bytes", "inodes_total", "inodes_free"))
     fine = "/: unknown free space"
     if free is not None and total and ifree is not None:
@@ -195,8 +210,8 @@ def _disk(findings: Sequence[Finding], probe: Mapping[str, Any]) -> Check:
     return _from_findings("disk", [f for f in findings if f.id.startswith("disk.")], fine)
 
 
-def _gpu(spec: Mapping[str, Any], findings: Sequence[Finding], probe: Mapping[str, Any]) -> Check:
-    gpus = (probe.get("gpu") or {}).get("gpus") or []
+def _gpu(spec: Mapping[str, Any], read: Reader, findings: Sequence[Finding]) -> Check:
+    gpus = read(NvidiaGpus)["gpus"] or []
     if gpus:
         names = sorted({str(g.get("name")) for g in gpus})
         fine = f"{len(gpus)} x {', '.join(names)}, driver {gpus[0].get('driver_version')}"
@@ -209,21 +224,19 @@ def _gpu(spec: Mapping[str, Any], findings: Sequence[Finding], probe: Mapping[st
     return check
 
 
-def _engine(spec: Mapping[str, Any], probe: Mapping[str, Any]) -> Check:
-    installed = (probe.get("engine") or {}).get("installed") or {}
+def _engine(spec: Mapping[str, Any], read: Reader) -> Check:
+    installed = read(EngineVersions)
     found = "; ".join(f"{tool}: {installed.get(tool) or 'not installed'}" for tool in installed)
     declared = spec.get("engine") or "not declared"
     return Check("engine", "ok", f"{found or 'none found'}; declared: {declared}")
 
 
-def _cgroup(spec: Mapping[str, Any], probe: Mapping[str, Any]) -> Check:
-    cgroup = probe.get("cgroup") or {}
-    memory, cpu = cgroup.get("memory_limit"), cgroup.get("cpu_max") or ""
-    # cgroup v1 says "no limit" as a huge page-rounded number and a quota of -1.
+def _cgroup(spec: Mapping[str, Any], read: Reader) -> Check:
+    memory, cpus = read(CgroupMemory)["limit"], read(CpuQuota)["cpus"]
+    # cgroup v1 says "no limit" as a huge page-rounded number (and a quota of -1: no `cpus`).
     limits = [f"memory {format_size(memory)}"] if memory is not None and memory < 2**62 else []
-    if cpu and not cpu.startswith(("max", "-")):
-        quota, period = [*cpu.split(), "100000"][:2]
-        limits.append(f"{int(quota) / int(period):g} CPUs")
+    if cpus is not None:
+        limits.append(f"{cpus:g} CPUs")
     if not limits:
         return Check("cgroup", "ok", "no memory or CPU limit on this login's cgroup")
     detail = f"limited to {', '.join(limits)}"
@@ -234,24 +247,31 @@ def _cgroup(spec: Mapping[str, Any], probe: Mapping[str, Any]) -> Check:
     return Check("cgroup", "ok", detail)
 
 
-def probe_checks(host: Host, probe: Mapping[str, Any]) -> list[Check]:
-    """Judge a new host's probe: OS, root, headroom, GPU and compat, engine, cgroup limits.
+def host_checks(host: Host, read: Reader) -> list[Check]:
+    """Judge a new host through `read`: OS, root, headroom, GPU and compat, engine, cgroup
+    limits. A check whose facts the host's output made unreadable fails, saying so.
 
     Headroom, GPU and compat verdicts are drift's own checks (gpurig.checks), so onboarding and the
-    daily drift check cannot disagree; the rest is what only a new host needs.
+    daily drift check cannot disagree; the rest is what only a new host needs. Every read is
+    made whatever was read before, so recording this lists all it needs (`preflight_reads`).
     """
     spec = normalise({**host.spec, "checks": {**DEFAULT_CHECKS, **(host.spec.get("checks") or {})}})
-    findings = check(spec, probe)
-    os_info = probe.get("host") or {}
-    problem = os_problem(os_info.get("os_id"), os_info.get("os_version"))
-    return [
-        Check("os", "FAIL" if problem else "ok", problem or str(os_info.get("os_pretty"))),
-        _root(spec, findings, probe),
-        _disk(findings, probe),
-        _gpu(spec, findings, probe),
-        _engine(spec, probe),
-        _cgroup(spec, probe),
+    findings = check(spec, read)
+    judges: list[tuple[str, Callable[[], Check]]] = [
+        ("os", lambda: _os(spec, read)),
+        ("root", lambda: _root(spec, read, findings)),
+        ("disk", lambda: _disk(spec, read, findings)),
+        ("gpu", lambda: _gpu(spec, read, findings)),
+        ("engine", lambda: _engine(spec, read)),
+        ("cgroup", lambda: _cgroup(spec, read)),
     ]
+    checks = []
+    for name, judge in judges:
+        try:
+            checks.append(judge())
+        except ODD_OUTPUT as exc:
+            checks.append(Check(name, "FAIL", f"the host's output could not be read: {exc}"))
+    return checks
 
 
 # What to fix when a preflight check fails, for the verdict line (default: "fix that").
@@ -263,9 +283,9 @@ ADVICE = {
 }
 
 
-def source_reads(spec: Mapping[str, Any]) -> list[Read]:
-    """The probe, and the host's apt sources: one round trip."""
-    return [*probe_reads(spec), (AptSources, {})]
+def preflight_reads(host: Host) -> list[Read]:
+    """What `host_checks` reads, and the host's apt sources: one round trip."""
+    return [*required_reads(lambda read: host_checks(host, read)), (AptSources, {})]
 
 
 def sources_check(state: Mapping[str, Any], timeout: float) -> Check:
@@ -291,7 +311,7 @@ def sources_check(state: Mapping[str, Any], timeout: float) -> Check:
 
 
 def _reach(spec: Mapping[str, Any], timeout: float) -> Then:
-    """After the probe, on the same connection: try every endpoint the spec needs."""
+    """After the first read, on the same connection: try every endpoint the spec needs."""
 
     def then(pyinfra_host: Any, state: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -435,9 +455,10 @@ def preflight(
     ssh = {"port": host.ssh.port, **ssh, "host_key": host_key}
     edited = edit_inventory(text, request.name, address, ssh, request.groups)
     host = _candidate(request, text, address, ssh)
-    # As the login itself (no sudo), so the probe can say whether that login can become root.
+    # As the login itself (no sudo), so the read can say whether that login can become root.
     reach = _reach(normalise(host.spec), request.timeout)
-    [result] = probe_hosts([host], cache_dir(), sudo=False, reads=source_reads, then=reach)
+    reads = preflight_reads(host)
+    [result] = probe_hosts([host], cache_dir(), sudo=False, reads=lambda _: reads, then=reach)
     if result.connect_error is not None:
         if is_mismatch(result.connect_error):
             jump = refused_jump(result.connect_error)
@@ -448,12 +469,11 @@ def preflight(
             "preflight", f"cannot log in as {login_as}{with_key}: {result.connect_error}"
         )
     values = result.state or {}
-    probe = probe_of(normalise(host.spec), Snapshot(values)) if values else None
-    probe = probe or {"error": "the probe printed nothing"}
-    if probe.get("error"):
-        raise OnboardError("preflight", f"the probe failed: {probe['error']}")
+    read = Snapshot(values)
+    if not read.holds(Login, {}):
+        raise OnboardError("preflight", "the host printed nothing (timeout, or a shell error)")
     checks += [Check("login", "ok", f"{host.ssh.user or 'default user'}@{host.address}")]
-    checks += probe_checks(host, probe)
+    checks += host_checks(host, read)
     checks.append(sources_check(values, request.timeout))
     echo(render_checks(checks).rstrip("\n"))
     failed = [c for c in checks if c.status == "FAIL"]

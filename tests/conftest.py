@@ -88,8 +88,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
 
 @pytest.fixture
 def private_dir() -> Iterator[Path]:
-    """A directory that only root may change, nor any directory above it: the probe runs an
-    environment's python only there (pytest's tmp_path lies under /tmp, which anyone writes)."""
+    """A directory that only root may change, nor any directory above it: the import check runs
+    an environment's python only there (pytest's tmp_path lies under /tmp, which anyone writes)."""
     top = Path(tempfile.mkdtemp(prefix="gpurig-test-", dir="/srv" if os.geteuid() == 0 else None))
     top.chmod(0o755)
     yield top

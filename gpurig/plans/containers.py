@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from facts.gpurig_container import ContainerInspect, CpuQuota, UserContainerInspect
+from facts.gpurig_container import USER_SOCKET, ContainerInspect, CpuQuota
 from facts.gpurig_nvidia import NvidiaGpus
 from facts.gpurig_user import UserPodman
 from gpurig.change import Change
@@ -17,11 +18,23 @@ from gpurig.user_scope import CONTAINER_HOST, is_user
 OPT_IN = "pyinfra inventory.py deploys/gpu_host.py --data allow_recreate=true"
 
 
-def inspect(read: Callable[..., Any], spec: Mapping[str, Any], name: str) -> Any:
-    """Declared container `name` as its engine inspects it (drift's probe reads the same):
-    with scope: user, through the user's Podman API socket."""
-    fact = UserContainerInspect if is_user(spec) else ContainerInspect
-    return read(fact, engine=spec["engine"], container=name)
+def container_reads(
+    spec: Mapping[str, Any], read: Callable[..., Any], fact: type
+) -> dict[str, Any]:
+    """{name: `fact`'s value} for each declared container (none without an engine): the one
+    reader of a container's state for the plan and the checks; with scope: user, through the
+    user's Podman API socket."""
+    if spec["engine"] == "none":
+        return {}
+    if is_user(spec):
+        fact = USER_SOCKET[fact]
+    return {name: read(fact, engine=spec["engine"], container=name) for name in spec["containers"]}
+
+
+def usable_cpus(quota: Mapping[str, Any]) -> int:
+    """Whole CPUs a job may keep busy (CpuQuota): the quota rounded up, else nproc; at least 1."""
+    cpus = math.ceil(quota["cpus"]) if quota["cpus"] is not None else quota["nproc"]
+    return max(1, cpus or 1)
 
 
 def resolved(declared: Mapping[str, Any], cpus: int) -> dict[str, Any]:
@@ -113,10 +126,12 @@ def plan(
             )
             for name in declared
         ]
-    cpus = read(CpuQuota) or 1
+    cpus = usable_cpus(read(CpuQuota))
     gpu = read(NvidiaGpus)
     gpu_check = spec["gpu"] != "absent" and gpu["smi"]
-    found = {name: inspect(read, spec, name) for name in declared}
+    found = {
+        name: r["inspect"] for name, r in container_reads(spec, read, ContainerInspect).items()
+    }
     if is_user(spec) and not read(UserPodman).get("answers"):
         # The user's containers are seen only through its API socket: the engine's change
         # starts it, and the converge reads them afresh after that change.

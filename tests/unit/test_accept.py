@@ -1,6 +1,6 @@
-"""Acceptance wiring: the GPU listing read from real `nvidia-smi -L` outputs, one host's
-verdict from recorded H100 results, the fact's command run here (no GPU), the record and the
-`gpurig accept` refusals that need no host."""
+"""Acceptance wiring: the GPUs named by the one GPU query fact on real `nvidia-smi -L` outputs,
+one host's verdict from recorded H100 results, the fact's command run here (no GPU), the record
+and the `gpurig accept` refusals that need no host."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from gpu_fixtures import read_fixture
 
 from facts.gpurig_acceptance import Acceptance
+from facts.gpurig_nvidia import NvidiaGpus
 from gpurig import accept, acceptance
 from gpurig.cli import main
 from gpurig.inventory import load_inventory_text
@@ -40,7 +41,9 @@ hosts:
     ],
 )  # fmt: skip
 def test_gpu_names_from_real_listings(fixture: str, names: list[str]) -> None:
-    assert acceptance.gpu_names(read_fixture(fixture)) == names
+    """Acceptance judges the GPUs the GPU query lists (no listing parser of its own)."""
+    listing = NvidiaGpus.parse({"list": f"ran\n{read_fixture(fixture)}"})["listing"]
+    assert [gpu["name"] for gpu in listing] == names
 
 
 def test_no_gpu_is_not_a_failure_unless_the_spec_requires_one() -> None:
@@ -67,11 +70,14 @@ def test_recorded_h100_passes_and_a_failed_dcgmi_fails_it() -> None:
     assert failed.figures["bf16_tflops"] == H100["bf16_tflops"]
 
 
-def test_fact_on_a_machine_without_gpu_reports_none() -> None:
+def test_fact_run_here_reports_what_the_script_found() -> None:
+    """No torch and no GPU here: the script says so, and no dcgmi ran. (`gpurig accept` runs
+    the fact only where the GPU query lists a GPU.)"""
     fact = Acceptance()
     out = subprocess.run(["sh", "-c", fact.command()], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert fact.process(out.stdout.splitlines()) == Acceptance.default()
+    found = fact.process(out.stdout.splitlines())
+    assert found["result"]["gpu"] is False and found["error"] is None and found["dcgmi"] is None
 
 
 def test_fact_reads_a_recorded_listing_and_result() -> None:
@@ -79,18 +85,15 @@ def test_fact_reads_a_recorded_listing_and_result() -> None:
     command = fact.command(engine="docker", container="train")
     assert "docker exec train python3 -c " in command
     marker = fact._marker
-    listing = read_fixture("nvidia-smi-L_h100_580.159.04_vm.txt")
     result = read_fixture("acceptance_h100_580.159.04_vm.jsonl").splitlines()[1]
-    lines = [f"{marker}-gpus", *listing.splitlines(), f"{marker}-result", result]
-    found = fact.process(lines)
-    assert found["gpus"] == ["NVIDIA H100 80GB HBM3"] and found["result"]["bf16_tflops"] == 790.3
-    assert found["dcgmi"] is None
+    found = fact.process([f"{marker}-result", result])
+    assert found["result"]["bf16_tflops"] == 790.3 and found["dcgmi"] is None
 
 
 def test_record_and_reports(tmp_path: Path) -> None:
     [host] = load_inventory_text(INVENTORY, str(tmp_path / "fleet.yaml")).hosts
-    found = {"gpus": ["NVIDIA H100 80GB HBM3"], "result": H100, "error": None, "dcgmi": None}
-    accepted = accept.judged(host, found, 0.35)
+    found = {"result": H100, "error": None, "dcgmi": None}
+    accepted = accept.judged(host, ["NVIDIA H100 80GB HBM3"], found, 0.35)
     assert not accepted.failed and accepted.ran_in == "host"
     path = accept.save(host, accepted, tmp_path / "state")
     assert path.parent.parent == tmp_path / "state" and path.name == "gpu-1.json"
@@ -107,8 +110,8 @@ def test_record_and_reports(tmp_path: Path) -> None:
 def test_a_hosts_odd_output_reaches_the_report_escaped(tmp_path: Path) -> None:
     [host] = load_inventory_text(INVENTORY, str(tmp_path / "fleet.yaml")).hosts
     odd = {"gpu": None, "reason": "boom\x1b[2J\nforged line"}
-    found = {"gpus": ["NVIDIA H100 80GB HBM3"], "result": odd, "error": None, "dcgmi": None}
-    accepted = accept.judged(host, found, 0.35)
+    found = {"result": odd, "error": None, "dcgmi": None}
+    accepted = accept.judged(host, ["NVIDIA H100 80GB HBM3"], found, 0.35)
     assert accepted.failed
     for text in (accept.summary(accepted), accept.render(host, accepted, "table")):
         assert "\x1b" not in text and "forged line" in text and "\nforged" not in text

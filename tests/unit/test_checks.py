@@ -1,6 +1,7 @@
 """check(): a clean host has no findings, and every check id has a case that fires it.
 
-The GPU part of the clean probe is parsed from a recorded L40S capture, not written by hand.
+The checks read the facts' values through a reader; the GPU facts of the clean host are parsed
+from a recorded L40S capture, not written by hand.
 """
 
 from __future__ import annotations
@@ -11,13 +12,25 @@ from typing import Any
 
 import pytest
 
-from facts.probe import parse_gpu
-from gpurig import compat, container_checks, fleet, gpu_checks, node_checks
+from facts.gpurig_container import ContainerInspect, ContainerTorch
+from facts.gpurig_host import Unreadable
+from facts.gpurig_node import (
+    CgroupLeaks,
+    CgroupMemory,
+    DiskSpace,
+    EngineSocket,
+    HostMemory,
+    Login,
+    LoginShell,
+)
+from facts.gpurig_nvidia import GpuHealth, NvidiaGpus
+from gpurig import compat, compat_checks, container_checks, fleet, gpu_checks, node_checks
 from gpurig.checks import CHECK_IDS, check
 from gpurig.node_checks import key_changed, unreachable
 from gpurig.plans import CHANGE_IDS
 from gpurig.rules import rules
 from gpurig.spec import normalise
+from tests.unit.fact_values import gpu_values, reader
 from tests.unit.gpu_fixtures import read_fixture
 
 DIGEST = "sha256:" + "a" * 64
@@ -86,120 +99,92 @@ INSPECT: dict[str, Any] = {
     ],
 }
 
-L40S = parse_gpu(
-    {
-        "nvidia_smi": True,
-        "query": read_fixture("nvidia-smi_query-gpu_csv_l40s_595.80.txt"),
-        "proc_version": read_fixture(
-            "proc_driver_nvidia_version_525.60.11_open_archlinux-no-date.txt"
-        ).replace("525.60.11", "595.80"),  # the module that matches the recorded driver
-        "compute_apps": "",
-    }
+GiB = 1024**3
+DISK = {"path": "/", "exists": True, "mount": "/", "free_bytes": 100 * GiB,
+        "inodes_total": 1000, "inodes_free": 500}  # fmt: skip
+# The GPU facts of a recorded L40S (its module line set to the recorded driver), not by hand.
+L40S = gpu_values(
+    query="nvidia-smi_query-gpu_csv_l40s_595.80.txt",
+    proc_version=read_fixture(
+        "proc_driver_nvidia_version_525.60.11_open_archlinux-no-date.txt"
+    ).replace("525.60.11", "595.80"),  # the module that matches the recorded driver
 )
-
-PROBE: dict[str, Any] = {
-    "host": {"uid": 0, "user": "root", "sudo": None, "memory_bytes": 16 * 1024**3},
-    "core_dumps": {"login_ulimit_c": "0"},
-    "disks": [
-        {
-            "path": "/",
-            "exists": True,
-            "mount": "/",
-            "free_bytes": 100 * 1024**3,
-            "inodes_total": 1000,
-            "inodes_free": 500,
-        },
-        {
-            "path": "/srv/code",
-            "exists": True,
-            "mount": "/",
-            "free_bytes": 100 * 1024**3,
-            "inodes_total": 1000,
-            "inodes_free": 500,
-        },
-    ],
-    "engine": {
-        "installed": {"docker": "Docker version 28.2.2", "podman": None},
-        "podman_socket": {"exists": False, "answers": None},
-        "login_docker_host": None,
+VALUES: dict[type, Any] = {
+    Login: {"uid": 0, "user": "root", "sudo": False},
+    HostMemory: {"total_bytes": 16 * GiB, "percpu": {"bytes": None, "source": None}},
+    LoginShell: {"ulimit_c": "0"},
+    DiskSpace: [DISK, {**DISK, "path": "/srv/code"}],
+    EngineSocket: {"exists": False, "answers": None},
+    ContainerInspect: {"train": {"inspect": INSPECT, "oom_kill": 0}},
+    ContainerTorch: {
+        "train": {"version": "2.7.0", "cuda": "12.8", "arch_list": ["sm_80", "sm_90"]}
     },
-    "containers": [
-        {
-            "name": "train",
-            "engine": "docker",
-            "inspect": INSPECT,
-            "torch": {"version": "2.7.0", "cuda": "12.8", "arch_list": ["sm_80", "sm_90"]},
-        }
-    ],
-    "gpu": L40S,
+    CgroupMemory: {"limit": None, "oom_kill": 0},
+    CgroupLeaks: {"count": None, "percpu": {"bytes": None, "source": None}},
+    **L40S,
 }
 
-Mutation = Callable[[dict[str, Any], dict[str, Any]], None]
+Mutation = Callable[[dict[str, Any], dict[type, Any]], None]
 
 
-def _inspect(probe: dict[str, Any]) -> dict[str, Any]:
-    return probe["containers"][0]["inspect"]
-
-
-def _podman(spec: dict[str, Any], probe: dict[str, Any]) -> None:
+def _podman(spec: dict[str, Any], values: dict[type, Any]) -> None:
     spec["engine"] = "podman"
     spec["podman_socket"] = True
-    probe["engine"]["installed"]["podman"] = "podman version 4.3.1"
-    probe["engine"]["podman_socket"] = {"exists": True, "answers": True}
-    probe["engine"]["login_docker_host"] = "unix:///run/podman/podman.sock"
-    host = _inspect(probe)["HostConfig"]
+    values[EngineSocket] = {"exists": True, "answers": True}
+    host = values[ContainerInspect]["train"]["inspect"]["HostConfig"]
     del host["DeviceRequests"]
     host["Devices"] = [
         {"PathOnHost": "nvidia.com/gpu=all", "PathInContainer": "nvidia.com/gpu=all"}
     ]
 
 
-def _set(path: str, value: Any) -> Mutation:
-    """A mutation setting `probe` or `spec` at a dotted path ('probe.gpu.xids')."""
+def _set(fact: type, *path: Any, value: Any) -> Mutation:
+    """A mutation setting one fact's value at a path of keys (ints index lists)."""
 
-    def mutate(spec: dict[str, Any], probe: dict[str, Any]) -> None:
-        root, *keys = path.split(".")
-        target: Any = spec if root == "spec" else probe
-        for key in keys[:-1]:
-            target = target[int(key)] if key.isdigit() else target[key]
-        target[keys[-1]] = value
+    def mutate(_spec: dict[str, Any], values: dict[type, Any]) -> None:
+        target: Any = values
+        for key in (fact, *path[:-1]):
+            target = target[key]
+        target[path[-1]] = value
 
     return mutate
+
+
+def _spec(key: str, value: Any) -> Mutation:
+    return lambda spec, _values: spec.update({key: value})
 
 
 def _both(*mutations: Mutation) -> Mutation:
-    def mutate(spec: dict[str, Any], probe: dict[str, Any]) -> None:
+    def mutate(spec: dict[str, Any], values: dict[type, Any]) -> None:
         for mutation in mutations:
-            mutation(spec, probe)
+            mutation(spec, values)
 
     return mutate
 
 
-C = "probe.containers.0.inspect"
 CASES: dict[str, Mutation] = {
-    "core_dumps.login_shell": _set("probe.core_dumps.login_ulimit_c", "unlimited"),
-    "disk.free": _set("probe.disks.0.free_bytes", 5 * 1024**3),
-    "disk.inodes": _set("probe.disks.0.inodes_free", 50),
-    "shm.size": _set("probe.host.memory_bytes", 512 * 1024**2),
-    "host.not_root": _set("probe.host", {"uid": 1000, "user": "alice", "sudo": False}),
-    "engine.api": _both(_podman, _set("probe.engine.podman_socket.answers", False)),
-    "container.restarting": _set(f"{C}.RestartCount", 3),
-    "gpu.missing": _set("probe.gpu.gpus", None),
-    "gpu.unexpected": _set("spec.gpu", "absent"),
-    "compat.kernel_module": _set("probe.gpu.kernel_module", {"version": "595.71.05"}),
-    "compat.driver_cuda": _set("probe.containers.0.torch.cuda", "13.9"),
-    "compat.torch_arch": _set("probe.containers.0.torch.arch_list", ["sm_90"]),
-    "gpu.throttle": _set("probe.gpu.throttle", {"00000000:01:00.0": ["hw_slowdown"]}),
-    "gpu.ecc": _set("probe.gpu.ecc_uncorrectable", {"00000000:01:00.0": 2}),
-    "gpu.zombie_vram": lambda spec, probe: probe["gpu"]["gpus"][0].update({"memory.used": "30000"}),
+    "core_dumps.login_shell": _set(LoginShell, "ulimit_c", value="unlimited"),
+    "disk.free": _set(DiskSpace, 0, "free_bytes", value=5 * GiB),
+    "disk.inodes": _set(DiskSpace, 0, "inodes_free", value=50),
+    "shm.size": _set(HostMemory, "total_bytes", value=512 * 1024**2),
+    "host.not_root": _set(Login, "uid", value=1000),
+    "engine.api": _both(_podman, _set(EngineSocket, "answers", value=False)),
+    "container.restarting": _set(ContainerInspect, "train", "inspect", "RestartCount", value=3),
+    "gpu.missing": _set(NvidiaGpus, "gpus", value=None),
+    "gpu.unexpected": _spec("gpu", "absent"),
+    "compat.kernel_module": _set(NvidiaGpus, "kernel_module", "version", value="595.71.05"),
+    "compat.driver_cuda": _set(ContainerTorch, "train", "cuda", value="13.9"),
+    "compat.torch_arch": _set(ContainerTorch, "train", "arch_list", value=["sm_90"]),
+    "gpu.throttle": _set(GpuHealth, "throttle", value={"00000000:01:00.0": ["hw_slowdown"]}),
+    "gpu.ecc": _set(GpuHealth, "ecc_uncorrectable", value={"00000000:01:00.0": 2}),
+    "gpu.zombie_vram": _set(NvidiaGpus, "gpus", 0, "memory.used", value="30000"),
 }
-# Ids not produced by check(spec, probe) mutations; each has its own test below.
+# Ids not produced by check(spec, read) mutations; each has its own test below.
 SEPARATE = {
     "host.unreachable",
     "host.key_changed",
     "host.sudo_password",  # test_pyinfra_guard.py and integration/test_hostile_hosts.py
-    "probe.failed",
-    "state.unreadable",  # test_faults_input.py
+    "state.unreadable",  # test_faults_input.py and below
     "gpurig.internal_error",  # test_faults_input.py
 }
 # The GPU health checks have their own table of recorded cases (tests/unit/test_gpu_checks.py),
@@ -208,10 +193,10 @@ SEPARATE |= (set(gpu_checks.IDS) | set(node_checks.IDS) | {"container.oom_kill"}
 
 
 def run(mutation: Mutation | None = None) -> list[Any]:
-    spec, probe = copy.deepcopy(SPEC), copy.deepcopy(PROBE)
+    spec, values = copy.deepcopy(SPEC), copy.deepcopy(VALUES)
     if mutation:
-        mutation(spec, probe)
-    return check(spec, probe)
+        mutation(spec, values)
+    return check(spec, reader(values))
 
 
 def test_every_finding_id_has_a_case() -> None:
@@ -250,11 +235,34 @@ def test_finding_fires(finding_id: str) -> None:
         assert (f.action, f.remediation) == ("manual", rules()["checks"][f.id]["remediation"])
 
 
-def test_probe_failed_on_no_output_or_error() -> None:
-    assert [f.id for f in check(SPEC, None)] == ["probe.failed"]
-    [failed] = check(SPEC, {"error": "probe printed no JSON document"})
-    assert (failed.id, failed.severity) == ("probe.failed", "error")
-    assert "no JSON" in failed.actual
+def test_an_unreadable_fact_spoils_only_the_rules_reading_it() -> None:
+    """One state.unreadable naming the fact, however many rules read it; the other rules
+    still judge (here the disk)."""
+
+    def unreadable(spec: dict[str, Any], values: dict[type, Any]) -> None:
+        values[GpuHealth] = Unreadable("GpuHealth: ParseError('not XML')")
+
+    findings = run(_both(unreadable, CASES["disk.free"]))
+    [odd] = [f for f in findings if f.id == "state.unreadable"]
+    assert odd.actual == "GpuHealth: ParseError('not XML')" and odd.severity == "error"
+    assert "disk.free" in [f.id for f in findings]
+
+
+def test_a_bug_in_a_rule_is_not_the_hosts_output() -> None:
+    """A KeyError (a read the test, or a snapshot, does not hold) fails loudly: gpurig's bug."""
+    values = copy.deepcopy(VALUES)
+    del values[HostMemory]
+    with pytest.raises(KeyError):
+        check(SPEC, reader(values))
+
+
+def test_a_jetson_module_line_is_not_compared_with_the_driver() -> None:
+    """/proc/driver/nvidia/version on a Jetson names its L4T release (35.3.1), not a driver."""
+    jetson = read_fixture("proc_driver_nvidia_version_jetson-orin-nx_l4t-35.3.1.txt")
+    module = NvidiaGpus.parse({"module": jetson})["kernel_module"]
+    assert (module["version"], module["l4t"]) == ("35.3.1", True)
+    assert "compat.kernel_module" not in [f.id for f in run(_set(NvidiaGpus, "kernel_module",
+                                                                 value=module))]  # fmt: skip
 
 
 def test_host_unreachable_has_the_finding_shape() -> None:
@@ -272,7 +280,8 @@ def test_host_key_changed_has_the_finding_shape() -> None:
 
 
 def test_same_filesystem_reported_once() -> None:
-    findings = run(_both(_set("probe.disks.0.free_bytes", 1), _set("probe.disks.1.free_bytes", 1)))
+    findings = run(_both(_set(DiskSpace, 0, "free_bytes", value=1),
+                         _set(DiskSpace, 1, "free_bytes", value=1)))  # fmt: skip
     assert [f.id for f in findings] == ["disk.free"]
 
 
@@ -288,14 +297,15 @@ def test_an_nvml_mismatch_is_one_finding_and_torch_is_judged_by_the_library() ->
     versions alone, compat.kernel_module (both errors, two fixes); gpu.nvml_mismatch says it.
     The torch builds are still judged against the library that loads after the reboot."""
     mismatch = _both(
-        _set("probe.gpu.gpus", None),
-        _set("probe.gpu.nvml_mismatch", "570.124"),
-        _set("spec.gpu", "auto"),
-        _set("probe.containers.0.torch.cuda", "12.9"),
+        _set(NvidiaGpus, "gpus", value=None),
+        _set(NvidiaGpus, "nvml_mismatch", value="570.124"),
+        _spec("gpu", "auto"),
+        _set(ContainerTorch, "train", "cuda", value="12.9"),
     )
-    spec, probe = copy.deepcopy(SPEC), copy.deepcopy(PROBE)
-    mismatch(spec, probe)
-    both = {f.id for f in [*gpu_checks.check(spec, probe["gpu"]), *compat.check(spec, probe)]}
+    spec, values = copy.deepcopy(SPEC), copy.deepcopy(VALUES)
+    mismatch(spec, values)
+    read = reader(values)
+    both = {f.id for rule in (*gpu_checks.RULES, *compat_checks.RULES) for f in rule(spec, read)}
     assert {"gpu.nvml_mismatch", "compat.kernel_module"} <= both
     findings = {f.id: f for f in run(mismatch)}
     assert "compat.kernel_module" not in findings
@@ -307,14 +317,14 @@ def test_an_nvml_mismatch_is_one_finding_and_torch_is_judged_by_the_library() ->
 def test_torch_on_a_mig_host_is_judged_by_the_slices_parent_gpu() -> None:
     """A MIG slice has no capability of its own: torch must fit its parent's (H100: 9.0)."""
     mig = {
-        "nvidia_smi": True,
-        "query": read_fixture("nvidia-smi_query-gpu_csv_h100-mig_590.48.01.txt"),
-        "listing": read_fixture("nvidia-smi-L_h100-80gb-mig_590.48.01.txt"),
-        "compute_apps": "",
+        "query": "nvidia-smi_query-gpu_csv_h100-mig_590.48.01.txt",
+        "listing": "nvidia-smi-L_h100-80gb-mig_590.48.01.txt",
     }
-    ampere_only = _both(
-        _set("probe.gpu", parse_gpu(mig)), _set("probe.containers.0.torch.arch_list", ["sm_80"])
-    )
+
+    def gpu(**raw: Any) -> Mutation:
+        return lambda _spec, values: values.update(gpu_values(**raw))
+
+    ampere_only = _both(gpu(**mig), _set(ContainerTorch, "train", "arch_list", value=["sm_80"]))
     (finding,) = [f for f in run(ampere_only) if f.id.startswith("compat.")]
     assert (finding.id, finding.severity, finding.expected) == (
         "compat.torch_arch",
@@ -323,17 +333,17 @@ def test_torch_on_a_mig_host_is_judged_by_the_slices_parent_gpu() -> None:
     )
     assert "capability 9.0 (Hopper)" in finding.message
     # MIG on but no slice created: no device a job could get, so no arch to judge.
-    gpu_line = mig["listing"].splitlines()[0]
-    no_slices = _both(ampere_only, _set("probe.gpu", parse_gpu({**mig, "listing": gpu_line})))
+    gpu_line = read_fixture(mig["listing"]).splitlines()[0]
+    no_slices = _both(ampere_only, gpu(**{**mig, "listing": gpu_line}))
     assert [f.id for f in run(no_slices) if f.id.startswith("compat.")] == []
 
 
 def test_the_same_compat_rule_on_two_containers_is_two_findings_one_each() -> None:
-    def twins(spec: dict[str, Any], probe: dict[str, Any]) -> None:
+    def twins(spec: dict[str, Any], values: dict[type, Any]) -> None:
         spec["containers"]["eval"] = spec["containers"]["train"]
-        probe["containers"].append({**probe["containers"][0], "name": "eval"})
-        for container in probe["containers"]:
-            container["torch"] = {**container["torch"], "cuda": "13.9"}
+        values[ContainerInspect]["eval"] = values[ContainerInspect]["train"]
+        torch = {**values[ContainerTorch]["train"], "cuda": "13.9"}
+        values[ContainerTorch] = {"train": torch, "eval": torch}
 
     found = [f for f in run(twins) if f.id == "compat.driver_cuda"]
     assert sorted(f.subject for f in found) == ["container eval", "container train"]
@@ -341,10 +351,10 @@ def test_the_same_compat_rule_on_two_containers_is_two_findings_one_each() -> No
 
 def test_shm_size_is_judged_against_the_host_memory_not_its_dev_shm() -> None:
     """`--shm-size` gives each container a tmpfs of its own: a host /dev/shm of 64 MiB is no
-    finding (the probe does not even read it); a declared size above the host's memory is."""
+    finding (gpurig does not even read it); a declared size above the host's memory is."""
     assert "shm.size" not in {f.id for f in run()}
     [finding] = [f for f in run(CASES["shm.size"]) if f.id == "shm.size"]
     assert (finding.severity, finding.subject) == ("warn", "container train")
     assert (finding.expected, finding.actual) == ("<= 512 MiB (the host's memory)", "1 GiB")
-    unknown = _set("probe.host.memory_bytes", None)
+    unknown = _set(HostMemory, "total_bytes", value=None)
     assert "shm.size" not in {f.id for f in run(unknown)}

@@ -1,5 +1,6 @@
 """`gpurig drift` end to end without the sandbox: refusals before connecting, an unreachable
-loopback port, and the real probe through pyinfra's fact machinery on its @local connector."""
+loopback port, and the real one-command read through pyinfra's fact machinery on its @local
+connector."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def test_unknown_limit_exits_2(tmp_path: Path) -> None:
     assert "no host named nope" in result.stderr
 
 
-def test_real_probe_through_pyinfra_local_connector(tmp_path: Path) -> None:
+def test_real_read_through_pyinfra_local_connector(tmp_path: Path) -> None:
     """The fact's command and process() as pyinfra runs them, on this machine."""
     spec = {"engine": "none", "checks": {"disk_free_min": "1000t"}, "core_dumps": "enabled"}
     local = Host("@local", "localhost", SshSettings(), (), spec, "test", 1)

@@ -16,6 +16,8 @@ from pyinfra_testing.operations import parse_commands
 from pyinfra_testing.util import FakeState, create_host
 
 from deploys.containers import declared_container
+from facts.gpurig_container import CpuQuota
+from gpurig.plans.containers import usable_cpus
 from gpurig.spec import normalise
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "engine"
@@ -46,8 +48,10 @@ def run(
     allow_recreate: bool = False,
 ):
     facts = {
-        "gpurig_container.ContainerInspect": {f"container=train, engine={engine}": inspect},
-        "gpurig_container.CpuQuota": cpus,
+        "gpurig_container.ContainerInspect": {
+            f"container=train, engine={engine}": {"inspect": inspect, "oom_kill": None}
+        },
+        "gpurig_container.CpuQuota": {"nproc": cpus, "cpus": None},
         "gpurig_nvidia.NvidiaGpus": {"smi": gpu_check, "present": gpu_check, "gpus": [],
                                      "driver": None, "error": None},
     }  # fmt: skip
@@ -177,3 +181,13 @@ def test_docker_gpu_container_recorded_with_device_requests_is_not_drift():
     stopped = copy.deepcopy(inspect)  # recorded as created: no GPU here to start it
     commands, _ = run("docker", stopped, spec)
     assert commands == ["docker start train >/dev/null"]
+
+
+@pytest.mark.parametrize(
+    ("nproc", "quota", "usable"),
+    [("16", "", 16), ("16", "max 100000", 16), ("16", "150000 100000", 2),
+     ("16", "-1 100000", 16), ("4", "800000 100000", 8), ("", "", 1)],
+)  # fmt: skip
+def test_omp_auto_counts_the_cgroup_quota_rounded_up(nproc: str, quota: str, usable: int):
+    """CpuQuota parses cpu.max (or v1's quota and period) once; a job gets whole CPUs."""
+    assert usable_cpus(CpuQuota.parse({"nproc": nproc, "quota": quota})) == usable

@@ -175,3 +175,26 @@ def test_goals_say_which_are_met() -> None:
         "- gpurig drift, 150 ms, 10 hosts: 1.20x ssh (goal 1.3x): met",
         "- no-op converge (full spec), 150 ms, 10 hosts: 3.00x ssh (goal 2.0x): NOT met",
     ]
+
+
+def test_the_baselines_run_drifts_own_reads_one_command_each(
+    sandbox_paths: manager.Paths, tmp_path: Path
+) -> None:
+    """benchmarks/checks.py derives the baselines from gpurig's facts: one command per read
+    drift makes for the fleet's spec, each of which runs (here, as on a host)."""
+    import yaml
+
+    from benchmarks.checks import checks
+    from gpurig.drift import drift_reads
+    from gpurig.spec import normalise
+
+    spec = {"packages": ["git"], "core_dumps": "disabled", "checks": {"disk_free_min": "1g"}}
+    endpoints = {"fleet-001": ("127.0.0.1", 40001), "fleet-002": ("127.0.0.1", 40002)}
+    fleet = bench.write_fleet(sandbox_paths, spec, endpoints, list(endpoints), tmp_path / "out")
+    commands = bench.fleet_checks(fleet)
+    [host, _] = load_inventory([fleet.inventory]).hosts
+    assert len(commands) == len(drift_reads(normalise(host.spec))) == len(checks(host.spec))
+    for command in commands:
+        subprocess.run(["sh", "-c", command], check=True, capture_output=True, timeout=60)
+    book = yaml.safe_load(bench.playbook(tmp_path / "checks.yml", commands).read_text())
+    assert [task["shell"] for task in book[0]["tasks"]] == commands

@@ -17,7 +17,7 @@ import pytest
 from deploys import cleanup
 from facts.gpurig_cleanup import CoreFiles, EditableFinders
 from facts.gpurig_host import HostState, Unreadable, read_key
-from facts.probe import Probe
+from facts.gpurig_node import CgroupLeaks
 from gpurig.drift import drift_reads, evaluate
 from gpurig.plans import cleanup as cleanup_plan
 from gpurig.spec import normalise
@@ -122,7 +122,7 @@ def test_editable_finder_names_cannot_forge_a_path_outside_the_venv(tmp_path: Pa
 
 
 def test_odd_output_in_one_section_spoils_only_its_concern(faults: Any):
-    """A probe section printing garbage (a host's broken tool) is one `state.unreadable`; the
+    """A check's fact printing garbage (a host's broken /proc) is one `state.unreadable`; the
     other concerns of that host are still judged."""
     spec = normalise({"packages": ["sed", "gpurig-no-such-package"], "core_dumps": "disabled"})
     reads = drift_reads(spec)
@@ -130,16 +130,18 @@ def test_odd_output_in_one_section_spoils_only_its_concern(faults: Any):
     command = fact.command(reads=reads)
     out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
     lines = out.stdout.splitlines()
-    probe_marker = next(i for i, (cls, _) in enumerate(reads) if cls is Probe)
-    at = lines.index(f"{fact._marker} {probe_marker}")
-    lines[at + 1] = '|{"host": [Unknown Error]' + "\x1b]8;;http://x\x07"
+    index = next(i for i, (cls, _) in enumerate(reads) if cls is CgroupLeaks)
+    part = f"|{fact._facts[index][0]._marker} proc_cgroups"
+    at = lines.index(part, lines.index(f"{fact._marker} {index}"))
+    lines[at + 1] = "||memory [Unknown Error]" + "\x1b]8;;http://x\x07"
     faults.injected += 1
     values = fact.process(lines)
-    probe_key = read_key(Probe, reads[probe_marker][1])
-    assert isinstance(values[probe_key], dict) and values[probe_key].get("error")
-    ids = [f.id for f in evaluate(spec, values)]
-    assert "packages.missing" in ids and "probe.failed" in ids
-    assert not any(isinstance(v, Unreadable) for k, v in values.items() if k != probe_key)
+    key = read_key(CgroupLeaks, {})
+    assert isinstance(values[key], Unreadable) and "/proc/cgroups" in str(values[key])
+    findings = evaluate(spec, values)
+    ids = [f.id for f in findings]
+    assert "packages.missing" in ids and ids.count("state.unreadable") == 1
+    assert not any(isinstance(v, Unreadable) for k, v in values.items() if k != key)
 
 
 def test_no_secret_value_or_plain_digest_reaches_any_output(tmp_path: Path, faults: Any):

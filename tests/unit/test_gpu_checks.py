@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import pytest
 from gpu_fixtures import read_fixture
 
-from facts.probe import parse_gpu
+from facts.gpurig_nvidia import GpuHealth, NvidiaGpus
 from gpurig import gpu_checks, gpu_parse
-from gpurig.rules import one_per_cause, rules
+from gpurig.rules import rules
+from tests.unit.fact_values import gpu_values, reader
+
+Values = dict[type, Any]
 
 H100 = {
     "nvidia_smi": True,
@@ -24,23 +28,21 @@ H100 = {
 }
 
 
-def gpu_facts(**raw: Any) -> dict[str, Any]:
-    """parse_gpu over fixtures: string values naming a fixture file are replaced by its text."""
-    merged = {**H100, **raw}
-    loaded = {
-        k: read_fixture(v) if isinstance(v, str) and v.endswith((".txt", ".xml")) else v
-        for k, v in merged.items()
-    }
+def gpu_facts(**raw: Any) -> Values:
+    """The GPU facts' values parsed from the lent H100's recordings, `raw` replacing some."""
     devices = read_fixture("ls-dev-nvidia_h100_580.159.04_vm.txt")
-    loaded.setdefault("uvm_device", "/dev/nvidia-uvm\n" in devices)
-    return parse_gpu(loaded)
+    return gpu_values(**{"uvm_device": "/dev/nvidia-uvm\n" in devices, **H100, **raw})
 
 
-def with_text_health(name: str, **raw: Any) -> dict[str, Any]:
+def with_text_health(name: str, **raw: Any) -> Values:
     """Facts whose health fields come from a recorded `nvidia-smi -q` text instead."""
     gpu = gpu_facts(**raw)
-    gpu["health"] = [vars(h) for h in gpu_parse.parse_health_text(read_fixture(name))]
+    gpu[GpuHealth]["health"] = [asdict(h) for h in gpu_parse.parse_health_text(read_fixture(name))]
     return gpu
+
+
+def check(spec: dict[str, Any], values: Values) -> list[Any]:
+    return gpu_checks.check(spec, reader(values))
 
 
 def ids(findings: list[Any]) -> list[str]:
@@ -51,12 +53,12 @@ H100_SPEC = {"gpu_expect": {"count": 1, "model": "H100 80GB", "mig": "disabled"}
 
 
 def test_lent_h100_is_healthy_and_as_declared() -> None:
-    assert gpu_checks.check(H100_SPEC, gpu_facts()) == []
+    assert check(H100_SPEC, gpu_facts()) == []
 
 
 def test_count_and_model_name_the_gpus_found() -> None:
     spec = {"gpu_expect": {"count": 8, "model": "A100", "mig": "enabled"}}
-    findings = {f.id: f for f in gpu_checks.check(spec, gpu_facts())}
+    findings = {f.id: f for f in check(spec, gpu_facts())}
     assert set(findings) == {"gpu.count", "gpu.model", "gpu.mig_mode"}
     assert findings["gpu.count"].actual == "1: NVIDIA H100 80GB HBM3"
     assert "GPU-e547dfd8-4d29-222b-a7f7-9e8719a4fb76" in findings["gpu.model"].actual
@@ -74,7 +76,7 @@ def test_every_finding_has_a_remediation_from_the_table() -> None:
 
 def test_row_remap_pending_on_recorded_a10() -> None:
     gpu = with_text_health("nvidia-smi-q_a10_535.129.03.txt")
-    (finding,) = [f for f in gpu_checks.check({}, gpu) if f.id == "gpu.row_remap_pending"]
+    (finding,) = [f for f in check({}, gpu) if f.id == "gpu.row_remap_pending"]
     assert (finding.severity, finding.remediation) == ("error", "reset-gpu")
     assert "serial 1324521052681" in finding.actual
     assert "uncorrectable rows 4" in finding.actual
@@ -82,32 +84,32 @@ def test_row_remap_pending_on_recorded_a10() -> None:
 
 def test_pcie_width_below_max_is_flagged_but_idle_gen_drop_is_not() -> None:
     x8 = with_text_health("nvidia-smi-q_rtx4090_537.13_windows-wddm.txt")
-    (finding,) = [f for f in gpu_checks.check({}, x8) if f.id == "gpu.pcie_link"]
+    (finding,) = [f for f in check({}, x8) if f.id == "gpu.pcie_link"]
     assert finding.actual.endswith("gen 4 x8 in P0")
     idle = with_text_health("nvidia-smi-q_titan-v_560.35.03.txt")  # gen 1 of 3 at P8
-    assert "gpu.pcie_link" not in ids(gpu_checks.check({}, idle))
+    assert "gpu.pcie_link" not in ids(check({}, idle))
 
 
 def test_persistence_off_on_recorded_t4() -> None:
     gpu = gpu_facts(smi_xml="nvidia-smi-q-x_tesla-t4_515.105.01_reindented.xml")
-    assert {"gpu.persistence", "gpu.pcie_link"} <= set(ids(gpu_checks.check({}, gpu)))
+    assert {"gpu.persistence", "gpu.pcie_link"} <= set(ids(check({}, gpu)))
 
 
 def test_nvlink_links_down() -> None:
     down = gpu_facts(nvlink="nvidia-smi_nvlink-s_v100-sxm2_inactive_PARTIAL.txt")
-    (finding,) = [f for f in gpu_checks.check({}, down) if f.id == "gpu.nvlink_down"]
+    (finding,) = [f for f in check({}, down) if f.id == "gpu.nvlink_down"]
     assert "links 3, 5" in finding.actual and finding.remediation == "reset-gpu"
     up = gpu_facts(nvlink="nvidia-smi_nvlink-s_a100-sxm4-80gbx8_all-up.txt")
-    assert "gpu.nvlink_down" not in ids(gpu_checks.check({}, up))
+    assert "gpu.nvlink_down" not in ids(check({}, up))
 
 
 def test_fabric_manager_needed_on_nvswitch_hosts() -> None:
     done = with_text_health("nvidia-smi-q_h100x8_535.161.08.txt")  # Fabric State: Completed
-    assert "gpu.fabric_manager" not in ids(gpu_checks.check({}, done))
+    assert "gpu.fabric_manager" not in ids(check({}, done))
     stopped = with_text_health(
         "nvidia-smi-q_h100x8_535.161.08.txt", nvswitch_devices=4, fabricmanager="inactive"
     )
-    (finding,) = [f for f in gpu_checks.check({}, stopped) if f.id == "gpu.fabric_manager"]
+    (finding,) = [f for f in check({}, stopped) if f.id == "gpu.fabric_manager"]
     assert finding.actual.startswith("4 NVSwitch devices, nvidia-fabricmanager inactive")
 
 
@@ -120,7 +122,7 @@ def test_fabric_manager_needed_on_nvswitch_hosts() -> None:
     ],
 )
 def test_fallen_off_the_bus_with_or_without_an_xid_is_one_finding(log: str, pci: str) -> None:
-    findings = gpu_checks.check({}, gpu_facts(xid_lines=log))
+    findings = check({}, gpu_facts(xid_lines=log))
     (finding,) = [f for f in findings if f.id == "gpu.fallen_off_bus"]
     assert (finding.severity, finding.remediation) == ("error", "reboot")
     assert finding.actual.startswith(pci) and "fallen off the bus" in finding.actual
@@ -141,7 +143,7 @@ def test_fallen_off_the_bus_with_or_without_an_xid_is_one_finding(log: str, pci:
     ],
 )
 def test_xid_remediation_follows_the_catalog(log: str, expected: set[tuple[int, str, str]]) -> None:
-    findings = [f for f in gpu_checks.check({}, gpu_facts(xid_lines=log)) if f.id == "gpu.xid"]
+    findings = [f for f in check({}, gpu_facts(xid_lines=log)) if f.id == "gpu.xid"]
     got = {(int(f.message.split()[1]), f.severity, f.remediation) for f in findings}
     assert got == expected
     assert all("Xid (" in f.actual for f in findings)
@@ -149,26 +151,26 @@ def test_xid_remediation_follows_the_catalog(log: str, expected: set[tuple[int, 
 
 def test_nvml_mismatch_without_the_library_line_is_still_a_finding() -> None:
     gpu = gpu_facts(query="driver_mismatch_nvml_no-library-line.txt", smi_xml=None)
-    (finding,) = gpu_checks.check(H100_SPEC, gpu)
+    (finding,) = check(H100_SPEC, gpu)
     assert (finding.id, finding.remediation) == ("gpu.nvml_mismatch", "reboot")
     assert finding.actual == "NVML library (version not printed), kernel module 580.159.04"
     versioned = gpu_facts(query="driver_mismatch_nvml-550.144.txt", smi_xml=None)
-    assert "NVML library 550.144" in gpu_checks.check({}, versioned)[0].actual
+    assert "NVML library 550.144" in check({}, versioned)[0].actual
 
 
 def test_host_state_checks() -> None:
     pending = gpu_facts(reboot_required=True, reboot_required_pkgs="linux-image-6.8.0-45\n")
-    (finding,) = gpu_checks.check({}, pending)
+    (finding,) = check({}, pending)
     assert (finding.id, finding.actual) == (
         "host.reboot_pending",
         "/var/run/reboot-required (linux-image-6.8.0-45)",
     )
     no_uvm = gpu_facts(uvm_device=False)
-    assert ids(gpu_checks.check({}, no_uvm)) == ["gpu.uvm_missing"]
+    assert ids(check({}, no_uvm)) == ["gpu.uvm_missing"]
     unbuilt = gpu_facts(proc_version=None, modinfo=True, module_built="", smi_xml=None)
-    assert ids(gpu_checks.check({}, unbuilt)) == ["gpu.module_missing"]
+    assert ids(check({}, unbuilt)) == ["gpu.module_missing"]
     # A container without modinfo cannot tell: no finding.
-    assert gpu_checks.check({}, gpu_facts(proc_version=None, smi_xml=None)) == []
+    assert check({}, gpu_facts(proc_version=None, smi_xml=None)) == []
 
 
 # --- MIG: mode, slices, and a slice judged by its parent GPU ----------------------------------
@@ -189,12 +191,11 @@ AS_RECORDED = [
 ]
 
 
-def mig_h100(**raw: Any) -> dict[str, Any]:
+def mig_h100(**raw: Any) -> Values:
     """The MIG H100's facts from its own recordings only (no lent-H100 defaults)."""
-    merged = {**MIG_H100, **raw}
-    gpu = parse_gpu({k: read_fixture(v) if isinstance(v, str) and v.endswith(".txt") else v
-                     for k, v in merged.items()})  # fmt: skip
-    gpu["health"] = [vars(h) for h in gpu_parse.parse_health_text(read_fixture(MIG_H100_Q))]
+    gpu = gpu_values(**{**MIG_H100, **raw})
+    text = read_fixture(MIG_H100_Q)
+    gpu[GpuHealth]["health"] = [asdict(h) for h in gpu_parse.parse_health_text(text)]
     return gpu
 
 
@@ -204,16 +205,16 @@ def expect(**keys: Any) -> dict[str, Any]:
 
 def test_mig_h100_as_declared_has_no_findings() -> None:
     spec = expect(count=1, model="H100 80GB", mig="enabled", mig_slices=AS_RECORDED)
-    assert gpu_checks.check(spec, mig_h100()) == []
+    assert check(spec, mig_h100()) == []
     # The same slices declared in another order, or one profile split over two entries.
     split = [*AS_RECORDED[:2], {"profile": "1g.10gb", "count": 1}, AS_RECORDED[2] | {"count": 1}]
-    assert gpu_checks.check(expect(mig_slices=split[::-1]), mig_h100()) == []
+    assert check(expect(mig_slices=split[::-1]), mig_h100()) == []
 
 
 def test_slices_that_differ_are_one_finding_naming_each_gpu() -> None:
     """The seed's SLURM job wants two 20 GB slices; this node has other ones."""
     spec = expect(mig_slices=[{"profile": "3g.20gb", "count": 2}])
-    (finding,) = gpu_checks.check(spec, mig_h100())
+    (finding,) = check(spec, mig_h100())
     assert (finding.id, finding.severity, finding.remediation) == (
         "gpu.mig_slices", "error", "contact-provider"
     )  # fmt: skip
@@ -242,26 +243,26 @@ def test_slices_counted_by_profile_on_recorded_listings(
     listing: str, declared: dict[str, int], fires: bool
 ) -> None:
     wanted = [{"profile": p, "count": n} for p, n in declared.items()]
-    found = ids(gpu_checks.check(expect(mig_slices=wanted), gpu_facts(listing=listing)))
+    found = ids(check(expect(mig_slices=wanted), gpu_facts(listing=listing)))
     assert ("gpu.mig_slices" in found) is fires
 
 
 def test_unreadable_listing_is_reported_not_guessed() -> None:
     spec = expect(mig_slices=[{"profile": "3g.20gb", "count": 2}])
     failed = mig_h100(listing="driver_mismatch_nvml-570.124.txt")
-    (finding,) = gpu_checks.check(spec, failed)
+    (finding,) = check(spec, failed)
     assert finding.id == "gpu.mig_slices"
     assert finding.actual.startswith("unreadable: not a GPU or MIG device line")
-    (silent,) = gpu_checks.check(spec, mig_h100(listing=None))
+    (silent,) = check(spec, mig_h100(listing=None))
     assert silent.actual == "unreadable: nvidia-smi -L printed nothing"
     # Without slices declared, nothing is said about the listing.
-    assert gpu_checks.check({}, failed) == []
+    assert check({}, failed) == []
 
 
-def _mig_modes(current: str, pending: str) -> dict[str, Any]:
+def _mig_modes(current: str, pending: str) -> Values:
     """The MIG H100 with its MIG mode as a GPU shows it before and after `nvidia-smi -mig`."""
     gpu = mig_h100()
-    gpu["health"][0] |= {"mig_current": current, "mig_pending": pending}
+    gpu[GpuHealth]["health"][0] |= {"mig_current": current, "mig_pending": pending}
     return gpu
 
 
@@ -282,60 +283,37 @@ def test_mig_mode_and_a_change_waiting_for_a_reset(
     current: str, pending: str, declared: str | None, found: list[str]
 ) -> None:
     spec = expect(mig=declared) if declared else {}
-    assert ids(gpu_checks.check(spec, _mig_modes(current, pending))) == found
+    assert ids(check(spec, _mig_modes(current, pending))) == found
 
 
 def test_pending_mig_change_says_what_a_reset_does() -> None:
-    (finding,) = gpu_checks.check({}, _mig_modes("Disabled", "Enabled"))
+    (finding,) = check({}, _mig_modes("Disabled", "Enabled"))
     assert (finding.severity, finding.remediation) == ("error", "reset-gpu")
     assert finding.actual.endswith(": MIG disabled now, enabled after the next reset")
     assert finding.actual.startswith("GPU 00000000:00:09.0 (NVIDIA H100 80GB HBM3")
-    (against,) = gpu_checks.check(expect(mig="enabled"), _mig_modes("Enabled", "Disabled"))
+    (against,) = check(expect(mig="enabled"), _mig_modes("Enabled", "Disabled"))
     assert against.actual.endswith("MIG enabled, disabled after the next reset")
     assert "nvidia-smi -i 00000000:00:09.0 -mig 1" in against.fix
 
 
 def test_a_slice_carries_its_parent_gpu_and_capability() -> None:
-    slices = gpu_checks.mig_slices(mig_h100())
+    slices = gpu_checks.mig_slices(mig_h100()[NvidiaGpus])
     assert [s["profile"] for s in slices] == ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
     assert {(s["gpu_index"], s["gpu_name"], s["capability"]) for s in slices} == {
         (0, "NVIDIA H100 80GB HBM3", "9.0")
     }
     assert slices[0]["uuid"] == "MIG-00000000-0000-0000-0000-000000000000"
-    assert gpu_checks.job_capabilities(mig_h100()) == ["9.0"]
+    assert gpu_checks.job_capabilities(mig_h100()[NvidiaGpus]) == ["9.0"]
 
 
 def test_a_mig_gpu_without_slices_offers_no_capability() -> None:
     """MIG on with no GPU instance created (the -L listing then shows the GPU line alone):
     CUDA sees no device on it, so there is nothing for compat to judge."""
     gpu_line = read_fixture("nvidia-smi-L_h100-80gb-mig_590.48.01.txt").splitlines()[0]
-    empty = mig_h100(listing=None)
-    empty["listing"] = [vars(g) for g in gpu_parse.parse_smi_list(gpu_line)]
+    empty = mig_h100(listing=gpu_line)[NvidiaGpus]
+    assert empty["listing"] == [asdict(g) for g in gpu_parse.parse_smi_list(gpu_line)]
     assert gpu_checks.job_capabilities(empty) == []
     # Without a listing every GPU's own capability is judged, as before MIG was read.
-    assert gpu_checks.job_capabilities(mig_h100(listing=None)) == ["9.0"]
+    assert gpu_checks.job_capabilities(mig_h100(listing=None)[NvidiaGpus]) == ["9.0"]
     # A GPU with MIG off is judged by its own capability.
-    assert gpu_checks.job_capabilities(gpu_facts()) == ["9.0"]
-
-
-def test_one_hot_gpu_is_one_finding_with_the_thermal_remedy() -> None:
-    """One cause, one finding: a GPU in thermal slowdown fires gpu.thermal and gpu.throttle
-    (different fixes); gpu.thermal says it, on the same GPU. The recorded H100 capture with
-    its two slowdown reasons switched on, through the real parser."""
-    xml = read_fixture("nvidia-smi-q-x_h100_580.159.04_vm.xml")
-    for reason in ("hw_slowdown", "hw_thermal_slowdown"):
-        tag = f"<clocks_event_reason_{reason}>"
-        xml = xml.replace(f"{tag}Not Active", f"{tag}Active")
-    hot = gpu_facts(smi_xml=xml)
-    both = {f.id: f for f in gpu_checks.check(H100_SPEC, hot)}
-    assert set(both) == {"gpu.thermal", "gpu.throttle"}
-    assert both["gpu.thermal"].subject == both["gpu.throttle"].subject
-    assert both["gpu.thermal"].fix != both["gpu.throttle"].fix
-    [finding] = one_per_cause(list(both.values()))
-    assert (finding.id, finding.subject) == ("gpu.thermal", "GPU 00000000:00:06.0")
-    # Another GPU slowed for a reason no other finding explains keeps its own.
-    other = {**hot, "throttle": {**hot["throttle"], "00000000:00:0A.0": ["hw_slowdown"]}}
-    kept = one_per_cause(gpu_checks.check(H100_SPEC, other))
-    assert sorted((f.id, f.subject) for f in kept) == [
-        ("gpu.thermal", "GPU 00000000:00:06.0"), ("gpu.throttle", "GPU 00000000:00:0A.0"),
-    ]  # fmt: skip
+    assert gpu_checks.job_capabilities(gpu_facts()[NvidiaGpus]) == ["9.0"]

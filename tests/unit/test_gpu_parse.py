@@ -407,33 +407,18 @@ def test_torch_capability_warning_other_wordings(
     assert warning == gpu_parse.TorchCapabilityWarning(gpu, capability, supported)
 
 
-def test_container_cli_info() -> None:
-    info = gpu_parse.parse_container_cli_info(
-        read_fixture("nvidia-container-cli_info_gtx1080-maxq_390.87.txt")
-    )
-    assert (info["driver"], info["cuda"]) == ("390.87", "9.1")
-    assert info["devices"] == [
-        {
-            "index": "0",
-            "model": "GeForce GTX 1080 with Max-Q Design",
-            "gpu_uuid": "GPU-e572b8ee-523e-f7be-a359-33149791a02a",
-            "bus_location": "00000000:01:00.0",
-            "architecture": "6.1",
-        }
+def test_compute_apps_rows_and_refusals() -> None:
+    """`--query-compute-apps` rows typed; nvidia-smi's own failure is None (it could not say);
+    anything else is refused."""
+    rows = "GPU-e547dfd8-4d29-222b-a7f7-9e8719a4fb76, 4242, 30000\nGPU-x, 7, [N/A]\n"
+    assert gpu_parse.parse_compute_apps(rows) == [
+        {"gpu_uuid": "GPU-e547dfd8-4d29-222b-a7f7-9e8719a4fb76", "pid": 4242, "used_mib": 30000},
+        {"gpu_uuid": "GPU-x", "pid": 7, "used_mib": None},
     ]
-    with pytest.raises(ValueError, match="NVRM version"):
-        gpu_parse.parse_container_cli_info(
-            read_fixture("nvidia-container-cli_error_mig-device-unknown_530.30.02.txt")
-        )
-
-
-def test_container_cli_null_fields_are_absent_not_values() -> None:
-    """A Jetson prints `(null)` for what it has not (C's printf of a NULL string)."""
-    info = gpu_parse.parse_container_cli_info(
-        read_fixture("nvidia-container-cli_info_jetson-agx-xavier_null-fields.txt")
-    )
-    assert (info["driver"], info["cuda"]) == (None, "10.0")
-    assert info["devices"] == [{"index": "0", "model": "Xavier", "architecture": "7.2"}]
+    assert gpu_parse.parse_compute_apps("") == []
+    assert gpu_parse.parse_compute_apps(read_fixture("driver_mismatch_nvml-570.124.txt")) is None
+    with pytest.raises(ValueError, match="compute-apps row"):
+        gpu_parse.parse_compute_apps("No running processes found")
 
 
 def test_query_gpu_health_fields_lent_h100() -> None:

@@ -9,10 +9,13 @@ from typing import Any
 
 import pytest
 
+from facts.gpurig_container import ContainerInspect, ContainerTorch
 from facts.gpurig_files import FileDigests, SecretDigests
 from facts.gpurig_host import HostState, Recorder, Snapshot, Unreadable, read_key, required_reads
+from facts.gpurig_node import CgroupLeaks, OsRelease
+from facts.gpurig_nvidia import GpuHealth, NvidiaGpus
 from facts.gpurig_packages import DebStatus
-from facts.probe import Probe
+from gpurig.checks import check
 from gpurig.drift import drift_reads, evaluate, fleet_facts
 from gpurig.plans import converge_reads, plan_host
 from gpurig.spec import normalise
@@ -44,7 +47,9 @@ def run_here(reads: list) -> tuple[HostState, dict[str, Any]]:
 
 def test_every_read_of_a_full_spec_is_answered_by_one_command():
     reads = drift_reads(SPEC)
-    assert {cls for cls, _ in reads} >= {Probe, DebStatus, SecretDigests}
+    judged = {DebStatus, FileDigests, SecretDigests, NvidiaGpus, GpuHealth, ContainerInspect,
+              ContainerTorch, CgroupLeaks, OsRelease}  # fmt: skip
+    assert {cls for cls, _ in reads} >= judged
     _, values = run_here(reads)
     assert set(values) == {read_key(cls, kwargs) for cls, kwargs in reads}
     assert not [v for v in values.values() if isinstance(v, Unreadable)]
@@ -54,14 +59,28 @@ def test_every_read_of_a_full_spec_is_answered_by_one_command():
     assert "packages.missing" in [c.id for c in changes]
     packages = snapshot(DebStatus, packages=sorted(SPEC["packages"]))
     assert packages["sed"]["version"] and "gpurig-no-such-package" not in packages
-    assert snapshot(Probe, engine="podman", paths=["/tmp", "/srv/code"], containers=["train"])
+    assert snapshot(ContainerInspect, engine="podman", container="train") == {
+        "inspect": None, "oom_kill": None
+    }  # fmt: skip
+    # The checks find every read they make, too, and each reads what this machine printed.
+    assert "state.unreadable" not in [f.id for f in check(SPEC, snapshot)]
 
 
-def test_converge_reads_are_the_drift_reads_without_the_probe():
+def test_drift_reads_are_the_converges_and_the_checks():
+    """Drift reads what the converge reads plus what the checks and the fleet view judge; the
+    converge pays for none of the checks' reads."""
     converge = {read_key(c, k) for c, k in converge_reads(SPEC)}
     drift = {read_key(c, k) for c, k in drift_reads(SPEC)}
-    assert drift - converge == {read_key(Probe, {"engine": "podman", "paths": ["/tmp", "/srv/code"],
-                                                 "containers": ["train"]})}  # fmt: skip
+    checks = {read_key(c, k) for c, k in required_reads(lambda r: check(SPEC, r))}
+    assert converge < drift and checks <= drift
+    assert drift - converge - checks == {read_key(OsRelease, {})}  # the fleet view's kernel
+    assert read_key(GpuHealth, {}) not in converge
+
+
+def judged_everything(spec: dict[str, Any], read: Any) -> None:
+    plan_host(spec, read)
+    check(spec, read)
+    fleet_facts(spec, read)
 
 
 USER_SPEC = normalise(
@@ -74,18 +93,19 @@ USER_SPEC = normalise(
     "spec",
     [normalise({}), normalise({"engine": "docker", "packages": ["tmux"]}), SPEC, USER_SPEC],
 )
-def test_plans_read_by_the_spec_alone(spec: dict[str, Any]):
-    """Whatever the host answers, the plans make exactly the recorded reads (else a read would
-    miss the snapshot): here every fact answers its default, and then what this machine says."""
-    recorded = {read_key(c, k) for c, k in required_reads(lambda r: plan_host(spec, r))}
-    _, values = run_here(converge_reads(spec))
+def test_plans_and_checks_read_by_the_spec_alone(spec: dict[str, Any]):
+    """Whatever the host answers, the plans, the checks and the fleet view make exactly the
+    recorded reads (else a read would miss the snapshot): here every fact answers its
+    default, and then what this machine says."""
+    recorded = {read_key(c, k) for c, k in drift_reads(spec)}
+    _, values = run_here(drift_reads(spec))
     seen = Recorder()
 
     def answering(cls: type, **kwargs: Any) -> Any:
         seen(cls, **kwargs)
         return Snapshot(values)(cls, **kwargs)
 
-    plan_host(spec, answering)
+    judged_everything(spec, answering)
     assert set(seen.reads) == recorded
 
 
@@ -122,21 +142,63 @@ def test_host_output_cannot_forge_a_section_marker():
 
 def test_fleet_facts_come_from_the_same_read():
     _, values = run_here(drift_reads(SPEC))
-    facts = fleet_facts(SPEC, values)
+    facts = fleet_facts(SPEC, Snapshot(values))
     assert facts["kernel"] == os.uname().release
     assert facts["code"] == {"/srv/code": None} and facts["image"] == {"train": None}
 
 
 @pytest.mark.parametrize("engine", ["docker", "podman"])
-def test_the_probes_own_reads_hold_the_declared_containers_inspect(engine: str):
-    """Onboarding records only the probe's reads before converging: judging them must find
-    every read it makes (a spec with a container once raised KeyError in preflight)."""
-    from facts.gpurig_container import ContainerInspect
-    from gpurig.drift import probe_of, probe_reads
+def test_onboardings_own_reads_judge_a_host_with_a_declared_container(engine: str):
+    """Onboarding records only its checks' reads before converging: judging them here, for
+    real, finds every read it makes (a spec with a container once raised KeyError)."""
+    from gpurig.onboard import host_checks, preflight_reads
+    from tests.unit.test_onboard import new_host
 
-    spec = normalise({**SPEC, "engine": engine, "podman_socket": engine == "podman"})
-    reads = probe_reads(spec)
+    host = new_host({**SPEC, "engine": engine, "podman_socket": engine == "podman"})
+    reads = preflight_reads(host)
     assert (ContainerInspect, {"engine": engine, "container": "train"}) in reads
     _, values = run_here(reads)
-    probe = probe_of(spec, Snapshot(values))
-    assert [c["name"] for c in probe["containers"]] == ["train"]
+    checks = {c.name: c for c in host_checks(host, Snapshot(values))}
+    assert list(checks) == ["os", "root", "disk", "gpu", "engine", "cgroup"]
+    assert "could not be read" not in " ".join(c.detail for c in checks.values())
+
+
+def test_a_read_missing_from_the_snapshot_is_gpurigs_bug_not_the_hosts():
+    """A KeyError in gpurig (a read its own recording did not list) fails tests, and in a run
+    is reported as gpurig's own bug, never as the host's unreadable output."""
+    from gpurig.drift import Probed, report
+    from gpurig.inventory import Host, SshSettings
+
+    _, values = run_here(drift_reads(SPEC))
+    del values[read_key(NvidiaGpus, {})]
+    for judge in (lambda: evaluate(SPEC, values), lambda: fleet_facts(SPEC, Snapshot(values))):
+        with pytest.raises(KeyError, match="NvidiaGpus"):
+            judge()
+    host = Host("h", "192.0.2.1", SshSettings(), (), SPEC, "test", 1)
+    [finding] = report(Probed(host, values)).findings
+    assert finding.id == "gpurig.internal_error" and "KeyError" in finding.actual
+
+
+def test_a_fact_failing_on_its_own_is_gpurigs_bug_not_the_hosts():
+    """A parser's refusal (ValueError, an XML ParseError) is the host's odd output; any other
+    exception in a fact's process() is gpurig's bug: raised as FactFailed by the snapshot,
+    gpurig.internal_error in a run, never state.unreadable."""
+    from facts.gpurig_host import FactFailed
+    from facts.gpurig_nvidia import KernelLog
+    from gpurig.drift import Probed, report
+    from gpurig.inventory import Host, SshSettings
+
+    def broken(parts: Any) -> Any:
+        return parts["no such part"]  # KeyError: the fact's own bug
+
+    fact = HostState()
+    fact.command(reads=[(KernelLog, {})])
+    fact._facts[0][0].parse = broken  # the instance HostState hands the section to
+    values = fact.process([f"{fact._marker} 0", f"|{fact._facts[0][0]._marker} gpu_lines", "||"])
+    with pytest.raises(FactFailed, match=r"KernelLog\.process: KeyError"):
+        Snapshot(values)(KernelLog)
+    _, real = run_here(drift_reads(SPEC))
+    real[read_key(KernelLog, {})] = values[read_key(KernelLog, {})]
+    host = Host("h", "192.0.2.1", SshSettings(), (), SPEC, "test", 1)
+    [finding] = report(Probed(host, real)).findings
+    assert finding.id == "gpurig.internal_error" and "KernelLog.process: KeyError" in finding.actual

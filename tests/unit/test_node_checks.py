@@ -1,7 +1,7 @@
 """Node health beyond the GPU: the parsers on readings recorded from a real machine
-(tests/fixtures/node/README.md), the checks' thresholds from checks.yaml, and the probe's
-new sections run for real here: a real cgroup with real OOM kills behind a stand-in `docker`
-CLI, and a real Python environment asked about a checkout that shadows its modules."""
+(tests/fixtures/node/README.md), the checks' thresholds from checks.yaml, and the node facts
+run for real here: a real cgroup with real OOM kills behind a stand-in `docker` CLI, and a
+real Python environment asked about a checkout that shadows its modules."""
 
 from __future__ import annotations
 
@@ -19,13 +19,16 @@ from typing import Any
 
 import pytest
 
-from facts.probe import parse_probe, probe_kwargs, script_arguments
+from facts.gpurig_container import ContainerInspect
+from facts.gpurig_host import required_reads
+from facts.gpurig_node import CgroupLeaks, CgroupMemory, HostMemory, Login, LoginShell
+from facts.gpurig_repo import EnvImports
 from gpurig import container_checks, node_checks, node_parse
-from gpurig.checks import CHECK_IDS, check
+from gpurig.checks import CHECK_IDS
 from gpurig.inventory import schema
 from gpurig.rules import rules
 from gpurig.spec import normalise
-from tests.unit.test_probe import run_script
+from tests.unit.fact_values import reader, run_here
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "node"
 REF = "b" * 40
@@ -37,13 +40,13 @@ def fixture(name: str) -> str:
 
 
 def meminfo_percpu(text: str) -> str:
-    """The value the probe's sed keeps from /proc/meminfo's Percpu line."""
+    """The value HostMemory keeps from /proc/meminfo's Percpu line."""
     [value] = re.findall(r"^Percpu:\s*(.*)$", text, re.M)
     return value
 
 
 def oom_kill_line(text: str) -> str:
-    """The value the probe's sed keeps from a memory.oom_control / memory.events file."""
+    """The value the facts' sed keeps from a memory.oom_control / memory.events file."""
     [value] = re.findall(r"^oom_kill (.*)$", text, re.M)
     return value
 
@@ -113,21 +116,26 @@ def test_odd_output_is_refused_with_a_reason(parse: Any, text: str) -> None:
         parse(text)
 
 
-def test_odd_output_becomes_an_error_not_a_crash() -> None:
-    probe = parse_probe(
-        {
-            "cgroup": {"oom_kill": "lots", "proc_cgroups": "garbage line", "percpu": "x"},
-            "containers": [{"name": "train", "engine": "docker", "oom_kill": "-2"}],
-            "imports": [{"checkout": "/srv/a", "python": "/v/bin/python", "ran": True,
-                         "report": "not json"}],
-        }
-    )  # fmt: skip
-    cgroup = probe["cgroup"]
-    assert cgroup["oom_kill"] is None and "not a count" in cgroup["oom_kill_error"]
-    assert cgroup["count"] is None and "/proc/cgroups" in cgroup["count_error"]
-    assert cgroup["percpu"] is None and cgroup["percpu_error"]
-    assert probe["containers"][0]["oom_kill"] is None
-    assert probe["imports"][0]["error"].startswith("not JSON")
+@pytest.mark.parametrize(
+    ("fact", "parts", "reason"),
+    [
+        (CgroupMemory, {"oom_kill": "lots"}, "not a count"),
+        (CgroupMemory, {"limit": "12 GB"}, "not a number of bytes"),
+        (CgroupLeaks, {"proc_cgroups": "garbage line"}, "/proc/cgroups"),
+        (HostMemory, {"meminfo": "Percpu:  x"}, "Percpu"),
+        (HostMemory, {"meminfo": "MemTotal:  lots"}, "MemTotal"),
+    ],
+)
+def test_odd_output_is_refused_by_the_fact(fact: Any, parts: dict, reason: str) -> None:
+    """A fact refuses what the host printed (HostState keeps it as Unreadable: the checks
+    reading it say state.unreadable), never a guess."""
+    with pytest.raises(ValueError, match=reason):
+        fact.parse(parts)
+
+
+def test_an_environment_printing_something_else_is_an_error_of_its_report() -> None:
+    entry = EnvImports.parse({"python": "/v/bin/python", "ran": "yes", "report": "not json"})
+    assert entry["report"] is None and entry["error"].startswith("not JSON")
 
 
 # -- the checks ---------------------------------------------------------------------------
@@ -146,28 +154,39 @@ SPEC = normalise(
     }
 )
 COUNTED = node_parse.cgroup_count(fixture("proc_cgroups_v1-hybrid_linux-6.18.44.txt"), None)
-PROBE: dict[str, Any] = {
-    "cgroup": {
-        "oom_kill": 0,
+NOT_RUN = {"python": "/srv/code/.venv/bin/python", "ran": False, "run_as": None, "refused": None,
+           "report": None, "error": None}  # fmt: skip
+VALUES: dict[type, Any] = {
+    Login: {"uid": 0, "user": "root", "sudo": None},
+    LoginShell: {"ulimit_c": "0"},
+    CgroupMemory: {"limit": None, "oom_kill": 0},
+    CgroupLeaks: {
         "count": COUNTED,
         "percpu": node_parse.percpu_bytes(
             None, meminfo_percpu(fixture("proc_meminfo_linux-6.18.44.txt"))
         ),
     },
-    "containers": [{"name": "train", "engine": "docker", "oom_kill": 0, "inspect": {}}],
-    "imports": [],
+    ContainerInspect: {"train": {"inspect": {}, "oom_kill": 0}},
+    EnvImports: {"/srv/code": NOT_RUN},
 }
 
 
-def judge(**changes: Any) -> list[Any]:
-    probe = copy.deepcopy(PROBE)
-    for dotted, value in changes.items():
-        *keys, last = dotted.split("__")
-        target: Any = probe
+def judge(*changes: tuple[type, str, Any]) -> list[Any]:
+    """node_checks on VALUES with (fact, "key.path", value) changes (ints index lists)."""
+    values = copy.deepcopy(VALUES)
+    for fact, dotted, value in changes:
+        *keys, last = dotted.split(".")
+        target: Any = values[fact]
         for key in keys:
             target = target[int(key)] if key.isdigit() else target[key]
         target[last] = value
-    return [*node_checks.check(SPEC, probe), *container_checks.check(SPEC, probe)]
+    return judged(SPEC, reader(values))
+
+
+def judged(spec: dict[str, Any], read: Any) -> list[Any]:
+    """The node rules and the containers' running state, as gpurig.checks runs them."""
+    rules = (*node_checks.RULES, *node_checks.IMPORTS, *container_checks.CONTAINER_RULES)
+    return [finding for rule in rules for finding in rule(spec, read)]
 
 
 def test_this_machines_readings_are_healthy() -> None:
@@ -186,7 +205,7 @@ def test_container_oom_kill_names_the_container_and_the_count() -> None:
     kills = node_parse.count(
         oom_kill_line(fixture("memory.oom_control_oom-kill-2_linux-6.18.44.txt"))
     )
-    [finding] = judge(containers__0__oom_kill=kills)
+    [finding] = judge((ContainerInspect, "train.oom_kill", kills))
     assert (finding.id, finding.severity, finding.remediation) == (
         "container.oom_kill", "warn", "restart-job",
     )  # fmt: skip
@@ -194,12 +213,13 @@ def test_container_oom_kill_names_the_container_and_the_count() -> None:
 
 
 def test_a_stopped_containers_oom_killed_state_is_a_finding_too() -> None:
-    [finding] = judge(containers__0__inspect={"State": {"OOMKilled": True, "Running": False}})
+    stopped = {"State": {"OOMKilled": True, "Running": False}}
+    [finding] = judge((ContainerInspect, "train.inspect", stopped))
     assert finding.id == "container.oom_kill" and "State.OOMKilled" in finding.actual
 
 
-def test_host_oom_kill_reads_the_probes_own_cgroup() -> None:
-    [finding] = judge(cgroup__oom_kill=5)
+def test_host_oom_kill_reads_the_logins_root_cgroup() -> None:
+    [finding] = judge((CgroupMemory, "oom_kill", 5))
     assert (finding.id, finding.actual) == ("host.oom_kill", "oom_kill 5")
 
 
@@ -207,7 +227,7 @@ def test_host_oom_kill_reads_the_probes_own_cgroup() -> None:
     ("count", "severity"), [(50_000, None), (50_001, "warn"), (100_000, "warn"), (100_001, "error")]
 )
 def test_cgroup_leak_thresholds(count: int, severity: str | None) -> None:
-    findings = judge(cgroup__count={**COUNTED, "count": count})
+    findings = judge((CgroupLeaks, "count", {**COUNTED, "count": count}))
     assert [f.severity for f in findings] == ([severity] if severity else [])
     if severity:
         assert findings[0].id == "host.cgroup_leak" and findings[0].remediation == "reboot"
@@ -216,7 +236,7 @@ def test_cgroup_leak_thresholds(count: int, severity: str | None) -> None:
 
 def test_cgroup_leak_says_how_many_are_dying() -> None:
     stat = "nr_descendants 30000\nnr_dying_descendants 70000\n"
-    [finding] = judge(cgroup__count=node_parse.cgroup_count(None, stat))
+    [finding] = judge((CgroupLeaks, "count", node_parse.cgroup_count(None, stat)))
     assert finding.severity == "error"
     assert finding.actual == "100001 cgroups, 70000 of them dying (cgroup.stat)"
 
@@ -225,38 +245,37 @@ def test_cgroup_leak_says_how_many_are_dying() -> None:
     ("size", "severity"), [(20 * GB, None), (20 * GB + 1, "warn"), (50 * GB + 1, "error")]
 )
 def test_percpu_thresholds(size: int, severity: str | None) -> None:
-    findings = judge(cgroup__percpu={"bytes": size, "source": "memory.stat percpu"})
+    findings = judge((CgroupLeaks, "percpu", {"bytes": size, "source": "memory.stat percpu"}))
     assert [(f.id, f.severity) for f in findings] == (
         [("host.percpu_memory", severity)] if severity else []
     )
 
 
 def test_imports_unreadable_report_names_the_python() -> None:
-    entry = {"checkout": "/srv/code", "python": "/srv/code/.venv/bin/python", "report": None,
-             "error": "the environment's python printed nothing"}  # fmt: skip
-    [finding] = judge(imports=[entry])
+    error = "the environment's python printed nothing"
+    [finding] = judge((EnvImports, "/srv/code", {**NOT_RUN, "ran": True, "error": error}))
     assert finding.id == "env.imports" and "printed nothing" in finding.actual
     assert "/srv/code/.venv/bin/python" in finding.actual
 
 
 def test_no_environment_no_imports_finding() -> None:
-    entry = {"checkout": "/srv/code", "python": "/srv/code/.venv/bin/python", "report": None,
-             "error": None}  # fmt: skip
-    assert judge(imports=[entry]) == []  # repo.env reports the missing environment
+    assert judge() == []  # repo.env reports the missing environment
 
 
-# -- spec and probe arguments -------------------------------------------------------------
+# -- spec and fact arguments --------------------------------------------------------------
 
 
-def test_schema_and_probe_accept_the_same_module_names() -> None:
+def test_schema_and_import_check_accept_the_same_module_names() -> None:
     python = schema()["$defs"]["repo"]["properties"]["python"]["properties"]
     assert python["imports"]["items"]["pattern"] == f"^{node_parse.MODULE_NAME.pattern}$(?!\\n)"
 
 
-def test_probe_kwargs_carry_declared_imports_only() -> None:
-    assert probe_kwargs(SPEC)["imports"] == [["/srv/code", "/srv/code/.venv", ["docker", "torch"]]]
+def test_declared_imports_alone_are_read() -> None:
+    reads = required_reads(lambda read: judged(SPEC, read))
+    wanted = {"checkout": "/srv/code", "venv": "/srv/code/.venv", "modules": ["docker", "torch"]}
+    assert [kwargs for cls, kwargs in reads if cls is EnvImports] == [wanted]
     bare = normalise({"repos": {"/srv/x": {"url": "https://x/y.git", "ref": REF}}})
-    assert "imports" not in probe_kwargs(bare)
+    assert EnvImports not in {cls for cls, _ in required_reads(lambda r: judged(bare, r))}
 
 
 @pytest.mark.parametrize(
@@ -270,27 +289,31 @@ def test_probe_kwargs_carry_declared_imports_only() -> None:
         [["relative", "/srv/a/.venv", ["os"]]],
     ],
 )
-def test_probe_refuses_names_and_paths_before_any_command(imports: list[Any]) -> None:
+def test_import_check_refuses_names_and_paths_before_any_command(imports: list[Any]) -> None:
+    [[checkout, venv, modules]] = imports
     with pytest.raises(ValueError, match="imports"):
-        script_arguments(imports=imports)
+        EnvImports().command(checkout=checkout, venv=venv, modules=modules)
 
 
-# -- the probe's new sections, run for real on this machine -------------------------------
+# -- the node facts, run for real on this machine -----------------------------------------
 
 
-def test_probe_reads_this_machines_cgroup_counts_and_percpu() -> None:
-    cgroup = parse_probe(run_script(script_arguments()))["cgroup"]
+def test_cgroup_leaks_reads_this_machines_cgroup_counts_and_percpu() -> None:
+    cgroup = run_here(CgroupLeaks)
     v2 = Path("/sys/fs/cgroup/cgroup.controllers").exists()
     expected = node_parse.cgroup_count(
         Path("/proc/cgroups").read_text(),
         Path("/sys/fs/cgroup/cgroup.stat").read_text() if v2 else None,
     )
-    assert cgroup["count_error"] is None and cgroup["count"]["source"] == expected["source"]
+    assert cgroup["count"]["source"] == expected["source"]
     assert abs(cgroup["count"]["count"] - expected["count"]) <= 50  # others make cgroups too
-    percpu = meminfo_percpu(Path("/proc/meminfo").read_text())
-    assert cgroup["percpu"]["bytes"] > 0 and cgroup["percpu_error"] is None
-    if cgroup["percpu"]["source"] == "/proc/meminfo Percpu":
-        assert cgroup["percpu"] == node_parse.percpu_bytes(None, percpu)
+    # The root memory.stat's count on cgroup v2, else /proc/meminfo's (HostMemory).
+    percpu = cgroup["percpu"]
+    if percpu["bytes"] is None:
+        percpu = run_here(HostMemory)["percpu"]
+        meminfo = meminfo_percpu(Path("/proc/meminfo").read_text())
+        assert percpu == node_parse.percpu_bytes(None, meminfo)
+    assert percpu["bytes"] > 0
 
 
 def _memory_cgroup() -> Path:
@@ -314,10 +337,15 @@ def _memory_cgroup() -> Path:
     return path
 
 
-@pytest.fixture
-def oom_killed_container(tmp_path: Path) -> Iterator[tuple[str, str]]:
+ENGINE_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "engine"
+
+
+@pytest.fixture(params=["docker", "podman"])
+def oom_killed_container(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A process in a real memory cgroup where the kernel OOM-killed two processes, and a
-    PATH whose `docker` answers inspect for it (the only part that stands in)."""
+    PATH whose engine CLI answers `container inspect` with its recorded inspect of a running
+    container, the pid set to that process's (the only part that stands in)."""
+    engine: str = request.param
     cgroup = _memory_cgroup()
     enter = f"echo $$ > {cgroup}/cgroup.procs && exec "
     sleeper = None
@@ -331,14 +359,17 @@ def oom_killed_container(tmp_path: Path) -> Iterator[tuple[str, str]]:
         sleeper = subprocess.Popen(["sh", "-c", enter + "sleep 60"])
         while str(sleeper.pid) not in (cgroup / "cgroup.procs").read_text().split():
             time.sleep(0.01)
+        recorded = (ENGINE_FIXTURES / f"{engine}-inspect-train.json").read_text()
+        inspect = tmp_path / "inspect.json"
+        inspect.write_text(re.sub(r'"Pid": \d+,', f'"Pid": {sleeper.pid},', recorded))
         bin_dir = tmp_path / "bin"
         bin_dir.mkdir()
-        docker = bin_dir / "docker"
-        docker.write_text(
-            f"#!/bin/sh\ncase $1 in inspect) echo 'true {sleeper.pid}' ;; *) exit 1 ;; esac\n"
+        cli = bin_dir / engine
+        cli.write_text(
+            f'#!/bin/sh\n[ "$1 $2" = "container inspect" ] && exec cat {inspect}\nexit 1\n'
         )
-        docker.chmod(0o755)
-        yield "train", f"{bin_dir}:{os.environ['PATH']}"
+        cli.chmod(0o755)
+        yield engine, f"{bin_dir}:{os.environ['PATH']}"
     finally:
         if sleeper:
             sleeper.kill()
@@ -351,18 +382,35 @@ def oom_killed_container(tmp_path: Path) -> Iterator[tuple[str, str]]:
                 time.sleep(0.05)
 
 
-def test_probe_reads_a_containers_oom_kills_from_its_real_cgroup(
+def test_container_inspect_reads_its_oom_kills_from_its_real_cgroup(
     oom_killed_container: tuple[str, str],
 ) -> None:
-    name, path = oom_killed_container
-    doc = run_script(script_arguments(engine="docker", containers=[name]), path=path)
-    probe = parse_probe(doc)
-    assert probe["containers"][0]["oom_kill"] == 2
-    findings = [f for f in check(SPEC, probe) if f.id == "container.oom_kill"]
+    """The container's pid comes from its one reader, ContainerInspect, which counts the OOM
+    kills in that pid's memory cgroup in the same command."""
+    engine, path = oom_killed_container
+    found = run_here(ContainerInspect, env_path=path, engine=engine, container="train")
+    assert found["inspect"]["State"]["Running"] is True and found["oom_kill"] == 2
+    spec = normalise({**SPEC, "engine": engine})
+    values = {**VALUES, ContainerInspect: {"train": found}}
+    findings = [f for f in judged(spec, reader(values)) if f.id == "container.oom_kill"]
     assert [f.actual for f in findings] == ["oom_kill 2 in its cgroup"]
 
 
-def test_probe_finds_shadowed_and_missing_imports_in_a_real_environment(private_dir: Path) -> None:
+def test_a_pid_line_that_is_not_the_documents_counts_nothing() -> None:
+    """The count is kept only for the pid the parsed inspect holds (a `"Pid":` line elsewhere in
+    the engine's JSON must not pick another process's cgroup)."""
+    fact = ContainerInspect()
+    fact.command(engine="docker", container="train")
+    recorded = (ENGINE_FIXTURES / "docker-inspect-train.json").read_text().splitlines()
+    assert fact.process([*recorded, f"{fact._marker} 776 3"])["oom_kill"] == 3
+    assert fact.process([*recorded, f"{fact._marker} 1 3"])["oom_kill"] is None
+    with pytest.raises(ValueError, match="not a count"):
+        fact.process([*recorded, f"{fact._marker} 776 lots"])
+
+
+def test_import_check_finds_shadowed_and_missing_imports_in_a_real_environment(
+    private_dir: Path,
+) -> None:
     """This test's own environment, asked from a checkout with a `yaml/` package (shadows
     PyYAML), a `docker/` directory without __init__.py (the field notes' case: no docker SDK
     installed) and a `jsonschema/` directory (a namespace portion the installed package wins
@@ -391,12 +439,11 @@ def test_probe_finds_shadowed_and_missing_imports_in_a_real_environment(private_
                                    "python": {"lockfile": "uv.lock", "venv": venv,
                                               "imports": names}}}}
     )  # fmt: skip
-    doc = run_script(script_arguments(**probe_kwargs(spec)))
-    probe = parse_probe(doc)
-    [entry] = probe["imports"]
+    entry = run_here(EnvImports, checkout=str(checkout), venv=venv, modules=names)
     assert entry["error"] is None and entry["python"] == f"{venv}/bin/python"
     assert entry["report"]["python"] == sys.version.split()[0]
-    [finding] = node_checks.check(spec, probe)
+    values = {**VALUES, EnvImports: {str(checkout): entry}}
+    [finding] = judged(spec, reader(values))
     assert finding.id == "env.imports" and finding.severity == "error"
     real = os.path.realpath(checkout)
     assert finding.actual == (

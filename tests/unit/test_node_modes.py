@@ -182,12 +182,12 @@ def test_a_bad_spec_never_fails_a_prolog_and_is_unknown_to_npd(tmp_path: Path) -
 def test_a_read_that_does_not_finish_in_time_is_could_not_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from facts.probe import Probe
+    from facts.gpurig_node import OsRelease
     from gpurig.drift import drift_local
     from gpurig.inventory import load_spec_file
 
-    command = Probe.command
-    monkeypatch.setattr(Probe, "command", lambda self, **kw: "sleep 3\n" + command(self, **kw))
+    command = OsRelease.command
+    monkeypatch.setattr(OsRelease, "command", lambda self: "sleep 3\n" + command(self))
     spec = tmp_path / "node.yaml"
     spec.write_text("core_dumps: enabled\n")
     began = time.monotonic()

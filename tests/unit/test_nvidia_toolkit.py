@@ -10,13 +10,7 @@ from typing import Any
 import pytest
 from gpu_fixtures import read_fixture
 
-from facts.gpurig_nvidia import (
-    CDI_MARKER,
-    CdiSpec,
-    NvidiaGpus,
-    ToolkitKeyring,
-    driver_version,
-)
+from facts.gpurig_nvidia import CDI_MARKER, CdiSpec, NvidiaGpus, ToolkitKeyring
 from facts.gpurig_packages import DebStatus
 from gpurig.change import Change
 from gpurig.plans import toolkit as toolkit_plan
@@ -37,55 +31,56 @@ def sh(command: str, path: str | None = None) -> list[str]:
     return out.stdout.splitlines()
 
 
-def gpus_from(listing: str, section: str = "list ok", version: str | None = None) -> dict:
-    """NvidiaGpus on recorded outputs, framed by the `== ` lines the fact's command prints."""
-    output = [f"== {section}", *read_fixture(listing).splitlines(), "== version"]
-    return NvidiaGpus().process(output + (read_fixture(version).splitlines() if version else []))
+def gpus_from(listing: str, **parts: str) -> dict:
+    """NvidiaGpus on recorded outputs, as the parts of its command print them (nvidia-smi's
+    after a line saying it ran; `module`: /proc/driver/nvidia/version)."""
+    texts = {"list": listing, **parts}
+    return NvidiaGpus.parse({label: ("" if label == "module" else "ran\n") + read_fixture(name)
+                             for label, name in texts.items()})  # fmt: skip
 
 
 H100 = gpus_from(H100_LIST, version=H100_VERSION)
 # The fixture is plain `nvidia-smi`; NVML fails to initialise before any subcommand runs, so
 # `nvidia-smi -L` on that machine fails with the same lines.
-NO_GPU_MISMATCH = gpus_from(MISMATCH, section="list failed")
-# A PATH without nvidia-smi, as on this machine and in CI.
-NO_SMI = NvidiaGpus().process(sh(NvidiaGpus().command(), path="/nonexistent"))
+NO_GPU_MISMATCH = gpus_from(MISMATCH)
+# A host without nvidia-smi, as this machine and CI (its command run for real on a bare PATH:
+# tests/unit/test_node_facts.py).
+NO_SMI = NvidiaGpus().default()
 
 
 def test_h100_with_mig_is_a_gpu_with_its_driver():
-    assert H100 == {
-        "smi": True,
-        "present": True,
-        "gpus": ["NVIDIA H100 80GB HBM3"],
-        "driver": "590.48.01",
-        "error": None,
-    }
+    assert (H100["smi"], H100["present"], H100["driver"], H100["error"]) == (
+        True, True, "590.48.01", None
+    )  # fmt: skip
+    assert [gpu["name"] for gpu in H100["listing"]] == ["NVIDIA H100 80GB HBM3"]
 
 
 def test_failing_nvidia_smi_is_no_gpu_and_says_why():
-    assert NO_GPU_MISMATCH["present"] is False
+    assert NO_GPU_MISMATCH["present"] is False and NO_GPU_MISMATCH["driver"] is None
     assert "Driver/library version mismatch" in NO_GPU_MISMATCH["error"]
 
 
 def test_no_nvidia_smi_here():
-    assert NO_SMI == {
-        "smi": False,
-        "present": False,
-        "gpus": [],
-        "driver": None,
-        "error": "nvidia-smi is not installed",
-    }
+    assert (NO_SMI["smi"], NO_SMI["present"], NO_SMI["error"]) == (
+        False, False, "nvidia-smi is not installed"
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
-    ("fixture", "driver"),
+    ("parts", "driver"),
     [
-        ("nvidia-smi_version_610.57.04.txt", "610.57.04"),  # 610+: 'KMD version'
-        ("proc_driver_nvidia_version_384.98_proprietary.txt", "384.98"),  # no --version
-        ("proc_driver_nvidia_version_525.60.11_open_archlinux-no-date.txt", "525.60.11"),
+        ({"version": "nvidia-smi_version_610.57.04.txt"}, "610.57.04"),  # 610+: 'KMD version'
+        # nvidia-smi too old for --version: the query's driver, else the loaded module's
+        ({"query": "nvidia-smi_query-gpu_csv_h100-mig_590.48.01.txt"}, "590.48.01"),
+        ({"module": "proc_driver_nvidia_version_384.98_proprietary.txt"}, "384.98"),
+        ({"module": "proc_driver_nvidia_version_525.60.11_open_archlinux-no-date.txt"},
+         "525.60.11"),
+        # A Jetson's module line names its L4T release, not a driver.
+        ({"module": "proc_driver_nvidia_version_jetson-orin-nx_l4t-35.3.1.txt"}, None),
     ],
-)
-def test_driver_version_from_recorded_outputs(fixture: str, driver: str):
-    assert driver_version(read_fixture(fixture)) == driver
+)  # fmt: skip
+def test_driver_version_from_recorded_outputs(parts: dict[str, str], driver: str | None):
+    assert gpus_from(H100_LIST, **parts)["driver"] == driver
 
 
 def test_keyring_fact_reads_sha_and_record(tmp_path: Path):

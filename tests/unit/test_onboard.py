@@ -1,5 +1,6 @@
-"""Onboard's pure pieces (OS rule, report, inventory edit, checks on recorded-shape probes) and
-its refusals that need no host: nothing listening, a login refused, an invalid edit."""
+"""Onboard's pure pieces (OS rule, report, inventory edit, checks on fact values in their real
+shapes) and its refusals that need no host: nothing listening, a login refused, an invalid
+edit."""
 
 from __future__ import annotations
 
@@ -12,18 +13,34 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from facts.gpurig_container import CpuQuota
+from facts.gpurig_host import Recorder, Unreadable, required_reads
+from facts.gpurig_node import (
+    CgroupLeaks,
+    CgroupMemory,
+    DiskSpace,
+    EngineSocket,
+    EngineVersions,
+    HostMemory,
+    Login,
+    LoginShell,
+    OsRelease,
+)
+from facts.gpurig_reach import AptSources
 from gpurig.cli import main
 from gpurig.inventory import load_inventory, load_inventory_text
 from gpurig.onboard import (
     Check,
     OnboardError,
     edit_inventory,
+    host_checks,
     os_problem,
-    probe_checks,
+    preflight_reads,
     record,
     render_checks,
     split_address,
 )
+from tests.unit.fact_values import gpu_values, reader
 from tests.unit.ssh_server import generate_key, ssh_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,52 +140,97 @@ def test_record_restores_the_file_when_the_edit_does_not_validate(tmp_path: Path
 GiB = 1024**3
 
 
-def probe(**changes: Any) -> dict[str, Any]:
-    """A probe of a root login on Debian 12 with room, no GPU, no engine, no limits."""
-    doc: dict[str, Any] = {
-        "host": {"os_id": "debian", "os_version": "12", "os_pretty": "Debian GNU/Linux 12",
-                 "uid": 0, "user": "root", "sudo": None},
-        "disks": [{"path": "/", "exists": True, "mount": "/", "free_bytes": 200 * GiB,
-                   "inodes_total": 1000, "inodes_free": 900}],
-        "gpu": {"gpus": None},
-        "engine": {"installed": {"docker": None, "podman": None}},
-        "cgroup": {"version": 2, "memory_limit": None, "cpu_max": None},
+def facts(**changes: Any) -> dict[type, Any]:
+    """A root login on Debian 12 with room, no GPU, no engine, no limits: each fact's value."""
+    values: dict[type, Any] = {
+        OsRelease: {"kernel": "6.1.0-25-amd64", "os_id": "debian", "os_version": "12",
+                    "os_pretty": "Debian GNU/Linux 12"},
+        Login: {"uid": 0, "user": "root", "sudo": None},
+        DiskSpace: [{"path": "/", "exists": True, "mount": "/", "free_bytes": 200 * GiB,
+                     "inodes_total": 1000, "inodes_free": 900}],
+        EngineVersions: {"docker": None, "podman": None},
+        CgroupMemory: {"limit": None, "oom_kill": 0},
+        CpuQuota: {"nproc": 16, "cpus": None},
+        **{fact: fact().default() for fact in (CgroupLeaks, LoginShell, HostMemory, EngineSocket)},
+        **gpu_values(nvidia_smi=False),
     }  # fmt: skip
-    for section, values in changes.items():
-        doc[section] = {**doc[section], **values} if isinstance(values, dict) else values
-    return doc
+    for fact, change in changes.items():
+        fact_class = {f.__name__: f for f in values}[fact]
+        value = values[fact_class]
+        values[fact_class] = {**value, **change} if isinstance(change, dict) else change
+    return values
 
 
-def checks(spec: dict[str, Any], probe_doc: dict[str, Any]) -> dict[str, Check]:
+def new_host(spec: dict[str, Any]) -> Any:
     text = edit_inventory(PROFILES.read_text(), "new", "203.0.113.9", SSH, [])
     [host] = load_inventory_text(text, "fleet.yaml").hosts
-    host = type(host)(**{**vars(host), "spec": spec})
-    return {c.name: c for c in probe_checks(host, probe_doc)}
+    return type(host)(**{**vars(host), "spec": spec})
+
+
+def checks(spec: dict[str, Any], values: dict[type, Any]) -> dict[str, Check]:
+    return {c.name: c for c in host_checks(new_host(spec), reader(values))}
 
 
 def test_checks_pass_on_a_good_host() -> None:
-    result = checks({"gpu": "absent", "engine": "docker"}, probe())
+    result = checks({"gpu": "absent", "engine": "docker"}, facts())
     assert {c.status for c in result.values()} == {"ok"}
     assert result["disk"].detail == "/ has 200 GiB free, 90% of inodes free"
 
 
 def test_checks_fail_each_thing_wrong() -> None:
-    old_os = checks({}, probe(host={"os_id": "ubuntu", "os_version": "18.04"}))
+    old_os = checks({}, facts(OsRelease={"os_id": "ubuntu", "os_version": "18.04"}))
     assert old_os["os"].status == "FAIL" and "18.04" in old_os["os"].detail
-    plain = checks({}, probe(host={"uid": 1000, "user": "plain", "sudo": False}))
+    plain = checks({}, facts(Login={"uid": 1000, "user": "plain", "sudo": False}))
     assert plain["root"].status == "FAIL" and "sudo" in plain["root"].detail
-    sudoer = checks({}, probe(host={"uid": 1000, "user": "ubuntu", "sudo": True}))
+    sudoer = checks({}, facts(Login={"uid": 1000, "user": "ubuntu", "sudo": True}))
     assert sudoer["root"].status == "ok"
-    full = probe(disks=[{**probe()["disks"][0], "free_bytes": 10 * GiB}])
+    full = facts(DiskSpace=[{**facts()[DiskSpace][0], "free_bytes": 10 * GiB}])
     assert checks({}, full)["disk"].status == "FAIL"  # below the 50g default
     assert checks({"checks": {"disk_free_min": "5g"}}, full)["disk"].status == "ok"
-    no_gpu = checks({"gpu": "required"}, probe())["gpu"]
+    no_gpu = checks({"gpu": "required"}, facts())["gpu"]
     assert no_gpu.status == "FAIL" and "GPU" in no_gpu.detail
-    assert checks({"gpu": "auto"}, probe())["gpu"].status == "warn"
-    pod = probe(cgroup={"memory_limit": 64 * GiB, "cpu_max": "800000 100000"})
+    assert checks({"gpu": "auto"}, facts())["gpu"].status == "warn"
+    pod = facts(CgroupMemory={"limit": 64 * GiB}, CpuQuota={"cpus": 8.0})
     limited = checks({"engine": "docker"}, pod)["cgroup"]
     assert limited.status == "warn" and "memory 64 GiB, 8 CPUs" in limited.detail
     assert checks({"engine": "none"}, pod)["cgroup"].status == "ok"
+
+
+def test_a_check_whose_facts_are_unreadable_fails_saying_so() -> None:
+    odd = facts(Login=Unreadable("Login: ValueError(\"id -u printed 'x'\")"))
+    root = checks({}, odd)["root"]
+    assert root.status == "FAIL" and "could not be read" in root.detail and "id -u" in root.detail
+    assert checks({}, odd)["os"].status == "ok"  # the others still judge
+
+
+@pytest.mark.parametrize("engine", ["docker", "podman"])
+def test_preflight_reads_hold_every_read_its_checks_make(engine: str) -> None:
+    """Onboarding records what its checks read before the host is converged: judging them
+    must find each one, a declared container's included (its inspect once raised KeyError)."""
+    repo = {
+        "url": "https://x/y.git",
+        "ref": "b" * 40,
+        "python": {"lockfile": "uv.lock", "imports": ["torch"]},
+    }
+    train = {"image": "r/x@sha256:" + "a" * 64, "shm_size": "1g"}
+    spec = {"engine": engine, "gpu": "auto", "repos": {"/srv/code": repo},
+            "containers": {"train": train}}  # fmt: skip
+    host = new_host(spec)
+    reads = preflight_reads(host)
+    assert reads[-1] == (AptSources, {})
+    seen = Recorder()
+
+    def answering(cls: type, **kwargs: Any) -> Any:
+        seen(cls, **kwargs)
+        assert (cls, kwargs) in reads, cls.__name__
+        return cls().default()
+
+    host_checks(host, answering)
+    assert [(c, k) for c, k in reads[:-1]] == list(seen.reads.values())
+    assert ("ContainerTorch", {"engine": engine, "container": "train"}) in [
+        (c.__name__, k) for c, k in reads
+    ]
+    assert required_reads(lambda read: host_checks(host, read)) == reads[:-1]
 
 
 def _onboard(path: Path, port: int, *extra: str) -> tuple[Any, float]:

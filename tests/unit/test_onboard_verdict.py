@@ -6,6 +6,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from facts.gpurig_container import CpuQuota
+from facts.gpurig_node import CgroupMemory
 from gpurig.converge import ConvergeResult
 from gpurig.onboard import (
     Check,
@@ -18,6 +20,7 @@ from gpurig.onboard import (
     summarise,
 )
 from gpurig.sources import Endpoint, Source
+from tests.unit.fact_values import reader
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "onboard"
 LOG = "".join(
@@ -111,8 +114,15 @@ def test_sources_check_names_each_unreachable_source() -> None:
 
 def test_cgroup_v1_no_limit_is_shown_as_none() -> None:
     # What a cgroup v1 sandbox host printed: memory.limit_in_bytes's "unlimited", quota -1.
-    probe = {"cgroup": {"memory_limit": 9223372036854771712, "cpu_max": "-1 100000"}}
-    check = _cgroup({"engine": "docker"}, probe)
+    unlimited = {
+        CgroupMemory: CgroupMemory.parse({"limit": "9223372036854771712"}),
+        CpuQuota: CpuQuota.parse({"nproc": "8", "quota": "-1 100000"}),
+    }
+    check = _cgroup({"engine": "docker"}, reader(unlimited))
     assert check == Check("cgroup", "ok", "no memory or CPU limit on this login's cgroup")
-    limited = {"cgroup": {"memory_limit": 8 * 1024**3, "cpu_max": "200000 100000"}}
-    assert _cgroup({"engine": "none"}, limited).detail == "limited to memory 8 GiB, 2 CPUs"
+    limited = {
+        CgroupMemory: CgroupMemory.parse({"limit": str(8 * 1024**3)}),
+        CpuQuota: CpuQuota.parse({"nproc": "8", "quota": "200000 100000"}),
+    }
+    detail = _cgroup({"engine": "none"}, reader(limited)).detail
+    assert detail == "limited to memory 8 GiB, 2 CPUs"

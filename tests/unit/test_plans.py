@@ -210,13 +210,15 @@ def reader(state: dict[str, Any]) -> Callable[..., Any]:
             return state["driver_packages"]
         if cls is Commands:
             return {n: state["commands"].get(n, True) for n in kwargs["names"]}
+        if cls is CpuQuota:
+            return {"nproc": state["cpus"], "cpus": None}
+        if cls in (ContainerInspect, UserContainerInspect):
+            return {"inspect": state["inspect"], "oom_kill": None}
         simple = {Units: "units", UserPodman: "user_podman", LoginProfile: "profile",
                   JsonFile: "daemon_json", NvidiaGpus: "gpu",
                   ToolkitKeyring: "keyring", CdiSpec: "cdi", RepoState: "repo", RaySessions: "ray",
                   CoreFiles: "cores", EditableFinders: "finders", FlashinferCache: "flashinfer",
-                  CpuQuota: "cpus", ContainerInspect: "inspect",
-                  UserContainerInspect: "inspect", UserRaySessions: "ray",
-                  UserCoreFiles: "cores"}  # fmt: skip
+                  UserRaySessions: "ray", UserCoreFiles: "cores"}  # fmt: skip
         return state[simple[cls]]
 
     return read
@@ -517,8 +519,8 @@ def test_a_stopped_socket_is_one_finding_not_also_an_api_that_does_not_answer():
     state = copy.deepcopy(converged(kind))
     mutation(state)
     spec = state["spec"]
-    probe = {"engine": {"podman_socket": {"path": engine.PODMAN_SOCKET, "answers": False}}}
-    api = container_checks.check(spec, probe)
+    silent = {"exists": True, "answers": False}
+    api = [f for rule in container_checks.RULES for f in rule(spec, lambda *_, **__: silent)]
     assert [(f.id, f.subject) for f in api] == [("engine.api", "podman.socket")]
     reported = one_per_cause([*findings(plan_host(spec, reader(state))), *api])
     assert [f.id for f in reported if f.subject == "podman.socket"] == ["engine.socket"]

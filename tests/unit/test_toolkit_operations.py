@@ -10,7 +10,7 @@ from pathlib import Path
 from gpu_fixtures import FIXTURES, read_fixture
 from pyinfra_testing.operations import make_operation_tests
 
-from facts.gpurig_nvidia import driver_version
+from facts.gpurig_nvidia import NvidiaGpus
 
 OPERATIONS = Path(__file__).resolve().parent / "operations" / "nvidia_toolkit.toolkit"
 
@@ -18,8 +18,15 @@ TestToolkit = make_operation_tests("deploys", "nvidia_toolkit.toolkit", OPERATIO
 
 
 def recorded_drivers() -> set[str]:
-    """Driver versions the NvidiaGpus fact reads from recorded `nvidia-smi --version` outputs."""
-    return {driver_version(read_fixture(p.name)) for p in FIXTURES.glob("nvidia-smi_version_*")}
+    """Driver versions the NvidiaGpus fact reads from recorded `nvidia-smi --version` outputs
+    (with a recorded listing: a driver is read only where a GPU is listed)."""
+    listing = read_fixture("nvidia-smi-L_h100-80gb-mig_590.48.01.txt")
+    return {
+        NvidiaGpus.parse({"list": f"ran\n{listing}", "version": f"ran\n{read_fixture(p.name)}"})[
+            "driver"
+        ]
+        for p in FIXTURES.glob("nvidia-smi_version_*")
+    }
 
 
 def test_cdi_fixtures_use_driver_versions_recorded_on_gpu_machines():

@@ -5,13 +5,15 @@ defaults that fit a user (a driver checked, not held; a rootless Podman through 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from facts.gpurig_node import Login
 from gpurig.cli import main
 from gpurig.inventory import InventoryError, load_inventory, load_spec_file
-from gpurig.onboard import probe_checks
+from gpurig.onboard import host_checks
 from gpurig.pyinfra_inventory import host_data
 from gpurig.sources import apt_needed
 from gpurig.spec import normalise
@@ -121,27 +123,45 @@ def test_user_scope_needs_no_apt_source_and_no_root_in_preflight(tmp_path: Path)
     [host] = load_inventory([_write(tmp_path, text)]).hosts
     assert apt_needed(host.spec) == []
     assert apt_needed(normalise({"engine": "podman"})) == ["engine"]
-    probe = {"host": {"uid": 1000, "user": "alice", "sudo": False}}
-    checks = {c.name: c for c in probe_checks(host, probe)}
+    asked = []
+
+    def read(cls: type, **kwargs: Any) -> Any:
+        asked.append((cls, kwargs))
+        return {"uid": 1000, "user": "alice", "sudo": None} if cls is Login else cls().default()
+
+    checks = {c.name: c for c in host_checks(host, read)}
     assert (checks["root"].status, checks["root"].detail) == (
         "ok",
         "not needed: scope: user acts as alice alone",
     )
+    assert [kwargs for cls, kwargs in asked if cls is Login] == [{"sudo": False}]
 
 
 def test_user_scope_reaches_containers_only_through_the_users_socket() -> None:
     """Every podman gpurig runs as the user goes through the API socket: a local podman with
     another runtime directory would join the service's namespace and break it."""
     from facts.gpurig_acceptance import UserAcceptance
-    from facts.gpurig_container import UserContainerInspect
-    from facts.probe import Probe, probe_kwargs
+    from facts.gpurig_container import (
+        ContainerInspect,
+        ContainerTorch,
+        UserContainerInspect,
+        UserContainerTorch,
+    )
+    from facts.gpurig_host import HostState
+    from gpurig.drift import drift_reads
     from gpurig.user_scope import CONTAINER_HOST
 
     spec = normalise({"scope": "user", "engine": "podman", "containers": {"t": {"image": IMAGE}}})
     accept = UserAcceptance().command(engine="podman", container="t")
     assert accept.startswith(f"export {CONTAINER_HOST}\n") and "podman exec t " in accept
     inspect = UserContainerInspect().command(engine="podman", container="t")
-    assert inspect.startswith(f"{CONTAINER_HOST} podman container inspect t")
-    probe = Probe().command(**probe_kwargs(spec))
-    assert probe.startswith(f"export {CONTAINER_HOST} GPURIG_NO_SUDO=1\n")
-    assert Probe().command(**probe_kwargs(normalise({}))).startswith("set -- ")
+    assert (
+        inspect.startswith(f"export {CONTAINER_HOST}\n") and "podman container inspect t" in inspect
+    )
+    # Every container read of a user-scope drift goes through the socket; sudo is never asked.
+    reads = drift_reads(spec)
+    classes = {cls for cls, _ in reads}
+    assert {UserContainerInspect, UserContainerTorch} <= classes
+    assert not classes & {ContainerInspect, ContainerTorch}
+    assert "sudo" not in HostState().command(reads)
+    assert "sudo -n true" in HostState().command(drift_reads(normalise({})))

@@ -20,8 +20,8 @@ CARRIED = [
     "gpurig/cli.py",
     "gpurig/data/",
     "deploys/gpu_host.py",
-    "facts/probe.py",
-    "facts/probe.sh",
+    "facts/gpurig_node.py",
+    "facts/env_imports.sh",
     "facts/git_changes.sh",
     "schemas/inventory.schema.json",
     "inventory.py",
@@ -73,7 +73,7 @@ def test_installed_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Path):
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*args], cwd=work, capture_output=True, text=True)
 
-    imports = "import facts.probe, deploys.containers, gpurig.drift; print(facts.__file__)"
+    imports = "import facts.gpurig_node, deploys.containers, gpurig.drift; print(facts.__file__)"
     where = run(str(python), "-c", imports)
     assert where.stdout.startswith(site), where.stdout + where.stderr
     valid = run(str(venv / "bin" / "gpurig"), "validate", str(inventory))

@@ -1,6 +1,7 @@
-"""The probe's import check never runs another account's code as root (issue: a `json.py`
-planted in a checkout ran as uid 0 from `cd checkout && python -c ...`). Run for real on this
-machine: a real interpreter, real files owned by real other uids, the probe script as root."""
+"""The import check (facts.gpurig_repo.EnvImports, facts/env_imports.sh) never runs another
+account's code as root (issue: a `json.py` planted in a checkout ran as uid 0 from
+`cd checkout && python -c ...`). Run for real on this machine: a real interpreter, real files
+owned by real other uids, the fact's command as root."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from facts.probe import parse_probe, script_arguments
+from facts.gpurig_repo import EnvImports
 from gpurig import node_checks
 from gpurig.spec import normalise
-from tests.unit.test_probe import run_script
+from tests.unit.fact_values import reader, run_here
 
 NOBODY, OTHER = 65534, 65533  # uids that own nothing on a Debian machine
 # A module the import check's own script imports after start-up: from the checkout, it runs.
@@ -40,10 +41,9 @@ def environment(place: Path, checkout_uid: int, venv_uid: int, mode: int = 0o755
     return checkout
 
 
-def probe(checkout: Path) -> dict:
-    args = script_arguments(imports=[[str(checkout), str(checkout.parent / "venv"), ["yaml"]]])
-    [entry] = parse_probe(run_script(args))["imports"]
-    return entry
+def check_imports(checkout: Path) -> dict:
+    venv = str(checkout.parent / "venv")
+    return run_here(EnvImports, checkout=str(checkout), venv=venv, modules=["yaml"])
 
 
 def ran_as(checkout: Path) -> str | None:
@@ -53,7 +53,7 @@ def ran_as(checkout: Path) -> str | None:
 
 def test_a_checkout_owned_by_another_account_runs_as_that_account(private_dir: Path) -> None:
     checkout = environment(private_dir, NOBODY, 0)
-    entry = probe(checkout)
+    entry = check_imports(checkout)
     assert entry["run_as"] == NOBODY and entry["refused"] is None
     assert ran_as(checkout) == str(NOBODY)  # the planted module ran, as its owner: never root
 
@@ -70,7 +70,7 @@ def test_a_checkout_others_can_change_is_not_run_at_all(
     private_dir: Path, checkout_uid: int, venv_uid: int, mode: int, why: str
 ) -> None:
     checkout = environment(private_dir, checkout_uid, venv_uid, mode)
-    entry = probe(checkout)
+    entry = check_imports(checkout)
     assert entry["refused"] and why in entry["refused"], entry
     assert entry["report"] is None and entry["run_as"] is None
     assert ran_as(checkout) is None
@@ -80,7 +80,8 @@ def test_a_checkout_others_can_change_is_not_run_at_all(
             "python": {"lockfile": "uv.lock", "venv": str(checkout.parent / "venv"),
                        "imports": ["yaml"]}}}}
     )  # fmt: skip
-    [finding] = node_checks.check(spec, {"imports": [entry]})
+    read = reader({EnvImports: {str(checkout): entry}})
+    [finding] = [f for rule in node_checks.IMPORTS for f in rule(spec, read)]
     assert finding.id == "env.imports_unchecked" and finding.severity == "warn"
     assert why in finding.actual
 
@@ -88,6 +89,6 @@ def test_a_checkout_others_can_change_is_not_run_at_all(
 def test_a_checkout_under_a_shared_directory_is_refused(tmp_path: Path) -> None:
     """pytest's tmp_path lies under /tmp (mode 1777): anyone could have made the checkout."""
     checkout = environment(tmp_path, 0, 0)
-    entry = probe(checkout)
+    entry = check_imports(checkout)
     assert entry["refused"].startswith("other accounts may write /tmp")
     assert ran_as(checkout) is None

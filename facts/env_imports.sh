@@ -1,0 +1,105 @@
+# gpurig's import check of one declared environment (facts.gpurig_repo.EnvImports): where each
+# named module resolves when the environment's own python starts in the checkout, as a job
+# started there would. POSIX sh; needs sh and sed, and readlink, stat and id to tell who may
+# run that python (as root: only the one account able to change what it executes).
+#
+# Arguments: MARKER CHECKOUT VENV MODULE...  (checked by EnvImports before they reach a command)
+# Output: parts `MARKER LABEL` (every line of a value prefixed with `|`): python, ran, run_as,
+# refused, report.
+set -u
+set -f
+LC_ALL=C
+export LC_ALL
+MARKER=$1 CHECKOUT=$2 VENV=$3
+shift 3
+PYTHON=$VENV/bin/python
+IFS='
+' # writers() prints one word list per line: split on newlines only
+
+have() { command -v "$1" >/dev/null 2>&1; }
+bounded() { if have timeout; then timeout 20 "$@"; else "$@"; fi; }
+part() { printf '\n%s %s\n' "$MARKER" "$1"; printf '%s\n' "$2" | sed 's/^/|/'; }
+
+# Where each named module of a declared environment resolves, printed as JSON by the
+# environment's own python started in the checkout (as a job started there would be). Names
+# arrive as arguments (gpurig checked them); find_spec locates a top-level module without
+# running it. Paths are resolved here, so the checker compares like with like.
+IMPORTS_PY='import importlib.util, json, os, site, sys, sysconfig
+real = lambda path: os.path.realpath(path or os.getcwd())
+sites = list(getattr(site, "getsitepackages", list)())
+if site.ENABLE_USER_SITE:
+    sites.append(site.getusersitepackages())
+paths = sysconfig.get_paths()
+modules = {}
+for name in sys.argv[1:]:
+    try:
+        spec = importlib.util.find_spec(name)
+    except Exception as exc:
+        modules[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        continue
+    if spec is None:
+        modules[name] = None
+        continue
+    located = spec.has_location and spec.origin
+    modules[name] = {"origin": real(spec.origin) if located else None,
+                     "locations": [real(p) for p in spec.submodule_search_locations or []]}
+print(json.dumps({"python": sys.version.split()[0], "site": [real(p) for p in sites],
+                  "stdlib": sorted({real(paths["stdlib"]), real(paths["platstdlib"])}),
+                  "modules": modules}))'
+
+# Who can change a path: the owner of it and of every directory above it, one uid a line, or
+# "shared PATH" where a group or other users may write (or "unknown PATH" without stat).
+writers() {
+  p=$(readlink -f -- "$1" 2>/dev/null) || { printf 'unknown %s\n' "$1"; return; }
+  while :; do
+    info=$(stat -c '%u %a' -- "$p" 2>/dev/null) || { printf 'unknown %s\n' "$p"; return; }
+    case ${info#* } in *[2367]? | *[2367]) printf 'shared %s\n' "$p"; return ;; esac
+    printf '%s\n' "${info%% *}"
+    [ "$p" = / ] && return
+    p=${p%/*}
+    [ -n "$p" ] || p=/
+  done
+}
+
+# Who may run an environment's python: one account able to change all it executes (the
+# checkout, first on sys.path; the environment; the interpreter). This login when that is
+# root or itself; as root, the one other owner (setpriv drops to it); otherwise nobody: it
+# is not run, so a file another account planted never runs as root. Sets RUN_AS and REFUSED.
+import_runner() {
+  RUN_AS='' REFUSED='' others='' count=0
+  me=$(id -u 2>/dev/null) || { REFUSED='no id to tell who this login is'; return; }
+  for w in $(writers "$1"; writers "$2"; writers "$3"); do
+    case $w in
+      "shared "*) REFUSED="other accounts may write ${w#shared }"; return ;;
+      "unknown "*) REFUSED="cannot tell who may change ${w#unknown } (no readlink or stat)"; return ;;
+      0 | "$me") ;;
+      *) case " $others " in *" $w "*) ;; *) others="$others $w" count=$((count + 1)) ;; esac ;;
+    esac
+  done
+  others=${others# }
+  if [ "$count" = 0 ]; then return; fi
+  if [ "$count" -gt 1 ]; then REFUSED="owned by several accounts (uids $others)"; return; fi
+  if [ "$me" != 0 ]; then REFUSED="owned by uid $others, not by this login"; return; fi
+  have setpriv || { REFUSED="owned by uid $others and no setpriv to run it as that account"; return; }
+  RUN_AS=$others
+}
+
+out='' RUN_AS='' REFUSED='' ran=no
+if [ -x "$PYTHON" ] && [ -d "$CHECKOUT" ]; then
+  import_runner "$CHECKOUT" "$VENV" "$PYTHON"
+  if [ -n "$REFUSED" ]; then :
+  elif [ -n "$RUN_AS" ]; then
+    gid=$(id -g "$RUN_AS" 2>/dev/null) || REFUSED="uid $RUN_AS has no account"
+    [ -z "$REFUSED" ] && out=$(cd "$CHECKOUT" && bounded setpriv --reuid="$RUN_AS" \
+      --regid="$gid" --clear-groups --reset-env "$PYTHON" -c "$IMPORTS_PY" "$@" 2>/dev/null </dev/null)
+  else
+    out=$(cd "$CHECKOUT" && bounded "$PYTHON" -c "$IMPORTS_PY" "$@" 2>/dev/null </dev/null)
+  fi
+  [ -z "$REFUSED" ] && ran=yes
+fi
+part python "$PYTHON"
+part ran "$ran"
+part run_as "$RUN_AS"
+part refused "$REFUSED"
+part report "$out"
+exit 0

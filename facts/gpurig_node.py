@@ -1,0 +1,241 @@
+"""The node as the checks and onboarding see it, beyond what the converge manages: OS and
+login, memory, cgroup limits and leaks, disk headroom, the login shell's core limit,
+the engines' versions and API socket. One small fact per piece of state, each batched into
+the host's one round trip (gpurig_host) like every other; each needs only sh, and reports a
+missing tool as absence."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from facts.gpurig_host import BOUNDED, Sectioned
+from gpurig import node_parse
+
+# `df -P`'s line for one file system: name (may hold blanks), four numbers, capacity, mount.
+_DF_LINE = re.compile(r"(?P<fs>.+?)\s+(?P<total>\d+)\s+(?P<used>\d+)\s+(?P<avail>\d+)\s+"
+                      r"(?P<capacity>\d+%|-)\s+(?P<mount>/.*)")  # fmt: skip
+
+
+def _text(parts: Mapping[str, str], label: str) -> str | None:
+    """A part's text stripped, or None when it printed nothing (or did not run)."""
+    return (parts.get(label) or "").strip() or None
+
+
+def df_line(text: str | None) -> dict[str, Any] | None:
+    """The last line of `df -P` (1K blocks or inodes) typed, or None when df printed nothing."""
+    if not text or not text.strip():
+        return None
+    match = _DF_LINE.fullmatch(text.strip().splitlines()[-1])
+    if match is None:
+        raise ValueError(f"not a df -P line: {text.strip()[-120:]!r}")
+    return {"total": int(match["total"]), "free": int(match["avail"]), "mount": match["mount"]}
+
+
+class OsRelease(Sectioned[dict[str, Any]]):
+    """The running kernel and /etc/os-release's ID, VERSION_ID and PRETTY_NAME."""
+
+    def command(self) -> str:
+        return self.sectioned(
+            {"kernel": "cat /proc/sys/kernel/osrelease 2>/dev/null",
+             "os": "cat /etc/os-release 2>/dev/null"}
+        )  # fmt: skip
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        fields = {}
+        for line in (parts.get("os") or "").splitlines():
+            key, sep, value = line.partition("=")
+            if sep and re.fullmatch(r"[A-Z0-9_]+", key):
+                fields[key] = value.strip().strip("\"'") or None
+        return {
+            "kernel": _text(parts, "kernel"),
+            "os_id": fields.get("ID"),
+            "os_version": fields.get("VERSION_ID"),
+            "os_pretty": fields.get("PRETTY_NAME"),
+        }
+
+
+class Login(Sectioned[dict[str, Any]]):
+    """Who this login is, and whether it can become root without a password (`sudo`: None
+    when there is no sudo to ask, the login is root already, or it is not to be asked: a
+    scope: user login never tries sudo)."""
+
+    def command(self, sudo: bool = True) -> str:
+        parts = {"uid": "id -u 2>/dev/null", "user": "id -un 2>/dev/null"}
+        if sudo:
+            parts["sudo"] = (
+                f'{BOUNDED}\n[ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1 && {{ '
+                "if bounded sudo -n true </dev/null 2>/dev/null; then echo yes; else echo no; fi; }"
+            )
+        return self.sectioned(parts)
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        uid = _text(parts, "uid")
+        if uid is not None and not uid.isdigit():
+            raise ValueError(f"id -u printed {uid[:40]!r}")
+        sudo = {"yes": True, "no": False, None: None}.get(_text(parts, "sudo"))
+        return {"uid": int(uid) if uid else None, "user": _text(parts, "user"), "sudo": sudo}
+
+
+# The root cgroup's memory files, v2 then v1 (memory.events counts the cgroup and its
+# descendants on v2; memory.oom_control on v1).
+_V2 = "[ -r /sys/fs/cgroup/cgroup.controllers ]"
+
+
+class CgroupMemory(Sectioned[dict[str, Any]]):
+    """This login's root memory cgroup: its limit in bytes (None: no limit) and the kernel's
+    OOM kill count in it (a rented pod's own limit, or the whole host)."""
+
+    def command(self) -> str:
+        v2, v1 = "/sys/fs/cgroup", "/sys/fs/cgroup/memory"
+        return self.sectioned({
+            "limit": f"if {_V2}; then cat {v2}/memory.max; "
+                     f"else cat {v1}/memory.limit_in_bytes; fi 2>/dev/null",
+            "oom_kill": f"if {_V2}; then sed -n 's/^oom_kill //p' {v2}/memory.events; "
+                        f"else sed -n 's/^oom_kill //p' {v1}/memory.oom_control; fi 2>/dev/null",
+        })  # fmt: skip
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        limit = _text(parts, "limit")
+        if limit not in (None, "max") and not limit.isdigit():
+            raise ValueError(f"memory limit: not a number of bytes: {limit[:40]!r}")
+        return {
+            "limit": int(limit) if limit and limit.isdigit() else None,
+            "oom_kill": node_parse.count(parts.get("oom_kill")),
+        }
+
+
+class CgroupLeaks(Sectioned[dict[str, Any]]):
+    """How many cgroups the host holds (dying ones included) and the root memory.stat's per-cpu
+    kernel memory (v2): readings of leaking cgroups (node_parse; HostMemory has /proc/meminfo's)."""
+
+    def command(self) -> str:
+        return self.sectioned({
+            "proc_cgroups": "cat /proc/cgroups 2>/dev/null",
+            "stat": f"{_V2} && cat /sys/fs/cgroup/cgroup.stat 2>/dev/null",
+            "percpu": f"{_V2} && sed -n 's/^percpu //p' /sys/fs/cgroup/memory.stat 2>/dev/null",
+        })  # fmt: skip
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        return {
+            "count": node_parse.cgroup_count(_text(parts, "proc_cgroups"), _text(parts, "stat")),
+            "percpu": node_parse.percpu_bytes(_text(parts, "percpu"), None),
+        }
+
+
+class HostMemory(Sectioned[dict[str, Any]]):
+    """/proc/meminfo: the host's memory in bytes (what a container's tmpfs /dev/shm is judged
+    against) and its per-cpu kernel memory (`Percpu: N kB`, every kernel since 4.16)."""
+
+    def command(self) -> str:
+        return self.sectioned({"meminfo": "cat /proc/meminfo 2>/dev/null"})
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        fields = {}
+        for line in (parts.get("meminfo") or "").splitlines():
+            key, sep, value = line.partition(":")
+            if sep and key in ("MemTotal", "Percpu"):
+                fields[key] = value.strip()
+        total = fields.get("MemTotal")
+        total_kb = re.fullmatch(r"([0-9]+) kB", total) if total else None
+        if total and total_kb is None:
+            raise ValueError(f"/proc/meminfo MemTotal: unexpected value {total[:40]!r}")
+        return {
+            "total_bytes": int(total_kb[1]) * 1024 if total_kb else None,
+            "percpu": node_parse.percpu_bytes(None, fields.get("Percpu")),
+        }
+
+
+class DiskSpace(Sectioned[list[dict[str, Any]]]):
+    """Free space and inodes of the file system holding each path, one entry per path."""
+
+    def command(self, paths: Sequence[str]) -> str:
+        parts = {}
+        for index, path in enumerate(paths):
+            q = shlex.quote(path)
+            parts[f"e{index}"] = f"[ -e {q} ] && echo exists"
+            parts[f"k{index}"] = f"df -P -k -- {q} 2>/dev/null"
+            parts[f"i{index}"] = f"df -P -i -- {q} 2>/dev/null"
+        self._paths = list(paths)
+        return self.sectioned(parts)
+
+    def process(self, output: list[str]) -> list[dict[str, Any]]:
+        return self.entries(self._paths, self.split(output))
+
+    @staticmethod
+    def entries(paths: Sequence[str], parts: Mapping[str, str]) -> list[dict[str, Any]]:
+        """One entry per path from the parts `command(paths)` printed."""
+        found = []
+        for index, path in enumerate(paths):
+            blocks, inodes = df_line(parts.get(f"k{index}")), df_line(parts.get(f"i{index}"))
+            found.append({
+                "path": path,
+                "exists": _text(parts, f"e{index}") == "exists",
+                "mount": blocks["mount"] if blocks else None,
+                "free_bytes": blocks["free"] * 1024 if blocks else None,
+                "inodes_total": inodes["total"] if inodes else None,
+                "inodes_free": inodes["free"] if inodes else None,
+            })  # fmt: skip
+        return found
+
+    def default(self) -> list[dict[str, Any]]:
+        return []
+
+
+class LoginShell(Sectioned[dict[str, Any]]):
+    """The core file limit a login shell ends up with (`ulimit -c` after /etc/profile and
+    profile.d, as an SSH session or `bash -l` reads them)."""
+
+    def command(self) -> str:
+        login = (
+            f"{BOUNDED}\nif command -v bash >/dev/null 2>&1; then login=bash; else login=sh; fi\n"
+            "bounded \"$login\" -lc 'ulimit -c' </dev/null 2>/dev/null | sed -n 1p"
+        )
+        return self.sectioned({"ulimit_c": login})
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        return {"ulimit_c": _text(parts, "ulimit_c")}
+
+
+ENGINES = ("docker", "podman")
+
+
+class EngineVersions(Sectioned[dict[str, Any]]):
+    """The first line of `docker --version` and `podman --version` (None: not installed)."""
+
+    def command(self) -> str:
+        return self.sectioned({
+            tool: f"{BOUNDED}\ncommand -v {tool} >/dev/null 2>&1 && "
+                  f"bounded {tool} --version 2>/dev/null | sed -n 1p"
+            for tool in ENGINES
+        })  # fmt: skip
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        return {tool: _text(parts, tool) for tool in ENGINES}
+
+
+class EngineSocket(Sectioned[dict[str, Any]]):
+    """Whether an engine's API socket exists and answers `_ping` (`answers`: None when it
+    cannot be asked: no socket, or no curl)."""
+
+    def command(self, path: str) -> str:
+        q = shlex.quote(path)
+        return self.sectioned({"socket": (
+            f"{BOUNDED}\n[ -S {q} ] || exit 0\necho socket\ncommand -v curl >/dev/null 2>&1 || "
+            f"exit 0\necho asked\nbounded curl -s --max-time 5 --unix-socket {q} http://d/_ping"
+        )})  # fmt: skip
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        lines = (parts.get("socket") or "").splitlines()
+        answers = lines[2:] == ["OK"] if lines[:2] == ["socket", "asked"] else None
+        return {"exists": lines[:1] == ["socket"], "answers": answers}

@@ -1,0 +1,242 @@
+"""The checks' facts run for real on this machine (full PATH and a bare one), and the GPU facts
+on recorded outputs, served by a stand-in nvidia-smi that only replays fixture files."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import shutil
+import socketserver
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from facts.gpurig_container import TORCH_LINE, TORCH_PY, ContainerTorch
+from facts.gpurig_host import HostState, Snapshot, Unreadable
+from facts.gpurig_node import (
+    CgroupLeaks,
+    CgroupMemory,
+    DiskSpace,
+    EngineSocket,
+    EngineVersions,
+    HostMemory,
+    Login,
+    LoginShell,
+    OsRelease,
+)
+from facts.gpurig_nvidia import (
+    GpuDevices,
+    GpuHealth,
+    GpuProcesses,
+    KernelLog,
+    NvidiaGpus,
+    NvidiaModule,
+    NvlinkStatus,
+    RebootRequired,
+)
+from gpurig.gpu_parse import QUERY_GPU_COMMAND
+from tests.unit.fact_values import run_here
+from tests.unit.gpu_fixtures import read_fixture
+
+NODE_FACTS = (OsRelease, Login, CgroupMemory, CgroupLeaks, HostMemory, LoginShell, EngineVersions)
+GPU_FACTS = (NvidiaGpus, GpuHealth, GpuProcesses, NvlinkStatus, GpuDevices, RebootRequired,
+             NvidiaModule, KernelLog)  # fmt: skip
+
+
+def bare_path(tmp_path: Path, tools: tuple[str, ...] = ("sh", "cat", "sed")) -> str:
+    """A PATH holding only the named tools, as on a host stripped to the bone."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in tools:
+        (bin_dir / tool).symlink_to(shutil.which(tool) or tool)
+    return str(bin_dir)
+
+
+def test_node_facts_read_this_machine() -> None:
+    assert run_here(OsRelease)["kernel"] == os.uname().release
+    login = run_here(Login)
+    assert login["uid"] == os.getuid()
+    assert login["sudo"] is None or os.getuid() != 0  # root is never asked about sudo
+    disks = run_here(DiskSpace, paths=["/", "/tmp"])
+    assert [d["path"] for d in disks] == ["/", "/tmp"]
+    assert disks[0]["free_bytes"] > 0 and disks[0]["inodes_total"] > 0
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    total = next(int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:"))
+    assert run_here(HostMemory)["total_bytes"] == total * 1024  # what shm.size compares with
+    assert run_here(CgroupMemory)["oom_kill"] is not None
+
+
+def test_facts_report_absence_with_only_sh_cat_and_sed(tmp_path: Path) -> None:
+    """No df, no engine, no nvidia-smi, no curl, no timeout: absence, never a failure."""
+    path = bare_path(tmp_path)
+    [disk] = run_here(DiskSpace, env_path=path, paths=["/tmp"])
+    assert disk == {"path": "/tmp", "exists": True, "mount": None, "free_bytes": None,
+                    "inodes_total": None, "inodes_free": None}  # fmt: skip
+    assert run_here(EngineVersions, env_path=path) == {"docker": None, "podman": None}
+    for fact in GPU_FACTS:
+        assert run_here(fact, env_path=path) == fact().default(), fact.__name__
+    assert run_here(NvidiaGpus, env_path=path)["error"] == "nvidia-smi is not installed"
+    for fact in NODE_FACTS:
+        run_here(fact, env_path=path)  # answers, whatever it could read
+
+
+def test_a_path_with_quotes_backslashes_and_control_characters_is_data() -> None:
+    weird = '/no/such "dir"\\' + "".join(chr(c) for c in range(1, 32) if c != 10)
+    [disk] = run_here(DiskSpace, paths=[weird])
+    assert disk["path"] == weird and disk["exists"] is False and disk["free_bytes"] is None
+
+
+class _Ping(http.server.BaseHTTPRequestHandler):
+    answer = b"OK"
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(self.answer if self.path == "/_ping" else b"?")
+
+    def address_string(self) -> str:  # a unix socket has no client address
+        return "local"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("answer", "answers"), [(b"OK", True), (b"<html>no</html>", False)])
+def test_engine_socket_asks_a_real_socket_for_ping(
+    tmp_path: Path, answer: bytes, answers: bool
+) -> None:
+    """A real HTTP server on a unix socket, asked by the fact's curl."""
+    sock = tmp_path / "engine.sock"
+    handler = type("Ping", (_Ping,), {"answer": answer})
+    with socketserver.UnixStreamServer(str(sock), handler) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            found = run_here(EngineSocket, path=str(sock))
+        finally:
+            server.shutdown()
+    assert found == {"exists": True, "answers": answers}
+    assert run_here(EngineSocket, path=str(tmp_path / "none.sock")) == {
+        "exists": False, "answers": None
+    }  # fmt: skip
+
+
+REPLAY = {
+    "--query-gpu": "nvidia-smi_query-gpu_csv_h100-mig_590.48.01.txt",
+    "--version": "nvidia-smi_version_590.48.01.txt",
+    "-q": "nvidia-smi-q-x_tesla-t4_515.105.01_reindented.xml",
+    "-L": "nvidia-smi-L_h100-80gb-mig_590.48.01.txt",
+}
+
+
+def test_gpu_facts_parse_recorded_outputs_through_their_commands(tmp_path: Path) -> None:
+    """A stand-in nvidia-smi replays recorded files; each fact's own command runs it, and its
+    process() parses what came back."""
+    bin_dir = Path(bare_path(tmp_path, ("sh", "cat", "sed", "timeout")))
+    replays = tmp_path / "replay"
+    replays.mkdir()
+    for flag, name in REPLAY.items():
+        (replays / flag.strip("-")).write_text(read_fixture(name))
+    (bin_dir / "nvidia-smi").write_text(
+        "#!/bin/sh\n"
+        f"case $1 in --query-gpu=*) cat {replays}/query-gpu ;; -q) cat {replays}/q ;;\n"
+        f"  -L) cat {replays}/L ;; --version) cat {replays}/version ;; esac\n"
+    )
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    path = str(bin_dir)
+    gpu = run_here(NvidiaGpus, env_path=path)
+    assert (gpu["present"], gpu["driver"], gpu["error"]) == (True, "590.48.01", None)
+    assert gpu["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"
+    assert gpu["gpus"][0]["mig.mode.current"] == "Enabled"
+    (listed,) = gpu["listing"]
+    assert (listed["name"], listed["uuid"]) == (gpu["gpus"][0]["name"], gpu["gpus"][0]["uuid"])
+    assert [d["profile"] for d in listed["mig"]] == ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
+    assert listed["mig"][3] == {
+        "index": 3, "profile": "1g.10gb", "uuid": "MIG-00000003-0000-0000-0000-000000000003"
+    }  # fmt: skip
+    health = run_here(GpuHealth, env_path=path)
+    assert health["throttle"] == {"00000000:00:1E.0": []}
+    assert health["ecc_uncorrectable"] == {"00000000:00:1E.0": 0}
+    assert run_here(GpuProcesses, env_path=path) == []
+    assert run_here(NvlinkStatus, env_path=path) == []
+
+
+def test_the_gpu_query_is_gpu_parse_command() -> None:
+    assert NvidiaGpus().command().count(QUERY_GPU_COMMAND.removeprefix("nvidia-smi ")) == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("proc_driver_nvidia_version_384.98_proprietary.txt",
+         {"version": "384.98", "open": False, "l4t": False}),
+        ("proc_driver_nvidia_version_525.60.11_open_archlinux-no-date.txt",
+         {"version": "525.60.11", "open": True, "l4t": False}),
+    ],
+)  # fmt: skip
+def test_gpu_query_reads_the_kernel_module(name: str, expected: dict[str, Any]) -> None:
+    assert NvidiaGpus.parse({"module": read_fixture(name)})["kernel_module"] == expected
+
+
+def test_kernel_log_reads_xid_lines() -> None:
+    text = read_fixture("kernel_xid_119_gsp_rpc_timeout.txt")
+    log = KernelLog.parse({"gpu_lines": text})
+    assert len(log["xids"]) == text.count("NVRM: Xid") > 0
+    assert {(x["xid"], x["pci"]) for x in log["xids"]} == {(119, "0000:9b:00")}
+
+
+def test_a_refused_query_is_kept_as_an_error() -> None:
+    text = read_fixture("nvidia-smi_query-gpu_error_compute_cap-not-valid.txt")
+    gpu = NvidiaGpus.parse({"list": "ran\n", "query": f"ran\n{text}"})
+    assert gpu["gpus"] is None
+    assert "not a valid field" in gpu["gpus_error"]
+
+
+def test_an_nvml_mismatch_is_read_and_no_gpu_is_present() -> None:
+    text = read_fixture("driver_mismatch_nvml-570.124.txt")
+    gpu = NvidiaGpus.parse({"list": f"ran\n{text}", "query": f"ran\n{text}"})
+    assert gpu["nvml_mismatch"] == "570.124"
+    assert gpu["listing"] is None and "Failed to initialize NVML" in gpu["listing_error"]
+    assert gpu["present"] is False and "Driver/library version mismatch" in gpu["error"]
+    # The other nvidia-smi readings say nothing rather than fail to parse the same failure.
+    assert GpuHealth.parse({"xml": f"ran\n{text}"}) == GpuHealth().default()
+    assert GpuProcesses.parse({"apps": f"ran\n{text}"}) is None
+
+
+def test_odd_gpu_output_is_unreadable_host_output() -> None:
+    """Output of another shape is the host's (state.unreadable for the checks reading it),
+    never a crash in the judges that gpurig would report as its own bug."""
+    fact = HostState()
+    reads = [(GpuHealth, {}), (GpuProcesses, {}), (NvidiaGpus, {})]
+    fact.command(reads=reads)
+    marker = fact._marker
+    lines = []
+    for index in range(len(reads)):
+        part = fact._facts[index][0]._marker
+        lines += [f"{marker} {index}", f"|{part} xml", "||ran", "||<nvidia_smi_log><gpu",
+                  f"|{part} apps", "||ran", "||GPU-1, 12"]  # fmt: skip
+    values = fact.process(lines)
+    snapshot = Snapshot(values)
+    for cls in (GpuHealth, GpuProcesses):
+        with pytest.raises(Unreadable, match=cls.__name__):
+            snapshot(cls)
+    assert snapshot(NvidiaGpus)["present"] is False  # its parts were not printed: absence
+
+
+def test_container_torch_reads_only_the_containers_python_answer() -> None:
+    """Docker prints why an exec failed on stdout (an image without python3, as the sandbox's
+    train image is): that is no torch, not odd output. The answer itself is strict JSON."""
+    here = subprocess.run([sys.executable, "-c", TORCH_PY], capture_output=True, text=True)
+    assert here.stdout == f"{TORCH_LINE}null\n"  # this environment has no torch
+    assert ContainerTorch.parse({"torch": here.stdout}) is None
+    failed = ('OCI runtime exec failed: exec failed: unable to start container process: exec: '
+              '"python3": executable file not found in $PATH: unknown')  # fmt: skip
+    assert ContainerTorch.parse({"torch": failed}) is None
+    answer = '{"version": "2.7.0", "cuda": "12.8", "arch_list": ["sm_90"]}'
+    assert ContainerTorch.parse({"torch": f"{failed}\n{TORCH_LINE}{answer}"})["cuda"] == "12.8"
+    with pytest.raises(ValueError):
+        ContainerTorch.parse({"torch": f"{TORCH_LINE}{{not json"})
