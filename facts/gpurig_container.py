@@ -73,8 +73,9 @@ class ThroughUserSocket:
     """A container fact run through the user's Podman API socket (scope: user): a second,
     local podman would join the service's namespace and break it."""
 
-    def command(self, *args: Any, **kwargs: Any) -> str:
-        return f"export {CONTAINER_HOST}\n{super().command(*args, **kwargs)}"  # type: ignore[misc]
+    # Named arguments, as the facts it wraps take them: pyinfra reads a fact's by its signature.
+    def command(self, engine: str | None = None, container: str | None = None) -> str:
+        return f"export {CONTAINER_HOST}\n{super().command(engine, container)}"  # type: ignore[misc]
 
 
 class UserContainerInspect(ThroughUserSocket, ContainerInspect):

@@ -202,3 +202,26 @@ def test_a_fact_failing_on_its_own_is_gpurigs_bug_not_the_hosts():
     host = Host("h", "192.0.2.1", SshSettings(), (), SPEC, "test", 1)
     [finding] = report(Probed(host, real)).findings
     assert finding.id == "gpurig.internal_error" and "KernelLog.process: KeyError" in finding.actual
+
+
+def test_every_fact_names_its_arguments() -> None:
+    """pyinfra passes a fact's arguments by the names in its command()'s signature: a command
+    taking *args or **kwargs (a wrapper's) fails when pyinfra's converge reads it."""
+    import inspect as pyinspect
+    import pkgutil
+    from importlib import import_module
+
+    from pyinfra.api import FactBase
+
+    import facts
+
+    classes = set()
+    for module in pkgutil.iter_modules(facts.__path__):
+        loaded = import_module(f"facts.{module.name}")
+        classes |= {c for c in vars(loaded).values()
+                    if isinstance(c, type) and issubclass(c, FactBase)}  # fmt: skip
+    assert len(classes) > 30
+    variadic = (pyinspect.Parameter.VAR_POSITIONAL, pyinspect.Parameter.VAR_KEYWORD)
+    for cls in [c for c in classes if hasattr(c, "command")]:  # not the bases
+        parameters = pyinspect.signature(cls.command).parameters.values()
+        assert not [p for p in parameters if p.kind in variadic], cls.__name__
