@@ -4,6 +4,7 @@
 # run that python (as root: only the one account able to change what it executes).
 #
 # Arguments: MARKER CHECKOUT VENV MODULE...  (checked by EnvImports before they reach a command)
+# writers() comes before this script (facts/writers.sh).
 # Output: parts `MARKER LABEL` (every line of a value prefixed with `|`): python, ran, run_as,
 # refused, report.
 set -u
@@ -17,7 +18,7 @@ IFS='
 ' # writers() prints one word list per line: split on newlines only
 
 have() { command -v "$1" >/dev/null 2>&1; }
-bounded() { if have timeout; then timeout 20 "$@"; else "$@"; fi; }
+bounded() { if have timeout; then timeout "${GPURIG_BOUND:-20}" "$@"; else "$@"; fi; }
 part() { printf '\n%s %s\n' "$MARKER" "$1"; printf '%s\n' "$2" | sed 's/^/|/'; }
 
 # Where each named module of a declared environment resolves, printed as JSON by the
@@ -46,20 +47,6 @@ for name in sys.argv[1:]:
 print(json.dumps({"python": sys.version.split()[0], "site": [real(p) for p in sites],
                   "stdlib": sorted({real(paths["stdlib"]), real(paths["platstdlib"])}),
                   "modules": modules}))'
-
-# Who can change a path: the owner of it and of every directory above it, one uid a line, or
-# "shared PATH" where a group or other users may write (or "unknown PATH" without stat).
-writers() {
-  p=$(readlink -f -- "$1" 2>/dev/null) || { printf 'unknown %s\n' "$1"; return; }
-  while :; do
-    info=$(stat -c '%u %a' -- "$p" 2>/dev/null) || { printf 'unknown %s\n' "$p"; return; }
-    case ${info#* } in *[2367]? | *[2367]) printf 'shared %s\n' "$p"; return ;; esac
-    printf '%s\n' "${info%% *}"
-    [ "$p" = / ] && return
-    p=${p%/*}
-    [ -n "$p" ] || p=/
-  done
-}
 
 # Who may run an environment's python: one account able to change all it executes (the
 # checkout, first on sys.path; the environment; the interpreter). This login when that is

@@ -16,19 +16,22 @@ from facts.gpurig_host import Sectioned
 from gpurig import node_parse
 
 GIT_CHANGES = Path(__file__).with_name("git_changes.sh").read_text(encoding="utf-8")
+WRITERS = Path(__file__).with_name("writers.sh").read_text(encoding="utf-8")
 # Written into a venv after a successful install: the lockfile's sha256 and the kept packages.
 LOCK_MARKER = ".gpurig-lock.sha256"
 # Lines gpurig owns in the checkout's .git/info/attributes (untracked, so the tree stays clean).
 LF_ATTRIBUTES = ("*.sh text eol=lf", "*.py text eol=lf")
 LF_PATTERNS = ("*.sh", "*.py")
 
-_LISTS = ("dirt", "eol_only", "local", "crlf", "attributes")
+_LISTS = ("dirt", "eol_only", "local", "crlf", "attributes", "writers")
 
 
 class RepoState(FactBase[dict[str, Any]]):
     """The checkout at `path`: whether it is one, HEAD, origin, whether `ref` is present,
     the user's changes, local commits, CRLF scripts, gpurig's attributes and, with `lockfile`
-    and `venv`, the lockfile's sha256 and the one the venv was installed from."""
+    and `venv`, the lockfile's sha256 and the one the venv was installed from. `writers`: who
+    can change the checkout and the environment, or where they would be made (writers.sh), so
+    the converge never runs git, uv or pip as root in what another account can change."""
 
     shell_executable = "sh"
 
@@ -39,8 +42,11 @@ class RepoState(FactBase[dict[str, Any]]):
         patterns = " ".join(shlex.quote(x) for x in LF_PATTERNS)
         lines = [
             GIT_CHANGES,
+            WRITERS,
             f"p={p}",
             "T=$(printf '\\t')",
+            f'{{ writers "$p"; {f"writers {shlex.quote(venv)}; " if venv else ""}}} '
+            '| sed "s/^/writers$T/"',
             'if [ ! -e "$p" ]; then echo "exists${T}0"; exit 0; fi',
             'echo "exists${T}1"',
             'top=$(git -C "$p" rev-parse --show-toplevel 2>/dev/null)',
@@ -111,7 +117,7 @@ class EnvImports(Sectioned[dict[str, Any]]):
             raise ValueError(f"imports: not top-level module names: {bad or names!r}")
         self._marker = f"--gpurig-part-{secrets.token_hex(8)}"
         args = [self._marker, _clean_path(checkout), _clean_path(venv), *names]
-        return f"set -- {shlex.join(args)}\n{ENV_IMPORTS}"
+        return f"set -- {shlex.join(args)}\n{WRITERS}\n{ENV_IMPORTS}"
 
     @staticmethod
     def parse(parts: Mapping[str, str]) -> dict[str, Any]:

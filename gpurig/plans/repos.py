@@ -54,6 +54,43 @@ def _refusals(path: str, url: str, state: Mapping[str, Any]) -> list[Change]:
     return found
 
 
+def _others(writers: list[str]) -> str | None:
+    """Who besides root can change a checkout or its environment (RepoState's `writers`:
+    uids, `shared DIR`, `unknown DIR`), said plainly; None when root alone can."""
+    said = []
+    for word in writers:
+        kind, _, where = word.partition(" ")
+        if kind == "shared":
+            said.append(f"a group or other accounts may write {where}")
+        elif kind == "unknown":
+            said.append(f"cannot tell who may change {where} (no readlink or stat)")
+        elif kind != "0":
+            said.append(f"uid {kind} owns it or a directory above it")
+    return "; ".join(dict.fromkeys(said)) or None
+
+
+def _not_roots(path: str, state: Mapping[str, Any]) -> list[Change]:
+    """As root, the converge runs git, uv, pip and the environment's python in a checkout:
+    never in one another account can change (a planted build backend, `.pth` or git hook
+    would run as root), nor create one where another account could swap it."""
+    others = _others(state.get("writers") or [])
+    if others is None:
+        return []
+    return [
+        Change(
+            "repo.writable",
+            f"checkout {path}",
+            "the checkout, its environment and the directories above them changeable by root "
+            "alone (the converge runs git, uv and pip there as root)",
+            others,
+            f"leave {path} alone: make root own it and the directories above it, or declare "
+            "it in the owning account's own spec (scope: user)",
+            refused=True,
+            data={"path": path},
+        )
+    ]
+
+
 def _python(path: str, declared: Mapping[str, Any], state: Mapping[str, Any]) -> list[Change]:
     python = declared.get("python")
     if not python:
@@ -92,9 +129,14 @@ def _python(path: str, declared: Mapping[str, Any], state: Mapping[str, Any]) ->
     ]
 
 
-def _repo(path: str, declared: Mapping[str, Any], state: Mapping[str, Any] | None) -> list[Change]:
+def _repo(
+    path: str, declared: Mapping[str, Any], state: Mapping[str, Any] | None, root: bool
+) -> list[Change]:
     ref, url, lf = declared["ref"], declared["url"], declared["line_endings"] == "lf"
     data = {"path": path, "url": url, "ref": ref, "lf": lf}
+    writable = _not_roots(path, state or {}) if root else []
+    if writable:
+        return writable
     if not state or not state.get("exists"):
         shown = redacted("", url)
         return [
@@ -166,5 +208,5 @@ def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
             lockfile=python.get("lockfile"),
             venv=python.get("venv"),
         )
-        changes += _repo(path, declared, state)
+        changes += _repo(path, declared, state, root=not is_user(spec))
     return changes

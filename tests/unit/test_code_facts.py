@@ -112,10 +112,10 @@ def clean(spec: dict[str, Any], **fixed: Any) -> list[str]:
     return [sh(cleanup.commands(c)) for c in cleanup_plan.plan(normalise(spec), read)]
 
 
-def test_clone_checks_out_the_pin_with_lf_and_a_clean_tree(tmp_path: Path, origin):
+def test_clone_checks_out_the_pin_with_lf_and_a_clean_tree(private_dir: Path, origin):
     url, work = origin
     ref = git(work, "rev-parse", "HEAD")
-    checkout = tmp_path / "deep" / "code"
+    checkout = private_dir / "deep" / "code"
     outputs, _ = converge_repo(checkout, url, ref)
     assert "gpurig: LF line endings: run.sh" in "".join(outputs)
     assert (checkout / "run.sh").read_bytes() == b"#!/bin/sh\necho hi\n"
@@ -127,10 +127,10 @@ def test_clone_checks_out_the_pin_with_lf_and_a_clean_tree(tmp_path: Path, origi
     assert converge_repo(checkout, url, ref) == ([], CONVERGED.format(checkout))
 
 
-def test_moving_the_pin_moves_the_checkout(tmp_path: Path, origin):
+def test_moving_the_pin_moves_the_checkout(private_dir: Path, origin):
     url, work = origin
     first = git(work, "rev-parse", "HEAD")
-    checkout = tmp_path / "code"
+    checkout = private_dir / "code"
     converge_repo(checkout, url, first)
     (work / "run.sh").write_bytes(b"#!/bin/sh\r\necho two\r\n")
     git(work, "commit", "-qam", "second")
@@ -143,10 +143,10 @@ def test_moving_the_pin_moves_the_checkout(tmp_path: Path, origin):
     assert git(checkout, "rev-parse", "HEAD") == first
 
 
-def test_dirty_tree_is_refused_and_left_alone(tmp_path: Path, origin):
+def test_dirty_tree_is_refused_and_left_alone(private_dir: Path, origin):
     url, work = origin
     ref = git(work, "rev-parse", "HEAD")
-    checkout = tmp_path / "code"
+    checkout = private_dir / "code"
     converge_repo(checkout, url, ref)
     (checkout / "train.py").write_text("print('my fix')\n")
     assert fact(RepoState, path=str(checkout), ref=ref)["dirt"] == [" M train.py"]
@@ -155,10 +155,10 @@ def test_dirty_tree_is_refused_and_left_alone(tmp_path: Path, origin):
     assert (checkout / "train.py").read_text() == "print('my fix')\n"
 
 
-def test_local_commit_is_refused(tmp_path: Path, origin):
+def test_local_commit_is_refused(private_dir: Path, origin):
     url, work = origin
     ref = git(work, "rev-parse", "HEAD")
-    checkout = tmp_path / "code"
+    checkout = private_dir / "code"
     converge_repo(checkout, url, ref)
     git(checkout, "switch", "-q", "-c", "mine")
     (checkout / "new.txt").write_text("x\n")
@@ -171,22 +171,22 @@ def test_local_commit_is_refused(tmp_path: Path, origin):
     assert git(checkout, "log", "-1", "--format=%s") == "local only"
 
 
-def test_directory_that_is_not_a_checkout_is_refused(tmp_path: Path, origin):
+def test_directory_that_is_not_a_checkout_is_refused(private_dir: Path, origin):
     url, work = origin
-    (tmp_path / "code" / "sub").mkdir(parents=True)
-    state = fact(RepoState, path=str(tmp_path / "code" / "sub"), ref="0" * 40)
+    (private_dir / "code" / "sub").mkdir(parents=True)
+    state = fact(RepoState, path=str(private_dir / "code" / "sub"), ref="0" * 40)
     assert state["exists"] and not state["checkout"]
     with pytest.raises(OperationError, match="a directory that is not one"):
-        converge_repo(tmp_path / "code" / "sub", url, git(work, "rev-parse", "HEAD"))
+        converge_repo(private_dir / "code" / "sub", url, git(work, "rev-parse", "HEAD"))
 
 
 @pytest.mark.parametrize(("manager", "lockfile"), [("uv", "uv.lock"), ("pip", "requirements.txt")])
 def test_locked_environment_installs_keeps_and_follows_the_lockfile(
-    tmp_path: Path, manager: str, lockfile: str
+    tmp_path: Path, private_dir: Path, manager: str, lockfile: str
 ):
     if not shutil.which("uv"):
         pytest.skip("uv is not installed")
-    project = tmp_path / "proj"
+    project = private_dir / "proj"
     wheels = {"alpha": ["1.0", "1.1"], "keepme": ["2.0"]}
     make_project(project, {"alpha": "1.0", "keepme": "2.0"}, wheels)
     subprocess.run(["git", "init", "-q", str(project)], check=True)
@@ -391,3 +391,32 @@ def test_ray_sessions_fact_sees_live_ray_and_the_latest_session():
         ]
     finally:
         shutil.rmtree("/tmp/ray", ignore_errors=True)
+
+
+def test_a_checkout_another_account_can_change_is_refused_before_anything_runs(
+    private_dir: Path, tmp_path: Path, origin
+):
+    """As root the converge runs git, uv and pip in a checkout: never in one another account
+    can change, nor where one could swap it (a directory a group or others may write), read
+    by RepoState on this machine. Nothing is cloned or run there."""
+    url, work = origin
+    ref = git(work, "rev-parse", "HEAD")
+    theirs = private_dir / "alice"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    for place, said in (
+        (theirs / "code", "uid 65534 owns it or a directory above it"),
+        (tmp_path / "code", "a group or other accounts may write /tmp"),
+    ):
+        state = fact(RepoState, path=str(place), ref=ref, venv=str(place / ".venv"))
+        assert "65534" in state["writers"] or "shared /tmp" in state["writers"], state
+        spec = normalise({"repos": {str(place): {"url": url, "ref": ref}}})
+        [change] = repos_plan.plan(spec, lambda cls, **kw: fact(cls, **kw))
+        assert (change.id, change.refused, change.actual) == ("repo.writable", True, said)
+        with pytest.raises(OperationError, match="changeable by root alone"):
+            converge_repo(place, url, ref)
+        assert not place.exists()
+    # root's own directory: cloned as before
+    assert fact(RepoState, path=str(private_dir / "code"), ref=ref)["writers"] == ["0"] * len(
+        private_dir.parts
+    )

@@ -177,7 +177,7 @@ def converged(kind: str) -> dict[str, Any]:
         "repo": {"exists": True, "checkout": True, "head": REF, "origin": "https://x/code.git",
                  "has_ref": True, "dirt": [], "eol_only": [], "local": [], "crlf": [],
                  "attributes": list(LF_ATTRIBUTES), "lockfile_sha256": LOCK, "venv": True,
-                 "installed": env_marker(LOCK, ["torch"])},
+                 "installed": env_marker(LOCK, ["torch"]), "writers": ["0", "0", "0"]},
         "ray": {"running": [], "latest": None, "sessions": {}},
         "cores": {},
         "finders": {},
@@ -255,6 +255,7 @@ CASES: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
     "repo.origin": ("docker", _set("repo", "origin", value="https://elsewhere/code.git")),
     "repo.dirty": ("docker", _set("repo", "dirt", value=[" M train.py"])),
     "repo.local_commits": ("docker", _set("repo", "local", value=["abc1234 my fix"])),
+    "repo.writable": ("docker", _set("repo", "writers", value=["0", "1000", "0"])),
     "repo.attributes": ("docker", _set("repo", "attributes", value=[])),
     "repo.ref": ("docker", _set("repo", "head", value="c" * 40)),
     "repo.crlf": ("docker", _set("repo", "crlf", value=["run.sh"])),
@@ -321,7 +322,8 @@ USER_CASES: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
 CASES.update(USER_CASES)
 REFUSED = {"secret.source", "tools.missing", "engine.rootless", "repo.not_checkout",
            "repo.origin", "repo.dirty",
-           "repo.local_commits", "repo.lockfile_missing", "engine.systemd", "engine.daemon_json",
+           "repo.local_commits", "repo.lockfile_missing", "repo.writable", "engine.systemd",
+           "engine.daemon_json",
            "toolkit.gpu", "driver.version", "driver.missing", "container.engine",
            *(f"container.{f}" for f in FIELD_NAMES)}  # fmt: skip
 
