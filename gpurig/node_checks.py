@@ -19,8 +19,8 @@ from facts.gpurig_node import CgroupLeaks, CgroupMemory, DiskSpace, HostMemory, 
 from facts.gpurig_repo import EnvImports
 from gpurig.finding import Finding, Severity
 from gpurig.hostkeys import changed_message, refused_jump
-from gpurig.inventory import format_size, parse_size
 from gpurig.rules import found, rules
+from gpurig.units import format_size, parse_size
 from gpurig.user_scope import is_user
 
 Read = Callable[..., Any]

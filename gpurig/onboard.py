@@ -55,7 +55,6 @@ from gpurig.hostkeys import (
 from gpurig.inventory import (
     Host,
     InventoryError,
-    format_size,
     load_inventory,
     load_inventory_text,
 )
@@ -66,6 +65,7 @@ from gpurig.report import HostReport, to_table
 from gpurig.safe_yaml import YamlRefused, read_bytes
 from gpurig.spec import normalise
 from gpurig.textsafe import visible
+from gpurig.units import format_size
 from gpurig.user_scope import is_user
 
 Status = Literal["ok", "warn", "FAIL"]
