@@ -19,12 +19,13 @@ from jsonschema import Draft202012Validator, TypeChecker, ValidationError, valid
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from gpurig import DEPLOY_ROOT
 from gpurig.hostkeys import key_problem
 from gpurig.safe_yaml import YamlRefused, bounded_yaml, check_text, read_text, syntax_refusal
 from gpurig.spec import normalise
 from gpurig.user_scope import root_only
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "inventory.schema.json"
+SCHEMA_PATH = Path(DEPLOY_ROOT, "schemas", "inventory.schema.json")
 
 # Options docker or podman accept after the container path (modes, SELinux labels, propagation).
 MOUNT_OPTIONS = (

@@ -15,8 +15,15 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from facts.gpurig_node import CgroupLeaks, CgroupMemory, DiskSpace, HostMemory, Login, LoginShell
-from facts.gpurig_repo import EnvImports
+from gpurig.facts.gpurig_node import (
+    CgroupLeaks,
+    CgroupMemory,
+    DiskSpace,
+    HostMemory,
+    Login,
+    LoginShell,
+)
+from gpurig.facts.gpurig_repo import EnvImports
 from gpurig.finding import Finding, Severity
 from gpurig.hostkeys import changed_message, refused_jump
 from gpurig.rules import found, rules

@@ -23,8 +23,8 @@ HEAVY = [
     "gevent",
     "gpurig.sandbox.manager",
     "gpurig.plans",
-    "facts",
-    "deploys",
+    "gpurig.facts",
+    "gpurig.deploys",
 ]
 PROBE = """
 import json, sys
@@ -154,5 +154,11 @@ def test_drift_starts_without_the_converge_or_the_other_commands() -> None:
     )
     modules = set(json.loads(proc.stdout.splitlines()[-1]))
     assert {"gpurig.drift", "gevent", "pyinfra.api"} <= modules
-    unneeded = ["deploys", "gpurig.sandbox", "gpurig.cli_sandbox", "gpurig.onboard", "gpurig.pin"]
+    unneeded = [
+        "gpurig.deploys",
+        "gpurig.sandbox",
+        "gpurig.cli_sandbox",
+        "gpurig.onboard",
+        "gpurig.pin",
+    ]
     assert [m for m in modules if any(m == u or m.startswith(f"{u}.") for u in unneeded)] == []

@@ -39,12 +39,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpurig.facts.gpurig_acceptance import Acceptance
+from gpurig.facts.gpurig_container import ContainerInspect, CpuQuota
+from gpurig.facts.gpurig_host import Read, read_key
+from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from pyinfra.api import FactBase
 
-from facts.gpurig_acceptance import Acceptance
-from facts.gpurig_container import ContainerInspect, CpuQuota
-from facts.gpurig_host import Read, read_key
-from facts.gpurig_nvidia import NvidiaGpus
 from gpurig.accept import where
 from gpurig.drift import drift_reads
 from gpurig.onboard import preflight_reads
