@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
+from gpurig.deploys.snapshot import changing
 from pyinfra import host
 from pyinfra.api import OperationError
 
-from deploys.snapshot import changing
 from gpurig.change import Change
 
 

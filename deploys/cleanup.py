@@ -7,11 +7,11 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
+from gpurig.deploys.changes import apply
+from gpurig.deploys.snapshot import read
+from gpurig.facts.gpurig_cleanup import RAY_PROCESSES
 from pyinfra.api import deploy, operation
 
-from deploys.changes import apply
-from deploys.snapshot import read
-from facts.gpurig_cleanup import RAY_PROCESSES
 from gpurig.change import Change
 from gpurig.plans import cleanup as plan
 

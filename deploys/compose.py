@@ -7,11 +7,11 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from gpurig.deploys.changes import apply
+from gpurig.deploys.packages import install
+from gpurig.deploys.snapshot import read
 from pyinfra.api import deploy, operation
 
-from deploys.changes import apply
-from deploys.packages import install
-from deploys.snapshot import read
 from gpurig.change import Change
 from gpurig.plans import compose as plan
 from gpurig.plans.compose import PLUGIN

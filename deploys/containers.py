@@ -7,10 +7,10 @@ import shlex
 from collections.abc import Iterator
 from typing import Any
 
+from gpurig.deploys.changes import start
+from gpurig.deploys.snapshot import read
 from pyinfra.api import HiddenValue, QuoteString, StringCommand, deploy, operation
 
-from deploys.changes import start
-from deploys.snapshot import read
 from gpurig.plans import containers as plan
 from gpurig.redact import redacted
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from gpurig.deploys.changes import apply
+from gpurig.deploys.core_dumps import write
+from gpurig.deploys.packages import apt
+from gpurig.deploys.snapshot import read
 from pyinfra.api import OperationError, deploy, operation
 
-from deploys.changes import apply
-from deploys.core_dumps import write
-from deploys.packages import apt
-from deploys.snapshot import read
 from gpurig.change import Change
 from gpurig.plans import driver as plan
 from gpurig.plans.driver import PACKAGE_NAME

@@ -5,21 +5,21 @@ the plans need is read in one remote command first; operations that find nothing
 run no command at all, so a converged host costs one round trip.
 """
 
+from gpurig.deploys import lock, snapshot
+from gpurig.deploys.cleanup import cleanup
+from gpurig.deploys.compose import compose
+from gpurig.deploys.containers import containers
+from gpurig.deploys.core_dumps import core_dumps
+from gpurig.deploys.driver import driver
+from gpurig.deploys.engine import engine
+from gpurig.deploys.guard import refuse
+from gpurig.deploys.nvidia_toolkit import nvidia_toolkit
+from gpurig.deploys.packages import packages
+from gpurig.deploys.repos import repos
+from gpurig.deploys.secrets import secrets
+from gpurig.facts.gpurig_host import Unreadable
 from pyinfra import host
 
-from deploys import lock, snapshot
-from deploys.cleanup import cleanup
-from deploys.compose import compose
-from deploys.containers import containers
-from deploys.core_dumps import core_dumps
-from deploys.driver import driver
-from deploys.engine import engine
-from deploys.guard import refuse
-from deploys.nvidia_toolkit import nvidia_toolkit
-from deploys.packages import packages
-from deploys.repos import repos
-from deploys.secrets import secrets
-from facts.gpurig_host import Unreadable
 from gpurig.plans import converge_reads
 
 spec = host.data.get("spec")  # normalised when the inventory was loaded (gpurig.spec)

@@ -7,13 +7,13 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from gpurig.deploys.changes import apply
+from gpurig.deploys.core_dumps import write
+from gpurig.deploys.packages import apt, apt_get, install
+from gpurig.deploys.snapshot import read
+from gpurig.facts.gpurig_nvidia import CDI_MARKER
 from pyinfra.api import deploy, operation
 
-from deploys.changes import apply
-from deploys.core_dumps import write
-from deploys.packages import apt, apt_get, install
-from deploys.snapshot import read
-from facts.gpurig_nvidia import CDI_MARKER
 from gpurig.change import Change
 from gpurig.plans import toolkit as plan
 from gpurig.plans.engine import toolkit_wanted

@@ -7,10 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gpurig.facts.gpurig_host import HostState, Read, Snapshot
 from pyinfra import host
 from pyinfra.api import FactBase
-
-from facts.gpurig_host import HostState, Read, Snapshot
 
 # By host name: pyinfra runs the deploy file once per host, operations later, in greenlets.
 _SNAPSHOTS: dict[str, Snapshot] = {}

@@ -11,9 +11,9 @@ import secrets
 import shlex
 from typing import Any
 
+from gpurig.facts.gpurig_container import ThroughUserSocket
 from pyinfra.api import FactBase
 
-from facts.gpurig_container import ThroughUserSocket
 from gpurig.acceptance import ACCEPTANCE_SCRIPT, parse_result
 
 DCGMI_TIMEOUT = 300  # level 1 takes under a minute (DCGM's docs); a hung diag must not hang us

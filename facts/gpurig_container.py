@@ -9,9 +9,9 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
+from gpurig.facts.gpurig_host import BOUNDED, Sectioned
 from pyinfra.api import FactBase
 
-from facts.gpurig_host import BOUNDED, Sectioned
 from gpurig import node_parse
 from gpurig.user_scope import CONTAINER_HOST
 

@@ -11,7 +11,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from facts.gpurig_host import BOUNDED, Sectioned
+from gpurig.facts.gpurig_host import BOUNDED, Sectioned
+
 from gpurig import node_parse
 
 # `df -P`'s line for one file system: name (may hold blanks), four numbers, capacity, mount.

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
+from gpurig.facts.gpurig_host import BOUNDED, Sectioned
 from pyinfra.api import FactBase
 
-from facts.gpurig_host import BOUNDED, Sectioned
 from gpurig import gpu_parse
 
 CDI_MARKER = "# gpurig: generated for NVIDIA driver "

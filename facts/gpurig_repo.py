@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gpurig.facts.gpurig_host import Sectioned
 from pyinfra.api import FactBase
 
-from facts.gpurig_host import Sectioned
 from gpurig import node_parse
 
 GIT_CHANGES = Path(__file__).with_name("git_changes.sh").read_text(encoding="utf-8")

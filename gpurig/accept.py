@@ -16,10 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from facts.gpurig_acceptance import Acceptance, UserAcceptance
-from facts.gpurig_host import Snapshot
-from facts.gpurig_nvidia import NvidiaGpus
 from gpurig.acceptance import DEFAULT_MARGIN, Verdict, judge_host
+from gpurig.facts.gpurig_acceptance import Acceptance, UserAcceptance
+from gpurig.facts.gpurig_host import Snapshot
+from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.fsutil import atomic_write, xdg_dir
 from gpurig.inventory import Host
 from gpurig.spec import gpu_containers, normalise

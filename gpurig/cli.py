@@ -271,7 +271,7 @@ def up(
     $GPURIG_INVENTORY or inventories/*.yaml."""
     import platform
 
-    from gpurig.converge import REPO_ROOT
+    from gpurig.converge import DEPLOY_ROOT
     from gpurig.inventory import InventoryError, load_inventory, load_spec_file
     from gpurig.pyinfra_inventory import inventory_paths
 
@@ -281,7 +281,7 @@ def up(
         raise click.UsageError("up needs one of --as NAME or --spec FILE")
     if spec_file is not None and inventories:
         raise click.UsageError("--spec FILE replaces INVENTORY: give one of them")
-    paths = list(inventories) or [str(p) for p in inventory_paths(REPO_ROOT)]
+    paths = list(inventories) or [str(p) for p in inventory_paths(DEPLOY_ROOT)]
     try:
         if spec_file is not None:
             host = load_spec_file(spec_file, platform.node() or "localhost")
@@ -386,11 +386,11 @@ def accept(host: str, inventories: tuple[str, ...], margin: float, fmt: str) -> 
 
     Exit 0 passed, or nothing to judge (no GPU on a host whose spec does not require one, no
     baseline for the model, no torch to measure with); 1 failed; 2 bad input."""
-    from gpurig.converge import REPO_ROOT
+    from gpurig.converge import DEPLOY_ROOT
     from gpurig.inventory import InventoryError, load_inventory
     from gpurig.pyinfra_inventory import inventory_paths
 
-    paths = list(inventories) or inventory_paths(REPO_ROOT)
+    paths = list(inventories) or inventory_paths(DEPLOY_ROOT)
     try:
         hosts = load_inventory(paths).hosts
     except InventoryError as exc:

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from facts.gpurig_container import ContainerTorch
-from facts.gpurig_nvidia import NvidiaGpus
 from gpurig import compat
+from gpurig.facts.gpurig_container import ContainerTorch
+from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.finding import Finding
 from gpurig.gpu_checks import job_capabilities
 from gpurig.plans.containers import container_reads

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpurig.inventory import format_size, parse_size
 from gpurig.redact import redacted
+from gpurig.units import format_size, parse_size
 
 Inspect = Mapping[str, Any]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from facts.gpurig_container import ContainerInspect
-from facts.gpurig_node import EngineSocket
+from gpurig.facts.gpurig_container import ContainerInspect
+from gpurig.facts.gpurig_node import EngineSocket
 from gpurig.finding import Finding
 from gpurig.node_checks import OOM_FIX
 from gpurig.plans.containers import container_reads

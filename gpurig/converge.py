@@ -10,10 +10,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import gpurig
 from gpurig.hostkeys import changed_message, mismatched_hosts
 from gpurig.inventory import InventoryError, load_inventory
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+# Where `inventory.py` and `deploys/` are: the checkout, or the wheel's copy inside gpurig.
+DEPLOY_ROOT = Path(gpurig.DEPLOY_ROOT)
 
 
 @dataclass
@@ -55,7 +57,7 @@ def converge(
         argv += ["--data", f"{key}={value}"]
     argv += ["inventory.py", deploy]
     env = {**os.environ, "GPURIG_INVENTORY": os.pathsep.join(str(p) for p in inventories)}
-    proc = subprocess.run(argv, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
+    proc = subprocess.run(argv, cwd=DEPLOY_ROOT, env=env, capture_output=True, text=True)
     result = ConvergeResult(proc.returncode, stderr=proc.stderr, stdout=proc.stdout)
     if proc.stdout.strip():
         result.changed, result.errors, result.failed_hosts = parse_results(proc.stdout)

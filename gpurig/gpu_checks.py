@@ -14,7 +14,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from facts.gpurig_nvidia import (
+from gpurig.compat import DRIVER
+from gpurig.facts.gpurig_nvidia import (
     GpuDevices,
     GpuHealth,
     GpuProcesses,
@@ -24,8 +25,7 @@ from facts.gpurig_nvidia import (
     NvlinkStatus,
     RebootRequired,
 )
-from facts.gpurig_units import Units
-from gpurig.compat import DRIVER
+from gpurig.facts.gpurig_units import Units
 from gpurig.finding import Finding
 from gpurig.rules import found, rules
 

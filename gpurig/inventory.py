@@ -11,7 +11,6 @@ import math
 import re
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from functools import cache, reduce
 from pathlib import Path
 from typing import Any
@@ -20,14 +19,13 @@ from jsonschema import Draft202012Validator, TypeChecker, ValidationError, valid
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from gpurig import DEPLOY_ROOT
 from gpurig.hostkeys import key_problem
 from gpurig.safe_yaml import YamlRefused, bounded_yaml, check_text, read_text, syntax_refusal
 from gpurig.spec import normalise
 from gpurig.user_scope import root_only
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "inventory.schema.json"
-
-_SIZE_UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+SCHEMA_PATH = Path(DEPLOY_ROOT, "schemas", "inventory.schema.json")
 
 # Options docker or podman accept after the container path (modes, SELinux labels, propagation).
 MOUNT_OPTIONS = (
@@ -135,28 +133,6 @@ def format_path(path: KeyPath) -> str:
         else:
             out += f"[{json.dumps(str(step))}]"
     return out
-
-
-def parse_size(text: str) -> int:
-    """Bytes in a size like `512g` (binary units k, m, g, t, as docker's --shm-size).
-
-    Accepts exactly what the schema's `size` accepts: one pattern, one source of truth.
-    """
-    if not re.search(schema()["$defs"]["size"]["pattern"], text):
-        raise ValueError(f"not a size (a number and a unit k, m, g or t): {text!r}")
-    return int(Decimal(text[:-1]) * _SIZE_UNITS[text[-1].lower()])
-
-
-_BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
-
-
-def format_size(size: int) -> str:
-    """Bytes as a person reads them: `512 GiB`, `64 MiB`, `1.5 TiB` (binary units, as sizes
-    are declared: `shm_size: 512g` is 512 GiB)."""
-    value, unit = float(size), 0
-    while abs(value) >= 1024 and unit < len(_BINARY_UNITS) - 1:
-        value, unit = value / 1024, unit + 1
-    return f"{value:.1f}".removesuffix(".0") + f" {_BINARY_UNITS[unit]}"
 
 
 def repo_venv(path: str, repo: Mapping[str, Any]) -> str | None:

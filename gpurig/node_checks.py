@@ -15,12 +15,19 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from facts.gpurig_node import CgroupLeaks, CgroupMemory, DiskSpace, HostMemory, Login, LoginShell
-from facts.gpurig_repo import EnvImports
+from gpurig.facts.gpurig_node import (
+    CgroupLeaks,
+    CgroupMemory,
+    DiskSpace,
+    HostMemory,
+    Login,
+    LoginShell,
+)
+from gpurig.facts.gpurig_repo import EnvImports
 from gpurig.finding import Finding, Severity
 from gpurig.hostkeys import changed_message, refused_jump
-from gpurig.inventory import format_size, parse_size
 from gpurig.rules import found, rules
+from gpurig.units import format_size, parse_size
 from gpurig.user_scope import is_user
 
 Read = Callable[..., Any]

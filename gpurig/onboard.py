@@ -33,16 +33,16 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 from ruamel.yaml.util import load_yaml_guess_indent
 
-from facts.gpurig_container import CpuQuota
-from facts.gpurig_host import Read, Snapshot, Unreadable, required_reads
-from facts.gpurig_node import CgroupMemory, DiskSpace, EngineVersions, Login, OsRelease
-from facts.gpurig_nvidia import NvidiaGpus
-from facts.gpurig_reach import AptSources, Reach
 from gpurig import accept, sources
 from gpurig.acceptance import DEFAULT_MARGIN
 from gpurig.checks import ODD_OUTPUT, check
 from gpurig.converge import ConvergeResult, converge
 from gpurig.drift import Then, probe_hosts, run_drift
+from gpurig.facts.gpurig_container import CpuQuota
+from gpurig.facts.gpurig_host import Read, Snapshot, Unreadable, required_reads
+from gpurig.facts.gpurig_node import CgroupMemory, DiskSpace, EngineVersions, Login, OsRelease
+from gpurig.facts.gpurig_nvidia import NvidiaGpus
+from gpurig.facts.gpurig_reach import AptSources, Reach
 from gpurig.finding import Finding
 from gpurig.fsutil import atomic_write, xdg_dir
 from gpurig.hostkeys import (
@@ -55,7 +55,6 @@ from gpurig.hostkeys import (
 from gpurig.inventory import (
     Host,
     InventoryError,
-    format_size,
     load_inventory,
     load_inventory_text,
 )
@@ -66,6 +65,7 @@ from gpurig.report import HostReport, to_table
 from gpurig.safe_yaml import YamlRefused, read_bytes
 from gpurig.spec import normalise
 from gpurig.textsafe import visible
+from gpurig.units import format_size
 from gpurig.user_scope import is_user
 
 Status = Literal["ok", "warn", "FAIL"]

@@ -11,7 +11,7 @@ import re
 import shutil
 import subprocess
 
-from facts.gpurig_host import ROOT_PATH
+from gpurig.facts.gpurig_host import ROOT_PATH
 from gpurig.node_modes import Action, NodeState, parse_node
 
 TIMEOUT = 10  # seconds for one scontrol call (slurmctld's MessageTimeout default)

@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from facts.gpurig_host import Snapshot
-from facts.gpurig_user import UserPodman
-from gpurig.converge import REPO_ROOT
+from gpurig.converge import DEPLOY_ROOT
 from gpurig.drift import Probed, read_local, report
+from gpurig.facts.gpurig_host import Snapshot
+from gpurig.facts.gpurig_user import UserPodman
 from gpurig.inventory import Host
 from gpurig.plans import CHANGE_IDS
 from gpurig.plans.engine import PODMAN_SOCKET
@@ -52,7 +52,7 @@ class Ready:
 def node_lock(spec: Mapping[str, Any], wait: float = LOCK_WAIT) -> Iterator[None]:
     """Hold the converge lock of this node (the user's own with scope: user), waiting while
     another converge holds it: the command deploys/lock.py runs over SSH, run here."""
-    from deploys.lock import BUSY, hold_command
+    from gpurig.deploys.lock import BUSY, hold_command
 
     deadline = time.monotonic() + wait
     while True:
@@ -108,7 +108,7 @@ def converge_local(spec: Mapping[str, Any]) -> bool:
         state.set_stage(StateStage.Connect)
         connect_all(state)
         state.set_stage(StateStage.Prepare)
-        load_deploy_file(state, str(REPO_ROOT / "deploys" / "gpu_host.py"))
+        load_deploy_file(state, str(DEPLOY_ROOT / "deploys" / "gpu_host.py"))
         state.set_stage(StateStage.Execute)
         run_ops(state)
     log.removeHandler(handler)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from facts.gpurig_host import Read, required_reads
 from gpurig.change import Change
 from gpurig.container import FIELD_NAMES
+from gpurig.facts.gpurig_host import Read, required_reads
 from gpurig.plans import (
     cleanup,
     compose,

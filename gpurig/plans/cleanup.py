@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCache, RaySessions
-from facts.gpurig_user import UserCoreFiles, UserRaySessions
 from gpurig.change import Change
+from gpurig.facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCache, RaySessions
+from gpurig.facts.gpurig_user import UserCoreFiles, UserRaySessions
 from gpurig.user_scope import is_user
 
 FLASHINFER_CACHE = "~/.cache/flashinfer"

@@ -8,11 +8,11 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from facts.gpurig_container import USER_SOCKET, ContainerInspect, CpuQuota
-from facts.gpurig_nvidia import NvidiaGpus
-from facts.gpurig_user import UserPodman
 from gpurig.change import Change
 from gpurig.container import diff_container, run_argv
+from gpurig.facts.gpurig_container import USER_SOCKET, ContainerInspect, CpuQuota
+from gpurig.facts.gpurig_nvidia import NvidiaGpus
+from gpurig.facts.gpurig_user import UserPodman
 from gpurig.user_scope import CONTAINER_HOST, is_user
 
 OPT_IN = "pyinfra inventory.py deploys/gpu_host.py --data allow_recreate=true"

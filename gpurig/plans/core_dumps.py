@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from facts.gpurig_user import LoginProfile
 from gpurig.change import Change
+from gpurig.facts.gpurig_user import LoginProfile
 from gpurig.plans.files import managed
 from gpurig.plans.profile import block
 from gpurig.user_scope import is_user

@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
-from facts.gpurig_nvidia import NvidiaGpus
-from facts.gpurig_packages import DriverPackages
 from gpurig.change import Change
 from gpurig.datafiles import table
+from gpurig.facts.gpurig_nvidia import NvidiaGpus
+from gpurig.facts.gpurig_packages import DriverPackages
 from gpurig.plans.files import managed
 from gpurig.user_scope import is_user
 

@@ -9,10 +9,10 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from facts.gpurig_json import JsonFile
-from facts.gpurig_units import Units
-from facts.gpurig_user import LoginProfile, UserPodman
 from gpurig.change import Change
+from gpurig.facts.gpurig_json import JsonFile
+from gpurig.facts.gpurig_units import Units
+from gpurig.facts.gpurig_user import LoginProfile, UserPodman
 from gpurig.plans.files import managed
 from gpurig.plans.packages import missing
 from gpurig.plans.profile import block

@@ -6,8 +6,8 @@ import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from facts.gpurig_files import FileDigests
 from gpurig.change import Change
+from gpurig.facts.gpurig_files import FileDigests
 
 
 def managed(

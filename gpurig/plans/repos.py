@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from facts.gpurig_repo import LF_ATTRIBUTES, RepoState
 from gpurig.change import Change
+from gpurig.facts.gpurig_repo import LF_ATTRIBUTES, RepoState
 from gpurig.plans.packages import missing
 from gpurig.redact import redacted
 from gpurig.user_scope import is_user

@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from facts.gpurig_nvidia import CdiSpec, NvidiaGpus, ToolkitKeyring
-from facts.gpurig_packages import DebStatus
 from gpurig.change import Change
 from gpurig.datafiles import table
+from gpurig.facts.gpurig_nvidia import CdiSpec, NvidiaGpus, ToolkitKeyring
+from gpurig.facts.gpurig_packages import DebStatus
 from gpurig.plans.engine import toolkit_wanted
 from gpurig.plans.files import managed
 from gpurig.plans.packages import missing

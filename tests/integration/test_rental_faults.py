@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 import yaml
+from gpurig.deploys.lock import LOCK
 from support import REPO_ROOT, Sandbox, remote, write_inventory
 
-from deploys.lock import LOCK
 from gpurig.converge import converge
 from tests.logguess import guesses_confirmed
 

@@ -7,8 +7,8 @@ import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from facts.gpurig_host import Unreadable
-from facts.gpurig_nvidia import (
+from gpurig.facts.gpurig_host import Unreadable
+from gpurig.facts.gpurig_nvidia import (
     GpuDevices,
     GpuHealth,
     GpuProcesses,
@@ -18,7 +18,8 @@ from facts.gpurig_nvidia import (
     NvlinkStatus,
     RebootRequired,
 )
-from facts.gpurig_units import Units
+from gpurig.facts.gpurig_units import Units
+
 from gpurig.gpu_checks import FABRIC_MANAGER
 from tests.unit.gpu_fixtures import read_fixture
 

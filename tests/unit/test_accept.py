@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from gpu_fixtures import read_fixture
+from gpurig.facts.gpurig_acceptance import Acceptance
+from gpurig.facts.gpurig_nvidia import NvidiaGpus
 
-from facts.gpurig_acceptance import Acceptance
-from facts.gpurig_nvidia import NvidiaGpus
 from gpurig import accept, acceptance
 from gpurig.cli import main
 from gpurig.inventory import load_inventory_text

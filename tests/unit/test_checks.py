@@ -11,10 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
-from facts.gpurig_container import ContainerInspect, ContainerTorch
-from facts.gpurig_host import Unreadable
-from facts.gpurig_node import (
+from gpurig.facts.gpurig_container import ContainerInspect, ContainerTorch
+from gpurig.facts.gpurig_host import Unreadable
+from gpurig.facts.gpurig_node import (
     CgroupLeaks,
     CgroupMemory,
     DiskSpace,
@@ -23,7 +22,8 @@ from facts.gpurig_node import (
     Login,
     LoginShell,
 )
-from facts.gpurig_nvidia import GpuHealth, NvidiaGpus
+from gpurig.facts.gpurig_nvidia import GpuHealth, NvidiaGpus
+
 from gpurig import compat, compat_checks, container_checks, fleet, gpu_checks, node_checks
 from gpurig.checks import CHECK_IDS, check
 from gpurig.node_checks import key_changed, unreachable

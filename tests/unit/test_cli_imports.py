@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.startup_bench import DRIFT_IMPORTS
 from gpurig.entry import CONNECTING, command_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,8 +23,8 @@ HEAVY = [
     "gevent",
     "gpurig.sandbox.manager",
     "gpurig.plans",
-    "facts",
-    "deploys",
+    "gpurig.facts",
+    "gpurig.deploys",
 ]
 PROBE = """
 import json, sys
@@ -127,3 +128,37 @@ def test_the_sandbox_group_loads_only_when_named(args: list[str], tmp_path: Path
     assert "gpurig.cli_sandbox" not in modules
     named, _ = loaded_by(["sandbox", "--help"], tmp_path)
     assert "gpurig.cli_sandbox" in named
+
+
+def test_the_judges_do_not_load_the_inventory_validator() -> None:
+    """Sizes come from gpurig.units: judging a host's state needs no jsonschema or ruamel."""
+    code = (
+        "import sys, gpurig.checks, gpurig.plans, gpurig.textfile, gpurig.node_modes;"
+        " print(' '.join(sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    modules = set(proc.stdout.split())
+    assert "gpurig.node_checks" in modules
+    assert not {"gpurig.inventory", "jsonschema", "ruamel"} & modules
+
+
+def test_drift_starts_without_the_converge_or_the_other_commands() -> None:
+    """What drift has imported when it starts reading hosts (the start-up benchmark's row)."""
+    code = f"{DRIFT_IMPORTS}\nprint(json.dumps(sorted(sys.modules)))"
+    proc = subprocess.run(
+        [sys.executable, "-c", f"import json, sys\n{code}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    modules = set(json.loads(proc.stdout.splitlines()[-1]))
+    assert {"gpurig.drift", "gevent", "pyinfra.api"} <= modules
+    unneeded = [
+        "gpurig.deploys",
+        "gpurig.sandbox",
+        "gpurig.cli_sandbox",
+        "gpurig.onboard",
+        "gpurig.pin",
+    ]
+    assert [m for m in modules if any(m == u or m.startswith(f"{u}.") for u in unneeded)] == []

@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpurig.deploys.containers import declared_container
+from gpurig.facts.gpurig_container import CpuQuota
 from pyinfra.api import OperationError
 from pyinfra.context import ctx_host, ctx_state
 from pyinfra_testing.operations import parse_commands
 from pyinfra_testing.util import FakeState, create_host
 
-from deploys.containers import declared_container
-from facts.gpurig_container import CpuQuota
 from gpurig.plans.containers import usable_cpus
 from gpurig.spec import normalise
 

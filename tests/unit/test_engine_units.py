@@ -4,7 +4,8 @@ converge failed until someone ran `systemctl reset-failed` by hand."""
 
 from __future__ import annotations
 
-from deploys.engine import start_unit, write_daemon_json
+from gpurig.deploys.engine import start_unit, write_daemon_json
+
 from gpurig.change import Change
 
 

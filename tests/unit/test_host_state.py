@@ -8,13 +8,20 @@ import subprocess
 from typing import Any
 
 import pytest
+from gpurig.facts.gpurig_container import ContainerInspect, ContainerTorch
+from gpurig.facts.gpurig_files import FileDigests, SecretDigests
+from gpurig.facts.gpurig_host import (
+    HostState,
+    Recorder,
+    Snapshot,
+    Unreadable,
+    read_key,
+    required_reads,
+)
+from gpurig.facts.gpurig_node import CgroupLeaks, OsRelease
+from gpurig.facts.gpurig_nvidia import GpuHealth, NvidiaGpus
+from gpurig.facts.gpurig_packages import DebStatus
 
-from facts.gpurig_container import ContainerInspect, ContainerTorch
-from facts.gpurig_files import FileDigests, SecretDigests
-from facts.gpurig_host import HostState, Recorder, Snapshot, Unreadable, read_key, required_reads
-from facts.gpurig_node import CgroupLeaks, OsRelease
-from facts.gpurig_nvidia import GpuHealth, NvidiaGpus
-from facts.gpurig_packages import DebStatus
 from gpurig.checks import check
 from gpurig.drift import drift_reads, evaluate, fleet_facts
 from gpurig.plans import converge_reads, plan_host
@@ -183,8 +190,9 @@ def test_a_fact_failing_on_its_own_is_gpurigs_bug_not_the_hosts():
     """A parser's refusal (ValueError, an XML ParseError) is the host's odd output; any other
     exception in a fact's process() is gpurig's bug: raised as FactFailed by the snapshot,
     gpurig.internal_error in a run, never state.unreadable."""
-    from facts.gpurig_host import FactFailed
-    from facts.gpurig_nvidia import KernelLog
+    from gpurig.facts.gpurig_host import FactFailed
+    from gpurig.facts.gpurig_nvidia import KernelLog
+
     from gpurig.drift import Probed, report
     from gpurig.inventory import Host, SshSettings
 
@@ -213,11 +221,11 @@ def test_every_fact_names_its_arguments() -> None:
 
     from pyinfra.api import FactBase
 
-    import facts
+    from gpurig import facts
 
     classes = set()
     for module in pkgutil.iter_modules(facts.__path__):
-        loaded = import_module(f"facts.{module.name}")
+        loaded = import_module(f"gpurig.facts.{module.name}")
         classes |= {c for c in vars(loaded).values()
                     if isinstance(c, type) and issubclass(c, FactBase)}  # fmt: skip
     assert len(classes) > 30

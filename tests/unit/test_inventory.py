@@ -1,4 +1,4 @@
-"""Loader behaviour beyond single refusals: merging, sizes, several files, collecting problems."""
+"""Loader behaviour beyond single refusals: merging, several files, collecting problems."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from gpurig.inventory import (
     format_path,
     load_inventory,
     mount_problem,
-    parse_size,
 )
 from gpurig.spec import normalise
 
@@ -24,26 +23,6 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
     path = tmp_path / name
     path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
     return path
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("512g", 512 * 1024**3),
-        ("64M", 64 * 1024**2),
-        ("1.5t", 3 * 1024**4 // 2),
-        ("8k", 8192),
-        ("0g", 0),
-    ],
-)
-def test_parse_size_uses_binary_units(text: str, expected: int) -> None:
-    assert parse_size(text) == expected
-
-
-@pytest.mark.parametrize("text", ["512", "g", "12 gb", "-1g", "1.g", "10p", "", "1g\n"])
-def test_parse_size_refuses_what_is_not_a_size(text: str) -> None:
-    with pytest.raises(ValueError, match="not a size"):
-        parse_size(text)
 
 
 def test_deep_merge_merges_maps_and_replaces_lists_and_scalars() -> None:

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpurig.facts.gpurig_container import ContainerInspect
+from gpurig.facts.gpurig_host import required_reads
+from gpurig.facts.gpurig_node import CgroupLeaks, CgroupMemory, HostMemory, Login, LoginShell
+from gpurig.facts.gpurig_repo import EnvImports
 
-from facts.gpurig_container import ContainerInspect
-from facts.gpurig_host import required_reads
-from facts.gpurig_node import CgroupLeaks, CgroupMemory, HostMemory, Login, LoginShell
-from facts.gpurig_repo import EnvImports
 from gpurig import container_checks, node_checks, node_parse
 from gpurig.checks import CHECK_IDS
 from gpurig.inventory import schema

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from facts.gpurig_container import TORCH_LINE, TORCH_PY, ContainerTorch
-from facts.gpurig_host import HostState, Snapshot, Unreadable
-from facts.gpurig_node import (
+from gpurig.facts.gpurig_container import TORCH_LINE, TORCH_PY, ContainerTorch
+from gpurig.facts.gpurig_host import HostState, Snapshot, Unreadable
+from gpurig.facts.gpurig_node import (
     CgroupLeaks,
     CgroupMemory,
     DiskSpace,
@@ -28,7 +27,7 @@ from facts.gpurig_node import (
     LoginShell,
     OsRelease,
 )
-from facts.gpurig_nvidia import (
+from gpurig.facts.gpurig_nvidia import (
     GpuDevices,
     GpuHealth,
     GpuProcesses,
@@ -38,6 +37,7 @@ from facts.gpurig_nvidia import (
     NvlinkStatus,
     RebootRequired,
 )
+
 from gpurig.gpu_parse import QUERY_GPU_COMMAND
 from tests.unit.fact_values import run_here
 from tests.unit.gpu_fixtures import read_fixture

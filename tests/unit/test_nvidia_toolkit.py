@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from gpu_fixtures import read_fixture
+from gpurig.facts.gpurig_nvidia import CDI_MARKER, CdiSpec, NvidiaGpus, ToolkitKeyring
+from gpurig.facts.gpurig_packages import DebStatus
 
-from facts.gpurig_nvidia import CDI_MARKER, CdiSpec, NvidiaGpus, ToolkitKeyring
-from facts.gpurig_packages import DebStatus
 from gpurig.change import Change
 from gpurig.plans import toolkit as toolkit_plan
 from gpurig.plans.engine import NVIDIA_RUNTIME, daemon_keys

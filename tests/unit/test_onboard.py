@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
-
-from facts.gpurig_container import CpuQuota
-from facts.gpurig_host import Recorder, Unreadable, required_reads
-from facts.gpurig_node import (
+from gpurig.facts.gpurig_container import CpuQuota
+from gpurig.facts.gpurig_host import Recorder, Unreadable, required_reads
+from gpurig.facts.gpurig_node import (
     CgroupLeaks,
     CgroupMemory,
     DiskSpace,
@@ -26,7 +25,8 @@ from facts.gpurig_node import (
     LoginShell,
     OsRelease,
 )
-from facts.gpurig_reach import AptSources
+from gpurig.facts.gpurig_reach import AptSources
+
 from gpurig.cli import main
 from gpurig.inventory import load_inventory, load_inventory_text
 from gpurig.onboard import (

@@ -6,8 +6,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from facts.gpurig_container import CpuQuota
-from facts.gpurig_node import CgroupMemory
+from gpurig.facts.gpurig_container import CpuQuota
+from gpurig.facts.gpurig_node import CgroupMemory
+
 from gpurig.converge import ConvergeResult
 from gpurig.onboard import (
     Check,

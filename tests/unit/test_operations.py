@@ -9,9 +9,13 @@ from pyinfra_testing.operations import make_operation_tests
 
 HERE = Path(__file__).parent / "operations"
 
-TestCheckout = make_operation_tests("deploys", "repos.checkout", HERE / "repos.checkout")
-TestEnvironment = make_operation_tests("deploys", "repos.environment", HERE / "repos.environment")
-TestLeftovers = make_operation_tests("deploys", "cleanup.leftovers", HERE / "cleanup.leftovers")
+TestCheckout = make_operation_tests("gpurig.deploys", "repos.checkout", HERE / "repos.checkout")
+TestEnvironment = make_operation_tests(
+    "gpurig.deploys", "repos.environment", HERE / "repos.environment"
+)
+TestLeftovers = make_operation_tests(
+    "gpurig.deploys", "cleanup.leftovers", HERE / "cleanup.leftovers"
+)
 
 
 def test_every_operation_here_has_fixture_cases():

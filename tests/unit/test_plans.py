@@ -13,22 +13,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCache, RaySessions
-from facts.gpurig_container import ContainerInspect, CpuQuota, UserContainerInspect
-from facts.gpurig_files import MODP_2048, FileDigests, SecretDigests
-from facts.gpurig_json import JsonFile
-from facts.gpurig_nvidia import CdiSpec, NvidiaGpus, ToolkitKeyring
-from facts.gpurig_packages import DebStatus, DriverPackages
-from facts.gpurig_repo import LF_ATTRIBUTES, RepoState
-from facts.gpurig_units import Units
-from facts.gpurig_user import (
+from gpurig.facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCache, RaySessions
+from gpurig.facts.gpurig_container import ContainerInspect, CpuQuota, UserContainerInspect
+from gpurig.facts.gpurig_files import MODP_2048, FileDigests, SecretDigests
+from gpurig.facts.gpurig_json import JsonFile
+from gpurig.facts.gpurig_nvidia import CdiSpec, NvidiaGpus, ToolkitKeyring
+from gpurig.facts.gpurig_packages import DebStatus, DriverPackages
+from gpurig.facts.gpurig_repo import LF_ATTRIBUTES, RepoState
+from gpurig.facts.gpurig_units import Units
+from gpurig.facts.gpurig_user import (
     Commands,
     LoginProfile,
     UserCoreFiles,
     UserPodman,
     UserRaySessions,
 )
+
 from gpurig import container_checks
 from gpurig.change import findings
 from gpurig.container import FIELD_NAMES

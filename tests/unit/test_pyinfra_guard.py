@@ -9,10 +9,10 @@ import threading
 from typing import Any
 
 import pytest
+from gpurig.deploys.lock import first_line
 from pyinfra.api import Config, Inventory, State
 from pyinfra.connectors import util
 
-from deploys.lock import first_line
 from gpurig import pyinfra_guard
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from gpurig.deploys.containers import run_command
 
-from deploys.containers import run_command
 from gpurig.container import diff_container, run_argv
 from gpurig.finding import Difference, Finding
 from gpurig.plans.repos import plan as repos_plan

@@ -8,13 +8,12 @@ import json
 from pathlib import Path
 
 from gpu_fixtures import FIXTURES, read_fixture
+from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from pyinfra_testing.operations import make_operation_tests
-
-from facts.gpurig_nvidia import NvidiaGpus
 
 OPERATIONS = Path(__file__).resolve().parent / "operations" / "nvidia_toolkit.toolkit"
 
-TestToolkit = make_operation_tests("deploys", "nvidia_toolkit.toolkit", OPERATIONS)
+TestToolkit = make_operation_tests("gpurig.deploys", "nvidia_toolkit.toolkit", OPERATIONS)
 
 
 def recorded_drivers() -> set[str]:

@@ -14,10 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from deploys.engine import USER_START
-from facts.gpurig_cleanup import CoreFiles
-from facts.gpurig_user import Commands, UserCoreFiles, UserPodman
+from gpurig.deploys.engine import USER_START
+from gpurig.facts.gpurig_cleanup import CoreFiles
+from gpurig.facts.gpurig_user import Commands, UserCoreFiles, UserPodman
 
 # `podman system service --time=0 unix://PATH`: serve _ping on PATH until killed. Run by the
 # system's python3: the user may not reach the test's own interpreter.

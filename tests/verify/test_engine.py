@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from gpurig.inventory import parse_size
 from gpurig.plans.engine import DAEMON_JSON, PODMAN_SOCKET
+from gpurig.units import parse_size
 
 
 def _engine(spec):
