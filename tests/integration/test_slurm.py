@@ -6,9 +6,14 @@ contracts run by slurmd itself: the Prolog refusing alice's job on a drifted nod
 HealthCheckProgram draining and resuming with its `gpurig:` reason, the textfile on the node,
 NPD's contract run as NPD runs it, and nothing of another account's run as root.
 
+Alice's own side, as the README shows it: from the login node (slurm-ctl, over SSH as
+alice) she submits the README's job script with `sbatch`; on the node the job runs the
+user-scope converge with the README's spec (`gpurig up --local`, the cluster's install), then
+a container through her rootless Podman socket named by DOCKER_HOST. `sandbox status` shows
+the cluster's readiness.
+
 The SLURM hosts start only for this module (its `cluster` fixture); the session's sandbox is
-shared with the other integration tests. The user-scope converge inside a job (rootless Podman
-through DOCKER_HOST) belongs to the user-scope work and is not here.
+shared with the other integration tests.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -190,6 +196,7 @@ def installed(cluster: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> San
                  f"{pip} {wheels}/{wheel}")  # fmt: skip
         sh(host, f"install -d -m 0755 /etc/gpurig /var/lib/prometheus/node-exporter && "
                  f"printf %s {shlex.quote(spec)} >{SPEC_PATH}")  # fmt: skip
+        sh(host, f"ln -sfn {VENV}/bin/gpurig /usr/local/bin/gpurig")  # users' jobs run it
         for script in ("gpurig-prolog", "gpurig-healthcheck"):
             text = (EXAMPLES / "slurm" / script).read_text()
             sh(host, f"printf %s {shlex.quote(text)} >/etc/slurm/{script} && "
@@ -225,6 +232,175 @@ def test_cluster_runs_alice_s_jobs_on_shared_storage(cluster: Sandbox) -> None:
         shared = slurm.shared_dir(cluster.top) / "home" / USER / f"ran-on-{name}"
         assert shared.read_text().strip() == name
         assert shared.stat().st_uid == slurm.UID
+
+
+def test_sandbox_status_shows_the_cluster_and_each_node_s_state(cluster: Sandbox) -> None:
+    rc, rows = status(cluster)
+    assert rc == 0
+    assert [(r["name"], r["kind"], r["up"], r["state"]) for r in rows if "state" in r] == [
+        ("slurmctld", "slurm", True, "sinfo answers"),
+        *((name, "slurmd", True, "idle") for name in NODES),
+    ]
+    ctl = node(cluster, CONTROLLER)
+    sh(ctl, f"scontrol update NodeName={NODES[1]} State=DRAIN Reason='status test'")
+    try:
+        rc, rows = status(cluster)
+        assert rc == 1
+        assert [(r["up"], r["state"]) for r in rows if r["name"] == NODES[1] and "state" in r] == [
+            (False, "drained")
+        ]
+        text = cluster.cli("status").stdout
+        assert re.search(rf"^{NODES[1]} +slurmd +\S+:6818 +DOWN \(drained\)$", text, re.M), text
+    finally:
+        sh(ctl, f"scontrol update NodeName={NODES[1]} State=RESUME")
+    wait_for("node resumed", lambda: status(cluster)[0] == 0)
+
+
+def status(box: Sandbox) -> tuple[int, list[dict]]:
+    proc = box.cli("status", "--json")
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def readme_block(first: str) -> str:
+    """The README's fenced block that starts with `first`: what a user copies."""
+    text = (REPO_ROOT / "README.md").read_text()
+    blocks = [
+        b for b in re.findall(r"^```\w*\n(.*?)^```", text, re.M | re.S) if b.startswith(first)
+    ]
+    assert len(blocks) == 1, f"README: {len(blocks)} blocks start with {first!r}"
+    return blocks[0]
+
+
+def at_login(box: Sandbox, script: str, stdin: str | None = None) -> str:
+    """`script` run by alice over SSH on the login node (slurm-ctl), as she submits jobs."""
+    done = subprocess.run(["ssh", "-F", str(box.paths.ssh_config), f"{CONTROLLER}-{USER}", script],
+                          input=stdin, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, (script, done.stdout, done.stderr[-2000:])
+    return done.stdout
+
+
+# Sourced by the job's bash (BASH_ENV; the script itself stays the README's): each command of
+# the job with the time it starts, for the converge's time inside the job.
+TIMING = (
+    """trap 'printf "%s %s\\n" "$EPOCHREALTIME" "$BASH_COMMAND" >>"$HOME/trace-$SLURM_JOB_ID"' """
+    "DEBUG\n"
+)
+
+
+@dataclass
+class Job:
+    id: str
+    state: str
+    exit_code: str
+    lines: list[str]  # its output file
+    queued_to_end: int  # seconds from SubmitTime to EndTime (SLURM's whole seconds)
+    converge: float  # seconds of `ready=$(gpurig up ...)` inside the job
+    wall: float  # `sbatch --wait` here, SSH included
+
+
+def submit(box: Sandbox, on: str, image: str) -> Job:
+    """The README's job script submitted by alice to node `on`, waited for; what it did."""
+    began = time.monotonic()
+    out = at_login(box, f"env BASH_ENV=$HOME/.job-timing sbatch --parsable --wait -w {on} "
+                   f"runtime.sh {shlex.quote(image)} || true")  # fmt: skip
+    wall = time.monotonic() - began
+    job = out.split(";")[0].strip()
+    assert job.isdigit(), out
+    shown = dict(
+        field.split("=", 1)
+        for field in sh(node(box, CONTROLLER), f"scontrol show job {job} --oneliner").split()
+        if "=" in field
+    )
+    home = slurm.shared_dir(box.top) / "home" / USER
+    lines = (home / f"runtime-{job}.out").read_text().splitlines()
+    trace = (home / f"trace-{job}").read_text().splitlines()
+    # The job's own next command after `ready=$(gpurig up ...)`: the eval, or its exit 1
+    # (the lines between are gpurig's bash children, which read BASH_ENV too).
+    steps = [(float(t), command) for t, _, command in (line.partition(" ") for line in trace)]
+    up_began = next(t for t, command in steps if command.startswith("ready=$(gpurig up"))
+    up_ended = next(t for t, command in steps if command in ('eval "$ready"', "exit 1"))
+    stamp = "%Y-%m-%dT%H:%M:%S"
+    queued = time.mktime(time.strptime(shown["EndTime"], stamp)) - time.mktime(
+        time.strptime(shown["SubmitTime"], stamp)
+    )
+    converge = up_ended - up_began
+    return Job(job, shown["JobState"], shown["ExitCode"], lines, int(queued), converge, wall)
+
+
+def test_alice_s_sbatch_job_converges_its_node_and_runs_a_container(installed: Sandbox) -> None:
+    """Issue 18 item 4, the user's side: the README's job script and spec, submitted with
+    sbatch by alice from the login node; the job's user-scope converge starts her rootless
+    Podman, and `podman --url "$DOCKER_HOST" run` runs a container through it."""
+    box, image = installed, installed.state.images["train"]
+    spec = yaml.safe_load(readme_block("scope: user "))
+    assert re.fullmatch(r"[\d.:]+/sandbox/train@sha256:[0-9a-f]{64}",
+                        spec["containers"]["runtime"]["image"])  # fmt: skip
+    spec["insecure_registries"] = [box.registry]
+    spec["containers"]["runtime"]["image"] = image  # this sandbox's registry and digest
+    script = readme_block("#!/bin/bash\n#SBATCH --job-name=runtime\n")
+    storage = readme_block("# ~/.config/containers/storage.conf")
+    uid = at_login(box, "id -u").strip()
+    assert uid == str(slurm.UID) and f"/var/tmp/containers-{uid}/" in storage
+    at_login(box, "cat > node.yaml", yaml.safe_dump(spec))
+    at_login(box, "cat > runtime.sh", script)
+    at_login(box, "mkdir -p ~/.config/containers && cat > ~/.config/containers/storage.conf",
+             storage)  # fmt: skip
+    at_login(box, "cat > .job-timing", TIMING)
+    jobs: list[tuple[str, Job]] = []
+
+    first = submit(box, NODES[0], image)
+    jobs.append(("first on " + NODES[0], first))
+    assert (first.state, first.exit_code) == ("COMPLETED", "0:0"), first
+    assert first.lines[0].startswith(f"gpurig up: converging {NODES[0]}: "), first.lines
+    assert "engine.user_service" in first.lines[0] and "engine.docker_host" in first.lines[0]
+    assert f"gpurig up: {NODES[0]} ready (converged)" in first.lines
+    assert first.lines[-1] == f"hello from job {first.id} on {NODES[0]}"
+
+    # The next job: nothing to change, the same socket, a container again.
+    second = submit(box, NODES[0], image)
+    jobs.append(("second on " + NODES[0], second))
+    assert (second.state, second.exit_code) == ("COMPLETED", "0:0"), second
+    assert second.lines == [f"gpurig up: {NODES[0]} ready (already as declared)",
+                            f"hello from job {second.id} on {NODES[0]}"]  # fmt: skip
+
+    # Her home (profile, spec, storage.conf) is shared; the other node starts its own service.
+    other = submit(box, NODES[1], image)
+    jobs.append(("first on " + NODES[1], other))
+    assert (other.state, other.exit_code) == ("COMPLETED", "0:0"), other
+    assert other.lines[0] == f"gpurig up: converging {NODES[1]}: engine.user_service", other.lines
+    assert other.lines[-1] == f"hello from job {other.id} on {NODES[1]}"
+
+    # The containers ran in her rootless Podman, its storage on each node's own disk.
+    sock = f"/tmp/podman-run-{uid}/podman/podman.sock"
+    for name in NODES:
+        seen = sh(node(box, name), as_user(
+            f"export CONTAINER_HOST=unix://{sock}; podman --remote ps --format '{{{{.Names}}}}' && "
+            "podman --remote info --format '{{.Host.Security.Rootless}} {{.Store.GraphRoot}}' && "
+            f"pgrep -u {USER} -cf '[s]ystem service --time=0 unix://{sock}'"
+        )).split()  # fmt: skip
+        assert seen[:3] == ["runtime", "true", f"/var/tmp/containers-{uid}/storage"], (name, seen)
+    assert not (
+        slurm.shared_dir(box.top) / "home" / USER / ".local/share/containers/storage"
+    ).exists()
+
+    # A node that cannot serve the job: the job fails at its first line, no container runs.
+    at_login(box, "cp node.yaml node.yaml.saved && sed -i 's/^gpu: auto$/gpu: required/' node.yaml")
+    try:
+        refused = submit(box, NODES[1], image)
+    finally:
+        at_login(box, "mv node.yaml.saved node.yaml")
+    jobs.append(("refused on " + NODES[1], refused))
+    assert (refused.state, refused.exit_code) == ("FAILED", "1:0"), refused
+    [line] = refused.lines
+    assert line.startswith(f"gpurig up: {NODES[1]} cannot serve this job: gpu.missing: "), line
+
+    for label, job in jobs:
+        print(
+            f"\njob {job.id} ({label}): submit to end {job.queued_to_end} s (SLURM's times), "
+            f"sbatch --wait {job.wall:.1f} s, gpurig up in the job {job.converge:.2f} s"
+        )
+    for line in [*first.lines, *second.lines, *other.lines, *refused.lines]:
+        print(f"  | {line}")
 
 
 # Tools a prolog, a health check or NPD's plugin could start by name, planted in a directory
