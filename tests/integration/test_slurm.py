@@ -280,11 +280,15 @@ def at_login(box: Sandbox, script: str, stdin: str | None = None) -> str:
 
 
 # Sourced by the job's bash (BASH_ENV; the script itself stays the README's): each command of
-# the job with the time it starts, for the converge's time inside the job.
-TIMING = (
-    """trap 'printf "%s %s\\n" "$EPOCHREALTIME" "$BASH_COMMAND" >>"$HOME/trace-$SLURM_JOB_ID"' """
-    "DEBUG\n"
-)
+# the job with the time it starts, and the time it ends, for the times inside the job.
+TIMING = """\
+trace() { printf '%s %s\\n' "$EPOCHREALTIME" "$1" >>"$HOME/trace-$SLURM_JOB_ID"; }
+trap 'trace "$BASH_COMMAND"' DEBUG
+trap 'trace "(end)"' EXIT
+"""
+# What else a job's output may hold: Podman's client warning, e.g. that the job inherited
+# XDG_RUNTIME_DIR=/run/user/UID from the login node, where the compute node has none.
+PODMAN_WARNING = re.compile(r'time="[^"]+" level=warning msg=".*"')
 
 
 @dataclass
@@ -295,7 +299,14 @@ class Job:
     lines: list[str]  # its output file
     queued_to_end: int  # seconds from SubmitTime to EndTime (SLURM's whole seconds)
     converge: float  # seconds of `ready=$(gpurig up ...)` inside the job
+    container: float  # seconds from the container's command to the job's end
     wall: float  # `sbatch --wait` here, SSH included
+
+    def gpurig(self) -> list[str]:
+        """gpurig's lines; every other line but the container's is a Podman warning."""
+        rest = [line for line in self.lines[:-1] if not line.startswith("gpurig up: ")]
+        assert all(PODMAN_WARNING.fullmatch(line) for line in rest), self.lines
+        return [line for line in self.lines if line.startswith("gpurig up: ")]
 
 
 def submit(box: Sandbox, on: str, image: str) -> Job:
@@ -319,12 +330,14 @@ def submit(box: Sandbox, on: str, image: str) -> Job:
     steps = [(float(t), command) for t, _, command in (line.partition(" ") for line in trace)]
     up_began = next(t for t, command in steps if command.startswith("ready=$(gpurig up"))
     up_ended = next(t for t, command in steps if command in ('eval "$ready"', "exit 1"))
+    run = next((t for t, command in steps if command.startswith("podman --url")), steps[-1][0])
     stamp = "%Y-%m-%dT%H:%M:%S"
     queued = time.mktime(time.strptime(shown["EndTime"], stamp)) - time.mktime(
         time.strptime(shown["SubmitTime"], stamp)
     )
-    converge = up_ended - up_began
-    return Job(job, shown["JobState"], shown["ExitCode"], lines, int(queued), converge, wall)
+    converge, container = up_ended - up_began, steps[-1][0] - run
+    return Job(job, shown["JobState"], shown["ExitCode"], lines, int(queued), converge,
+               container, wall)  # fmt: skip
 
 
 def test_alice_s_sbatch_job_converges_its_node_and_runs_a_container(installed: Sandbox) -> None:
@@ -351,23 +364,25 @@ def test_alice_s_sbatch_job_converges_its_node_and_runs_a_container(installed: S
     first = submit(box, NODES[0], image)
     jobs.append(("first on " + NODES[0], first))
     assert (first.state, first.exit_code) == ("COMPLETED", "0:0"), first
-    assert first.lines[0].startswith(f"gpurig up: converging {NODES[0]}: "), first.lines
-    assert "engine.user_service" in first.lines[0] and "engine.docker_host" in first.lines[0]
-    assert f"gpurig up: {NODES[0]} ready (converged)" in first.lines
+    converging, ready = first.gpurig()
+    assert converging.startswith(f"gpurig up: converging {NODES[0]}: "), first.lines
+    assert "engine.user_service" in converging and "engine.docker_host" in converging
+    assert ready == f"gpurig up: {NODES[0]} ready (converged)"
     assert first.lines[-1] == f"hello from job {first.id} on {NODES[0]}"
 
     # The next job: nothing to change, the same socket, a container again.
     second = submit(box, NODES[0], image)
     jobs.append(("second on " + NODES[0], second))
     assert (second.state, second.exit_code) == ("COMPLETED", "0:0"), second
-    assert second.lines == [f"gpurig up: {NODES[0]} ready (already as declared)",
-                            f"hello from job {second.id} on {NODES[0]}"]  # fmt: skip
+    assert second.gpurig() == [f"gpurig up: {NODES[0]} ready (already as declared)"]
+    assert second.lines[-1] == f"hello from job {second.id} on {NODES[0]}"
 
     # Her home (profile, spec, storage.conf) is shared; the other node starts its own service.
     other = submit(box, NODES[1], image)
     jobs.append(("first on " + NODES[1], other))
     assert (other.state, other.exit_code) == ("COMPLETED", "0:0"), other
-    assert other.lines[0] == f"gpurig up: converging {NODES[1]}: engine.user_service", other.lines
+    assert other.gpurig() == [f"gpurig up: converging {NODES[1]}: engine.user_service",
+                              f"gpurig up: {NODES[1]} ready (converged)"]  # fmt: skip
     assert other.lines[-1] == f"hello from job {other.id} on {NODES[1]}"
 
     # The containers ran in her rootless Podman, its storage on each node's own disk.
@@ -397,7 +412,8 @@ def test_alice_s_sbatch_job_converges_its_node_and_runs_a_container(installed: S
     for label, job in jobs:
         print(
             f"\njob {job.id} ({label}): submit to end {job.queued_to_end} s (SLURM's times), "
-            f"sbatch --wait {job.wall:.1f} s, gpurig up in the job {job.converge:.2f} s"
+            f"sbatch --wait {job.wall:.1f} s, gpurig up in the job {job.converge:.2f} s, "
+            f"then the container {job.container:.2f} s"
         )
     for line in [*first.lines, *second.lines, *other.lines, *refused.lines]:
         print(f"  | {line}")
