@@ -237,6 +237,7 @@ def test_cluster_runs_alice_s_jobs_on_shared_storage(cluster: Sandbox) -> None:
 def test_sandbox_status_shows_the_cluster_and_each_node_s_state(cluster: Sandbox) -> None:
     rc, rows = status(cluster)
     assert rc == 0
+    print(f"\n$ gpurig sandbox status\n{cluster.cli('status').stdout}")
     assert [(r["name"], r["kind"], r["up"], r["state"]) for r in rows if "state" in r] == [
         ("slurmctld", "slurm", True, "sinfo answers"),
         *((name, "slurmd", True, "idle") for name in NODES),
