@@ -140,3 +140,24 @@ def test_the_probes_own_reads_hold_the_declared_containers_inspect(engine: str):
     _, values = run_here(reads)
     probe = probe_of(spec, Snapshot(values))
     assert [c["name"] for c in probe["containers"]] == ["train"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the root prefix applies only to a read as root")
+def test_as_root_no_login_file_or_env_file_the_caller_names_runs(tmp_path) -> None:
+    """A careless wrapper's environment (another account's HOME, a BASH_ENV) reaches the
+    probe's login shell (`bash -lc`, for the login core-dump limit): as root it must read
+    root's own profile and no file the caller named."""
+    import pwd
+
+    ran = tmp_path / "ran"
+    for name in (".profile", ".bash_profile", "env.sh"):
+        (tmp_path / name).write_text(f"echo {name} >> {ran}\n")
+    prefix = HostState().command([]).splitlines()[0]
+    done = subprocess.run(
+        ["/bin/sh", "-c", f"{prefix}\nbash -lc 'echo \"$HOME\"'"],
+        env={"HOME": str(tmp_path), "BASH_ENV": str(tmp_path / "env.sh"),
+             "ENV": str(tmp_path / "env.sh"), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert done.stdout.strip().splitlines()[-1] == pwd.getpwuid(0).pw_dir
+    assert not ran.exists(), ran.read_text()
