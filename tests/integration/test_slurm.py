@@ -439,15 +439,20 @@ def plant(host: testinfra.host.Host) -> str:
         'exec "/usr/bin/$(basename "$0")" "$@"\n'
     )
     module = f"import os\nopen(f'{PLANTED}/{{__name__}}.py.{{os.getuid()}}', 'w').close()\n"
+    # Shell files a login or non-interactive bash would run: her profile, and a BASH_ENV file.
+    runs_id = f"{HOME}/bin/id -u >/dev/null  # planted\n"
     sh(host, f"rm -rf {PLANTED} && install -d -m 0777 {PLANTED}")
     sh(host, as_user(
         "mkdir -p ~/bin ~/work && cd ~/bin && "
         + " && ".join(f"printf %s {shlex.quote(tool)} >{t} && chmod 755 {t}" for t in PLANTED_TOOLS)
         + " && cd ~/work && "
         + " && ".join(f"printf %s {shlex.quote(module)} >{m}.py" for m in PLANTED_MODULES)
+        + f" && printf %s {shlex.quote(runs_id)} >env.sh"
+        + f" && {{ grep -q planted ~/.profile || printf %s {shlex.quote(runs_id)} >>~/.profile; }}"
     ))  # fmt: skip
     return (f"cd {HOME}/work && env PATH={HOME}/bin:/usr/sbin:/usr/bin:/sbin:/bin "
-            f"PYTHONPATH={HOME}/work HOME={HOME} SLURMD_NODENAME={NODES[0]}")  # fmt: skip
+            f"PYTHONPATH={HOME}/work HOME={HOME} BASH_ENV={HOME}/work/env.sh "
+            f"ENV={HOME}/work/env.sh SLURMD_NODENAME={NODES[0]}")  # fmt: skip
 
 
 def planted_runs(host: testinfra.host.Host) -> list[tuple[str, str]]:
@@ -473,6 +478,10 @@ def test_no_code_another_account_can_change_runs_as_root(installed: Sandbox) -> 
     # directory imports her json.py (what -I and gpurig's fixed PATH keep out).
     sh(host, as_user(f"{env} sh -c 'id -u' >/dev/null"))
     assert ("id", str(slurm.UID)) in planted_runs(host)
+    # A login shell root starts in this environment runs her profile and her BASH_ENV file
+    # (what gpurig's read, root's HOME and no BASH_ENV, keeps out).
+    sh(host, f"{env} bash -lc true")
+    assert ("id", "0") in planted_runs(host)
     sh(host, f"{env} {VENV}/bin/python -c 'import json'")
     assert ("json.py", "0") in planted_runs(host)
 
