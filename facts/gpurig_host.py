@@ -96,10 +96,15 @@ class HostState(FactBase[dict[str, Any]]):
         self._facts = [(cls(), cls, kwargs) for cls, kwargs in reads]
         # As root, the system's PATH and `/` as the working directory: a caller's PATH entry
         # or directory another account may write is no place to start tools from (`command
-        # -p`: id from the shell's standard path too). Root's own HOME, and no BASH_ENV or
-        # ENV: the probe's login shell would otherwise run the profile of whatever home the
-        # caller named, or any file it named, as root.
-        root = f"PATH={ROOT_PATH} && HOME=~root && export PATH HOME && unset BASH_ENV ENV && cd /"
+        # -p`: id from the shell's standard path too). No BASH_ENV or ENV, and a HOME that is
+        # not root's alone (another account owns it or may write it) replaced by root's own:
+        # the probe's login shell would otherwise run a file the caller named, or another
+        # account's profile, as root.
+        root = (
+            f"PATH={ROOT_PATH} && export PATH && unset BASH_ENV ENV && "
+            '{ [ -n "$(find "$HOME" -maxdepth 0 -user 0 ! -perm /022 2>/dev/null)" ] || '
+            "{ HOME=~root && export HOME; }; } && cd /"
+        )
         parts = [f'[ "$(command -p id -u 2>/dev/null)" = 0 ] && {root}']
         for index, (fact, _, kwargs) in enumerate(self._facts):
             parts.append(section(self._marker, str(index), fact.command(**kwargs)))

@@ -143,21 +143,31 @@ def test_the_probes_own_reads_hold_the_declared_containers_inspect(engine: str):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the root prefix applies only to a read as root")
-def test_as_root_no_login_file_or_env_file_the_caller_names_runs(tmp_path) -> None:
+@pytest.mark.parametrize("home", ["another account's", "others may write", "root's alone"])
+def test_as_root_no_login_file_or_env_file_another_account_can_change_runs(tmp_path, home):
     """A careless wrapper's environment (another account's HOME, a BASH_ENV) reaches the
-    probe's login shell (`bash -lc`, for the login core-dump limit): as root it must read
-    root's own profile and no file the caller named."""
+    probe's login shell (`bash -lc`, for the login core-dump limit): as root it reads no file
+    another account can change, and no file BASH_ENV or ENV names."""
     import pwd
 
-    ran = tmp_path / "ran"
+    ran, where = tmp_path / "ran", tmp_path / "home"
+    where.mkdir()
     for name in (".profile", ".bash_profile", "env.sh"):
-        (tmp_path / name).write_text(f"echo {name} >> {ran}\n")
+        (where / name).write_text(f"echo {name} >> {ran}\n")
+    if home == "another account's":
+        os.chown(where, 65534, 65534)
+    elif home == "others may write":
+        where.chmod(0o1777)
     prefix = HostState().command([]).splitlines()[0]
     done = subprocess.run(
         ["/bin/sh", "-c", f"{prefix}\nbash -lc 'echo \"$HOME\"'"],
-        env={"HOME": str(tmp_path), "BASH_ENV": str(tmp_path / "env.sh"),
-             "ENV": str(tmp_path / "env.sh"), "PATH": "/usr/bin:/bin"},
+        env={"HOME": str(where), "BASH_ENV": str(where / "env.sh"),
+             "ENV": str(where / "env.sh"), "PATH": "/usr/bin:/bin"},
         capture_output=True, text=True, check=True,
     )  # fmt: skip
-    assert done.stdout.strip().splitlines()[-1] == pwd.getpwuid(0).pw_dir
-    assert not ran.exists(), ran.read_text()
+    seen = done.stdout.strip().splitlines()[-1]
+    if home == "root's alone":  # root's own choice of HOME is kept, its profile read
+        assert seen == str(where) and ran.read_text() == ".bash_profile\n"
+    else:
+        assert seen == pwd.getpwuid(0).pw_dir
+        assert not ran.exists(), ran.read_text()
