@@ -142,8 +142,15 @@ class HostState(FactBase[dict[str, Any]]):
         self._facts = [(cls(), cls, kwargs) for cls, kwargs in reads]
         # As root, the system's PATH and `/` as the working directory: a caller's PATH entry
         # or directory another account may write is no place to start tools from (`command
-        # -p`: id from the shell's standard path too).
-        root = f"PATH={ROOT_PATH} && export PATH && cd /"
+        # -p`: id from the shell's standard path too). No BASH_ENV or ENV, and a HOME that is
+        # not root's alone (another account owns it or may write it) replaced by root's own:
+        # the probe's login shell would otherwise run a file the caller named, or another
+        # account's profile, as root.
+        root = (
+            f"PATH={ROOT_PATH} && export PATH && unset BASH_ENV ENV && "
+            '{ [ -n "$(find "$HOME" -maxdepth 0 -user 0 ! -perm /022 2>/dev/null)" ] || '
+            "{ HOME=~root && export HOME; }; } && cd /"
+        )
         parts = [f'[ "$(command -p id -u 2>/dev/null)" = 0 ] && {root}']
         if bound is not None:  # seconds for each call a fact bounds (BOUNDED)
             parts.insert(0, f"GPURIG_BOUND={int(bound)}")

@@ -263,7 +263,7 @@ def up(
 ) -> None:
     """Bring this machine to its declared state and print what a job needs, for a job script:
 
-        eval "$(gpurig up --local --as NAME)"
+        ready=$(gpurig up --local --as NAME) || exit 1; eval "$ready"
 
     stdout carries only `export DOCKER_HOST=...` and `export CONTAINER_HOST=...` (the Podman
     socket the spec declares); everything else goes to stderr. Exit 0 ready, 1 this node

@@ -78,7 +78,8 @@ def sandbox() -> None:
     "with_slurm",
     is_flag=True,
     help="Also a SLURM cluster: slurmctld on full host slurm-ctl, slurmd on slurm-1 and "
-    "slurm-2, user alice with a shared home; ready when sinfo lists the nodes idle.",
+    "slurm-2, user alice (a cluster user as --user makes them) with a shared home, in the "
+    "inventory as slurm-1-alice ...; ready when sinfo lists the nodes idle.",
 )
 @which_sandbox
 def up(
@@ -146,7 +147,8 @@ def status(as_json: bool, name: str, top: Path) -> None:
     else:
         for row in rows:
             state = "up" if row["up"] else "DOWN"
-            click.echo(f"{row['name']:<12} {row['kind']:<9} {row['address']:<24} {state}")
+            detail = f" ({row['state']})" if "state" in row else ""
+            click.echo(f"{row['name']:<12} {row['kind']:<9} {row['address']:<24} {state}{detail}")
     sys.exit(0 if all(row["up"] for row in rows) else 1)
 
 

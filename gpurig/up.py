@@ -1,7 +1,8 @@
 """`gpurig up --local`: the first line of a job script. It brings the machine it runs on to
 its declared state (the converge's own deploy, run by pyinfra's @local connector), then says
-what the job needs to know: the `export` lines for the user's Podman socket on stdout (so
-`eval "$(gpurig up ...)"` sets them), or one line on stderr naming why the node cannot serve
+what the job needs to know: the `export` lines for the user's Podman socket on stdout (for
+the job to `eval`; exit 1 first, so `ready=$(gpurig up ...) || exit 1` stops the job: an
+`eval "$(...)"` of nothing succeeds), or one line on stderr naming why the node cannot serve
 the job (an error finding: GPU missing, slices wrong, torch unable to run on this GPU).
 
 The same read drift makes comes first: on a converged node that read is all `up` does.

@@ -195,13 +195,13 @@ def up(
     home = state.hosts.get(users.HOST)
     for user in state.users:
         assert home is not None
-        users.ensure(home, user, public_key(paths.client_key), env)
+        users.ensure(home, users.Account(user), public_key(paths.client_key), env)
     write_access_files(paths, state)
     with_slurm = with_slurm or any(rec.role for rec in state.hosts.values())
     if with_slurm and (any(rec.role for rec in started) or not slurm.ready(state, env)):
         state.slurm = {}
         save(paths.state, state)
-        slurm.configure(state, paths.top, env, log)
+        slurm.configure(state, paths.top, public_key(paths.client_key), env, log)
         save(paths.state, state)
     behind = [h for h in state.hosts.values() if h.via]
     login = f", {len(behind)} behind {fleet.LOGIN}" if behind else ""
@@ -241,12 +241,14 @@ def write_access_files(paths: Paths, state: State) -> None:
     }
     home = state.hosts.get(users.HOST)
     logins = [(h.name, "root", h) for h in hosts]
-    for user in state.users if home else []:
-        name = users.host_name(home.name, user)
-        ssh = {"user": user, "host_key": home.host_key}
-        entry = {"address": home.address, "ssh": ssh, "groups": [home.kind]}
+    accounts = [(home, user) for user in state.users] if home else []
+    accounts += [(rec, slurm.USER) for rec in slurm.logins(state)]
+    for rec, user in accounts:
+        name = users.host_name(rec.name, user)
+        ssh = {"user": user, "host_key": rec.host_key}
+        entry = {"address": rec.address, "ssh": ssh, "groups": [rec.kind]}
         inventory["hosts"][name] = {**entry, "spec": {"scope": "user"}}
-        logins.append((name, user, home))
+        logins.append((name, user, rec))
     header = "# Written by `gpurig sandbox up`; rewritten on every up.\n"
     atomic_write(paths.inventory, header + yaml.safe_dump(inventory, sort_keys=False))
     atomic_write(paths.known_hosts, "".join(f"{h.address} {h.host_key}\n" for h in hosts))
@@ -317,7 +319,8 @@ def down_all(log: Log = print) -> None:
 
 
 def status(top: Path) -> list[dict[str, object]]:
-    """One row per service and per recorded host, with whether it is up."""
+    """One row per service and per recorded host, with whether it is up; with a SLURM
+    cluster, a row for its controller and one per node (with its `state` in sinfo)."""
     paths = Paths(top)
     state = load(paths.state)
     env = paths.podman_env() if state.full() else {}
@@ -334,7 +337,7 @@ def status(top: Path) -> list[dict[str, object]]:
         rows.append(
             {"name": rec.name, "kind": rec.kind, "address": rec.address, "up": _healthy(rec, env)}
         )
-    return rows
+    return rows + slurm.status(state, env)
 
 
 def listing() -> list[dict[str, object]]:

@@ -2,7 +2,9 @@
 host, slurmd on two others, Debian 12's packages (SLURM 22.05, MUNGE 0.5) installed by apt from
 the Debian mirror as a site would, one MUNGE key, one slurm.conf naming the nodes, and a
 non-root user with the same uid everywhere whose home is on a directory of this machine bound
-into the three hosts (the shared storage a cluster's homes live on).
+into the three hosts (the shared storage a cluster's homes live on), made by the sandbox's one
+cluster-user mechanism (gpurig.sandbox.users: subuid/subgid and Podman for rootless
+containers, so a job can run the user-scope converge).
 
 In a full host (a privileged container with the machine's cgroup tree) slurmd tracks jobs by
 their process tree (`proctrack/linuxproc`) and binds no tasks (`task/none`): the cgroup
@@ -18,6 +20,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from gpurig.sandbox import users
 from gpurig.sandbox.proc import SandboxError, run
 from gpurig.sandbox.state import HostRecord, State
 
@@ -25,13 +28,16 @@ CONTROLLER = "slurm-ctl"
 NODES = ("slurm-1", "slurm-2")
 PACKAGES = {
     # python3-venv: gpurig goes into a root-owned venv on each node (README, Cluster operators).
-    "slurmctld": ("munge", "slurmctld", "slurm-client"),
-    "slurmd": ("munge", "slurmd", "slurm-client", "python3-venv"),
+    # The user's rootless Podman too, in the same apt run (users.ensure finds it installed).
+    "slurmctld": ("munge", "slurmctld", "slurm-client", *users.PACKAGES),
+    "slurmd": ("munge", "slurmd", "slurm-client", "python3-venv", *users.PACKAGES),
 }
 SHARED = "/shared"  # where the shared directory appears in each SLURM host
 USER, UID = "alice", 2000  # the cluster's user: no sudo, same uid on every node
+ACCOUNT = users.Account(USER, UID, f"{SHARED}/home/{USER}")
 CONF = "/etc/slurm/slurm.conf"
 READY_TIMEOUT = 90.0
+CTLD_PORT, SLURMD_PORT = 6817, 6818  # SLURM's defaults: slurm.conf names no ports
 
 Log = Callable[[str], None]
 
@@ -86,18 +92,6 @@ def slurm_conf(controller: HostRecord, nodes: Sequence[HostRecord]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def add_user(name: str = USER, uid: int = UID, home_root: str = f"{SHARED}/home") -> str:
-    """Shell that adds the cluster's non-root user (no sudo, one uid on every node, home on
-    the shared directory); idempotent, so it runs on every node alike."""
-    home = f"{home_root}/{name}"
-    return (
-        f"mkdir -p {home_root}\n"
-        f"id -u {name} >/dev/null 2>&1 || useradd --uid {uid} --user-group --shell /bin/bash "
-        f"--home-dir {home} {name}\n"
-        f"[ -d {home} ] || install -d -m 0750 -o {uid} -g {uid} {home}\n"
-    )
-
-
 def _sh(rec: HostRecord, script: str, env: dict[str, str], data: str | None = None) -> str:
     argv = ["podman", "exec", *(["-i"] if data is not None else []), rec.container,
             "sh", "-euc", script]  # fmt: skip
@@ -124,9 +118,12 @@ def _hosts_lines(hosts: Sequence[HostRecord]) -> str:
     return "".join(f"{h.address} {h.name}\n" for h in hosts)
 
 
-def configure(state: State, top: Path, env: dict[str, str], log: Log = print) -> None:
-    """Install, configure and start the cluster on its (running) hosts; wait until every
-    node is idle in `sinfo`. Safe to run again: each step leaves a done step alone."""
+def configure(
+    state: State, top: Path, client_key: str, env: dict[str, str], log: Log = print
+) -> None:
+    """Install, configure and start the cluster on its (running) hosts, with its user (who
+    logs in with `client_key`); wait until every node is idle in `sinfo`. Safe to run again:
+    each step leaves a done step alone."""
     hosts = [state.hosts[name] for name in (CONTROLLER, *NODES)]
     controller, nodes = hosts[0], hosts[1:]
     began = time.monotonic()
@@ -150,7 +147,7 @@ def configure(state: State, top: Path, env: dict[str, str], log: Log = print) ->
         _sh(rec, "grep -v ' slurm-' /etc/hosts >/etc/hosts.new || true\n"
             "cat >>/etc/hosts.new && cat /etc/hosts.new >/etc/hosts && rm /etc/hosts.new",
             env, hosts_file)  # fmt: skip
-        _sh(rec, add_user(), env)
+        users.ensure(rec, ACCOUNT, client_key, env)
     _sh(controller, "systemctl enable --quiet slurmctld && systemctl restart slurmctld", env)
     for rec in nodes:
         _sh(rec, "systemctl enable --quiet slurmd && systemctl restart slurmd", env)
@@ -188,3 +185,33 @@ def ready(state: State, env: dict[str, str]) -> bool:
         return False
     states = node_states(controller, env)
     return all(name in states for name in state.slurm["nodes"])
+
+
+# sinfo's states of a node that takes jobs (a `*` suffix: not responding).
+SERVING = {"idle", "mixed", "allocated", "completing"}
+
+
+def status(state: State, env: dict[str, str]) -> list[dict[str, object]]:
+    """`sandbox status` rows for the cluster (none without one): the controller, up when
+    `sinfo` answers there, and each node with its sinfo state, up when it takes jobs."""
+    controller = state.hosts.get(CONTROLLER)
+    if controller is None or not controller.role:
+        return []
+    states = node_states(controller, env)
+    answers = "sinfo answers" if states else "sinfo does not answer"
+    rows: list[dict[str, object]] = [
+        {"name": "slurmctld", "kind": "slurm", "address": f"{controller.address}:{CTLD_PORT}",
+         "up": bool(states), "state": answers}
+    ]  # fmt: skip
+    for name in NODES:
+        seen = states.get(name, "not in sinfo")
+        rec = state.hosts.get(name)
+        address = f"{rec.address}:{SLURMD_PORT}" if rec else ""
+        rows.append({"name": name, "kind": "slurmd", "address": address,
+                     "up": seen in SERVING, "state": seen})  # fmt: skip
+    return rows
+
+
+def logins(state: State) -> list[HostRecord]:
+    """The SLURM hosts the cluster's user logs in to (each an inventory and ssh_config entry)."""
+    return [rec for rec in state.hosts.values() if rec.role]

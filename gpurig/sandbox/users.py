@@ -1,7 +1,9 @@
-"""Cluster users in the sandbox (`gpurig sandbox up --user NAME`): a plain account on full-1
-without sudo rights (`sudo` installed, as on every cluster node), with subuid/subgid ranges
-and Podman for rootless containers, reachable over SSH with the sandbox's client key, and
-recorded in the inventory as host `full-1-NAME` with `scope: user`.
+"""Cluster users in the sandbox: plain accounts without sudo rights (`sudo` installed, as on
+every cluster node), with subuid/subgid ranges and Podman for rootless containers, reachable
+over SSH with the sandbox's client key. One mechanism for both places users live:
+`gpurig sandbox up --user NAME` (on full-1, home in /home, host `full-1-NAME` in the
+inventory) and the SLURM cluster's user (on every SLURM host, one uid, home on the shared
+directory; hosts `slurm-ctl-alice`, `slurm-1-alice`, ...), each with `scope: user`.
 
 Set up as the node's admins would: Podman with its rootless helpers (uidmap's newuidmap,
 slirp4netns), and `/dev/net/tun` usable by users as real distributions ship it (0666; in a
@@ -12,13 +14,28 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass
 
 from gpurig.sandbox.proc import SandboxError, run
 from gpurig.sandbox.state import HostRecord
 
-HOST = "full-1"  # the full host users live on; full-4 stays a fresh rental for onboarding
+HOST = "full-1"  # where `--user` accounts live; full-4 stays a fresh rental for onboarding
 NAME = re.compile(r"[a-z_][a-z0-9_-]{0,30}")
-PACKAGES = "podman uidmap slirp4netns dbus-user-session"
+PACKAGES = ("podman", "uidmap", "slirp4netns", "dbus-user-session")
+SUBIDS = 65536  # subordinate ids per user: one range, the same on every node (from the uid)
+
+
+@dataclass(frozen=True)
+class Account:
+    """A cluster user; a cluster fixes its uid (the same on every node) and home (shared)."""
+
+    name: str
+    uid: int | None = None  # None: useradd picks
+    home: str = ""  # "": /home/NAME
+
+    @property
+    def home_dir(self) -> str:
+        return self.home or f"/home/{self.name}"
 
 
 def check_name(name: str) -> str:
@@ -33,25 +50,36 @@ def host_name(host: str, user: str) -> str:
     return f"{host}-{user}"
 
 
-def setup_script(user: str, client_key: str) -> str:
-    """Root's commands on the host; each step only when missing, so `up` can run it again."""
-    u, home = shlex.quote(user), shlex.quote(f"/home/{user}")
+def setup_script(account: Account, client_key: str) -> str:
+    """Root's commands on a host; each step only when missing, so `up` can run it again, on
+    every node of a cluster alike (a shared home is made and filled once)."""
+    u, home = shlex.quote(account.name), shlex.quote(account.home_dir)
+    uid = f"--uid {account.uid} " if account.uid is not None else ""
     return "\n".join(
         [
             "set -e",
-            f"for p in {PACKAGES}; do",
+            f"for p in {' '.join(PACKAGES)}; do",
             "  dpkg-query -W -f='${Status}' \"$p\" 2>/dev/null | grep -q 'install ok installed' "
             "|| missing=1",
             "done",
             'if [ -n "${missing-}" ]; then',
             "  apt-get update -qq",
             "  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
-            f"{PACKAGES} >/dev/null",
+            f"{' '.join(PACKAGES)} >/dev/null",
             "fi",
-            f"id -u {u} >/dev/null 2>&1 || useradd --create-home --shell /bin/bash {u}",
+            f'mkdir -p "$(dirname {home})"',
+            f"id -u {u} >/dev/null 2>&1 || useradd {uid}--user-group --shell /bin/bash "
+            f"--home-dir {home} {u}",
+            f"if [ ! -d {home} ]; then",
+            f"  install -d -m 0750 -o {u} -g {u} {home}",
+            f"  cp -rT /etc/skel {home} && chown -R {u}: {home}",
+            "fi",
             # useradd gives ranges when login.defs asks; a user made elsewhere may lack them.
-            f"grep -q '^{user}:' /etc/subuid || usermod --add-subuids 200000-265535 {u}",
-            f"grep -q '^{user}:' /etc/subgid || usermod --add-subgids 200000-265535 {u}",
+            # One range per uid, so a user's files in a shared home map alike on every node.
+            f"first=$((100000 + $(id -u {u}) * {SUBIDS}))",
+            f"range=$first-$((first + {SUBIDS - 1}))",
+            f"grep -q '^{account.name}:' /etc/subuid || usermod --add-subuids \"$range\" {u}",
+            f"grep -q '^{account.name}:' /etc/subgid || usermod --add-subgids \"$range\" {u}",
             f"install -d -m 700 -o {u} -g {u} {home}/.ssh",
             f"printf '%s\\n' {shlex.quote(client_key)} > {home}/.ssh/authorized_keys",
             f"chown {u}: {home}/.ssh/authorized_keys && chmod 600 {home}/.ssh/authorized_keys",
@@ -60,6 +88,7 @@ def setup_script(user: str, client_key: str) -> str:
     )
 
 
-def ensure(rec: HostRecord, user: str, client_key: str, env: dict[str, str]) -> None:
-    """Make `user` on the full host `rec` (idempotent)."""
-    run(["podman", "exec", rec.container, "sh", "-c", setup_script(user, client_key)], env=env)
+def ensure(rec: HostRecord, account: Account, client_key: str, env: dict[str, str]) -> None:
+    """Make `account` on the full host `rec` (idempotent)."""
+    script = setup_script(account, client_key)
+    run(["podman", "exec", rec.container, "sh", "-c", script], env=env)

@@ -6,9 +6,14 @@ contracts run by slurmd itself: the Prolog refusing alice's job on a drifted nod
 HealthCheckProgram draining and resuming with its `gpurig:` reason, the textfile on the node,
 NPD's contract run as NPD runs it, and nothing of another account's run as root.
 
+Alice's own side, as the README shows it: from the login node (slurm-ctl, over SSH as
+alice) she submits the README's job script with `sbatch`; on the node the job runs the
+user-scope converge with the README's spec (`gpurig up --local`, the cluster's install), then
+a container through her rootless Podman socket named by DOCKER_HOST. `sandbox status` shows
+the cluster's readiness.
+
 The SLURM hosts start only for this module (its `cluster` fixture); the session's sandbox is
-shared with the other integration tests. The user-scope converge inside a job (rootless Podman
-through DOCKER_HOST) belongs to the user-scope work and is not here.
+shared with the other integration tests.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -190,6 +196,7 @@ def installed(cluster: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> San
                  f"{pip} {wheels}/{wheel}")  # fmt: skip
         sh(host, f"install -d -m 0755 /etc/gpurig /var/lib/prometheus/node-exporter && "
                  f"printf %s {shlex.quote(spec)} >{SPEC_PATH}")  # fmt: skip
+        sh(host, f"ln -sfn {VENV}/bin/gpurig /usr/local/bin/gpurig")  # users' jobs run it
         for script in ("gpurig-prolog", "gpurig-healthcheck"):
             text = (EXAMPLES / "slurm" / script).read_text()
             sh(host, f"printf %s {shlex.quote(text)} >/etc/slurm/{script} && "
@@ -227,6 +234,192 @@ def test_cluster_runs_alice_s_jobs_on_shared_storage(cluster: Sandbox) -> None:
         assert shared.stat().st_uid == slurm.UID
 
 
+def test_sandbox_status_shows_the_cluster_and_each_node_s_state(cluster: Sandbox) -> None:
+    rc, rows = status(cluster)
+    assert rc == 0
+    print(f"\n$ gpurig sandbox status\n{cluster.cli('status').stdout}")
+    assert [(r["name"], r["kind"], r["up"], r["state"]) for r in rows if "state" in r] == [
+        ("slurmctld", "slurm", True, "sinfo answers"),
+        *((name, "slurmd", True, "idle") for name in NODES),
+    ]
+    ctl = node(cluster, CONTROLLER)
+    sh(ctl, f"scontrol update NodeName={NODES[1]} State=DRAIN Reason='status test'")
+    try:
+        rc, rows = status(cluster)
+        assert rc == 1
+        assert [(r["up"], r["state"]) for r in rows if r["name"] == NODES[1] and "state" in r] == [
+            (False, "drained")
+        ]
+        text = cluster.cli("status").stdout
+        assert re.search(rf"^{NODES[1]} +slurmd +\S+:6818 +DOWN \(drained\)$", text, re.M), text
+    finally:
+        sh(ctl, f"scontrol update NodeName={NODES[1]} State=RESUME")
+    wait_for("node resumed", lambda: status(cluster)[0] == 0)
+
+
+def status(box: Sandbox) -> tuple[int, list[dict]]:
+    proc = box.cli("status", "--json")
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def readme_block(first: str) -> str:
+    """The README's fenced block that starts with `first`: what a user copies."""
+    text = (REPO_ROOT / "README.md").read_text()
+    blocks = [
+        b for b in re.findall(r"^```\w*\n(.*?)^```", text, re.M | re.S) if b.startswith(first)
+    ]
+    assert len(blocks) == 1, f"README: {len(blocks)} blocks start with {first!r}"
+    return blocks[0]
+
+
+def at_login(box: Sandbox, script: str, stdin: str | None = None) -> str:
+    """`script` run by alice over SSH on the login node (slurm-ctl), as she submits jobs."""
+    done = subprocess.run(["ssh", "-F", str(box.paths.ssh_config), f"{CONTROLLER}-{USER}", script],
+                          input=stdin, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, (script, done.stdout, done.stderr[-2000:])
+    return done.stdout
+
+
+# Sourced by the job's bash (BASH_ENV; the script itself stays the README's): each command of
+# the job with the time it starts, and the time it ends, for the times inside the job.
+TIMING = """\
+trace() { printf '%s %s\\n' "$EPOCHREALTIME" "$1" >>"$HOME/trace-$SLURM_JOB_ID"; }
+trap 'trace "$BASH_COMMAND"' DEBUG
+trap 'trace "(end)"' EXIT
+"""
+# What else a job's output may hold: Podman's client warning, e.g. that the job inherited
+# XDG_RUNTIME_DIR=/run/user/UID from the login node, where the compute node has none.
+PODMAN_WARNING = re.compile(r'time="[^"]+" level=warning msg=".*"')
+
+
+@dataclass
+class Job:
+    id: str
+    state: str
+    exit_code: str
+    lines: list[str]  # its output file
+    queued_to_end: int  # seconds from SubmitTime to EndTime (SLURM's whole seconds)
+    converge: float  # seconds of `ready=$(gpurig up ...)` inside the job
+    container: float  # seconds from the container's command to the job's end
+    wall: float  # `sbatch --wait` here, SSH included
+
+    def gpurig(self) -> list[str]:
+        """gpurig's lines; every other line but the container's is a Podman warning."""
+        rest = [line for line in self.lines[:-1] if not line.startswith("gpurig up: ")]
+        assert all(PODMAN_WARNING.fullmatch(line) for line in rest), self.lines
+        return [line for line in self.lines if line.startswith("gpurig up: ")]
+
+
+def submit(box: Sandbox, on: str, image: str) -> Job:
+    """The README's job script submitted by alice to node `on`, waited for; what it did."""
+    began = time.monotonic()
+    out = at_login(box, f"env BASH_ENV=$HOME/.job-timing sbatch --parsable --wait -w {on} "
+                   f"runtime.sh {shlex.quote(image)} || true")  # fmt: skip
+    wall = time.monotonic() - began
+    job = out.split(";")[0].strip()
+    assert job.isdigit(), out
+    shown = dict(
+        field.split("=", 1)
+        for field in sh(node(box, CONTROLLER), f"scontrol show job {job} --oneliner").split()
+        if "=" in field
+    )
+    home = slurm.shared_dir(box.top) / "home" / USER
+    lines = (home / f"runtime-{job}.out").read_text().splitlines()
+    trace = (home / f"trace-{job}").read_text().splitlines()
+    # The job's own next command after `ready=$(gpurig up ...)`: the eval, or its exit 1
+    # (the lines between are gpurig's bash children, which read BASH_ENV too).
+    steps = [(float(t), command) for t, _, command in (line.partition(" ") for line in trace)]
+    up_began = next(t for t, command in steps if command.startswith("ready=$(gpurig up"))
+    up_ended = next(t for t, command in steps if command in ('eval "$ready"', "exit 1"))
+    run = next((t for t, command in steps if command.startswith("podman --url")), steps[-1][0])
+    stamp = "%Y-%m-%dT%H:%M:%S"
+    queued = time.mktime(time.strptime(shown["EndTime"], stamp)) - time.mktime(
+        time.strptime(shown["SubmitTime"], stamp)
+    )
+    converge, container = up_ended - up_began, steps[-1][0] - run
+    return Job(job, shown["JobState"], shown["ExitCode"], lines, int(queued), converge,
+               container, wall)  # fmt: skip
+
+
+def test_alice_s_sbatch_job_converges_its_node_and_runs_a_container(installed: Sandbox) -> None:
+    """Issue 18 item 4, the user's side: the README's job script and spec, submitted with
+    sbatch by alice from the login node; the job's user-scope converge starts her rootless
+    Podman, and `podman --url "$DOCKER_HOST" run` runs a container through it."""
+    box, image = installed, installed.state.images["train"]
+    spec = yaml.safe_load(readme_block("scope: user "))
+    assert re.fullmatch(r"[\d.:]+/sandbox/train@sha256:[0-9a-f]{64}",
+                        spec["containers"]["runtime"]["image"])  # fmt: skip
+    spec["insecure_registries"] = [box.registry]
+    spec["containers"]["runtime"]["image"] = image  # this sandbox's registry and digest
+    script = readme_block("#!/bin/bash\n#SBATCH --job-name=runtime\n")
+    storage = readme_block("# ~/.config/containers/storage.conf")
+    uid = at_login(box, "id -u").strip()
+    assert uid == str(slurm.UID) and f"/var/tmp/containers-{uid}/" in storage
+    at_login(box, "cat > node.yaml", yaml.safe_dump(spec))
+    at_login(box, "cat > runtime.sh", script)
+    at_login(box, "mkdir -p ~/.config/containers && cat > ~/.config/containers/storage.conf",
+             storage)  # fmt: skip
+    at_login(box, "cat > .job-timing", TIMING)
+    jobs: list[tuple[str, Job]] = []
+
+    first = submit(box, NODES[0], image)
+    jobs.append(("first on " + NODES[0], first))
+    assert (first.state, first.exit_code) == ("COMPLETED", "0:0"), first
+    converging, ready = first.gpurig()
+    assert converging.startswith(f"gpurig up: converging {NODES[0]}: "), first.lines
+    assert "engine.user_service" in converging and "engine.docker_host" in converging
+    assert ready == f"gpurig up: {NODES[0]} ready (converged)"
+    assert first.lines[-1] == f"hello from job {first.id} on {NODES[0]}"
+
+    # The next job: nothing to change, the same socket, a container again.
+    second = submit(box, NODES[0], image)
+    jobs.append(("second on " + NODES[0], second))
+    assert (second.state, second.exit_code) == ("COMPLETED", "0:0"), second
+    assert second.gpurig() == [f"gpurig up: {NODES[0]} ready (already as declared)"]
+    assert second.lines[-1] == f"hello from job {second.id} on {NODES[0]}"
+
+    # Her home (profile, spec, storage.conf) is shared; the other node starts its own service.
+    other = submit(box, NODES[1], image)
+    jobs.append(("first on " + NODES[1], other))
+    assert (other.state, other.exit_code) == ("COMPLETED", "0:0"), other
+    assert other.gpurig() == [f"gpurig up: converging {NODES[1]}: engine.user_service",
+                              f"gpurig up: {NODES[1]} ready (converged)"]  # fmt: skip
+    assert other.lines[-1] == f"hello from job {other.id} on {NODES[1]}"
+
+    # The containers ran in her rootless Podman, its storage on each node's own disk.
+    sock = f"/tmp/podman-run-{uid}/podman/podman.sock"
+    for name in NODES:
+        seen = sh(node(box, name), as_user(
+            f"export CONTAINER_HOST=unix://{sock}; podman --remote ps --format '{{{{.Names}}}}' && "
+            "podman --remote info --format '{{.Host.Security.Rootless}} {{.Store.GraphRoot}}' && "
+            f"pgrep -u {USER} -cf '[s]ystem service --time=0 unix://{sock}'"
+        )).split()  # fmt: skip
+        assert seen[:3] == ["runtime", "true", f"/var/tmp/containers-{uid}/storage"], (name, seen)
+    assert not (
+        slurm.shared_dir(box.top) / "home" / USER / ".local/share/containers/storage"
+    ).exists()
+
+    # A node that cannot serve the job: the job fails at its first line, no container runs.
+    at_login(box, "cp node.yaml node.yaml.saved && sed -i 's/^gpu: auto$/gpu: required/' node.yaml")
+    try:
+        refused = submit(box, NODES[1], image)
+    finally:
+        at_login(box, "mv node.yaml.saved node.yaml")
+    jobs.append(("refused on " + NODES[1], refused))
+    assert (refused.state, refused.exit_code) == ("FAILED", "1:0"), refused
+    [line] = refused.lines
+    assert line.startswith(f"gpurig up: {NODES[1]} cannot serve this job: gpu.missing: "), line
+
+    for label, job in jobs:
+        print(
+            f"\njob {job.id} ({label}): submit to end {job.queued_to_end} s (SLURM's times), "
+            f"sbatch --wait {job.wall:.1f} s, gpurig up in the job {job.converge:.2f} s, "
+            f"then the container {job.container:.2f} s"
+        )
+    for line in [*first.lines, *second.lines, *other.lines, *refused.lines]:
+        print(f"  | {line}")
+
+
 # Tools a prolog, a health check or NPD's plugin could start by name, planted in a directory
 # alice owns at the head of PATH: each logs who ran it, then runs the real one.
 PLANTED_TOOLS = (
@@ -246,15 +439,20 @@ def plant(host: testinfra.host.Host) -> str:
         'exec "/usr/bin/$(basename "$0")" "$@"\n'
     )
     module = f"import os\nopen(f'{PLANTED}/{{__name__}}.py.{{os.getuid()}}', 'w').close()\n"
+    # Shell files a login or non-interactive bash would run: her profile, and a BASH_ENV file.
+    runs_id = f"{HOME}/bin/id -u >/dev/null  # planted\n"
     sh(host, f"rm -rf {PLANTED} && install -d -m 0777 {PLANTED}")
     sh(host, as_user(
         "mkdir -p ~/bin ~/work && cd ~/bin && "
         + " && ".join(f"printf %s {shlex.quote(tool)} >{t} && chmod 755 {t}" for t in PLANTED_TOOLS)
         + " && cd ~/work && "
         + " && ".join(f"printf %s {shlex.quote(module)} >{m}.py" for m in PLANTED_MODULES)
+        + f" && printf %s {shlex.quote(runs_id)} >env.sh"
+        + f" && {{ grep -q planted ~/.profile || printf %s {shlex.quote(runs_id)} >>~/.profile; }}"
     ))  # fmt: skip
     return (f"cd {HOME}/work && env PATH={HOME}/bin:/usr/sbin:/usr/bin:/sbin:/bin "
-            f"PYTHONPATH={HOME}/work HOME={HOME} SLURMD_NODENAME={NODES[0]}")  # fmt: skip
+            f"PYTHONPATH={HOME}/work HOME={HOME} BASH_ENV={HOME}/work/env.sh "
+            f"ENV={HOME}/work/env.sh SLURMD_NODENAME={NODES[0]}")  # fmt: skip
 
 
 def planted_runs(host: testinfra.host.Host) -> list[tuple[str, str]]:
@@ -280,6 +478,10 @@ def test_no_code_another_account_can_change_runs_as_root(installed: Sandbox) -> 
     # directory imports her json.py (what -I and gpurig's fixed PATH keep out).
     sh(host, as_user(f"{env} sh -c 'id -u' >/dev/null"))
     assert ("id", str(slurm.UID)) in planted_runs(host)
+    # A login shell root starts in this environment runs her profile and her BASH_ENV file
+    # (what gpurig's read, root's HOME and no BASH_ENV, keeps out).
+    sh(host, f"{env} bash -lc true")
+    assert ("id", "0") in planted_runs(host)
     sh(host, f"{env} {VENV}/bin/python -c 'import json'")
     assert ("json.py", "0") in planted_runs(host)
 

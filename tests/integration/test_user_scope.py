@@ -3,8 +3,8 @@ full-1, without sudo rights, with subuid/subgid and the node's Podman (`gpurig s
 --user alice`, made only for these tests). Over SSH as alice: the converge, drift clean, a
 second converge with nothing to do, and a change table of hand-made changes to what a user
 owns, each caught by drift and cleared by the converge. On the host as alice (`su - alice`,
-gpurig installed there as a cluster's admins would): the job line `eval "$(gpurig up --local
-...)"`, a container started through DOCKER_HOST, and a node refused for a job it cannot
+gpurig installed there as a cluster's admins would): the job line `ready=$(gpurig up --local
+...)`, a container started through DOCKER_HOST, and a node refused for a job it cannot
 serve. validate refuses root-only items for alice's host, naming each."""
 
 from __future__ import annotations
@@ -232,7 +232,7 @@ def test_a_job_gets_its_node_ready_in_one_line(alice: Sandbox, inventory: Path):
     image = alice.state.images["train"]
     ssh(alice, LOGIN, f"kill $(cat {SUPERVISED}/gpurig-podman.pid)")  # a new job, no service
     job = (
-        'eval "$(gpurig up --local --spec ~/node.yaml)" && '
+        'ready=$(gpurig up --local --spec ~/node.yaml) && eval "$ready" && '
         "CONTAINER_HOST=$DOCKER_HOST podman --remote run --rm --network host "
         f"{image} echo hello from a job && "
         'curl -s --unix-socket "${DOCKER_HOST#unix://}" http://d/v1.41/containers/json'

@@ -233,3 +233,34 @@ def test_every_fact_names_its_arguments() -> None:
     for cls in [c for c in classes if hasattr(c, "command")]:  # not the bases
         parameters = pyinspect.signature(cls.command).parameters.values()
         assert not [p for p in parameters if p.kind in variadic], cls.__name__
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the root prefix applies only to a read as root")
+@pytest.mark.parametrize("home", ["another account's", "others may write", "root's alone"])
+def test_as_root_no_login_file_or_env_file_another_account_can_change_runs(tmp_path, home):
+    """A careless wrapper's environment (another account's HOME, a BASH_ENV) reaches the
+    probe's login shell (`bash -lc`, for the login core-dump limit): as root it reads no file
+    another account can change, and no file BASH_ENV or ENV names."""
+    import pwd
+
+    ran, where = tmp_path / "ran", tmp_path / "home"
+    where.mkdir()
+    for name in (".profile", ".bash_profile", "env.sh"):
+        (where / name).write_text(f"echo {name} >> {ran}\n")
+    if home == "another account's":
+        os.chown(where, 65534, 65534)
+    elif home == "others may write":
+        where.chmod(0o1777)
+    prefix = HostState().command([]).splitlines()[0]
+    done = subprocess.run(
+        ["/bin/sh", "-c", f"{prefix}\nbash -lc 'echo \"$HOME\"'"],
+        env={"HOME": str(where), "BASH_ENV": str(where / "env.sh"),
+             "ENV": str(where / "env.sh"), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    seen = done.stdout.strip().splitlines()[-1]
+    if home == "root's alone":  # root's own choice of HOME is kept, its profile read
+        assert seen == str(where) and ran.read_text() == ".bash_profile\n"
+    else:
+        assert seen == pwd.getpwuid(0).pw_dir
+        assert not ran.exists(), ran.read_text()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpurig.sandbox import slurm
+from gpurig.sandbox import slurm, users
 from gpurig.sandbox.state import HostRecord, State, load, save
 
 
@@ -40,12 +40,48 @@ def test_slurm_conf_names_each_node_by_address_and_the_plugins_a_full_host_allow
 
 
 def test_the_user_has_one_uid_everywhere_and_a_shared_home() -> None:
-    script = slurm.add_user()
+    script = users.setup_script(slurm.ACCOUNT, "ssh-ed25519 AAAA test")
     assert "useradd --uid 2000 --user-group --shell /bin/bash --home-dir /shared/home/alice" in (
         script
     )
     assert "sudo" not in script
     assert "id -u alice" in script  # an existing user is left alone (runs on every node)
+    assert "[ ! -d /shared/home/alice ]" in script  # a shared home is made once
+
+
+def test_the_cluster_user_is_made_as_sandbox_up_user_makes_one() -> None:
+    """One mechanism: the SLURM user gets what `--user` gives (rootless Podman's helpers and
+    subordinate ids, the client key), only with its fixed uid and shared home."""
+    key = "ssh-ed25519 AAAA test"
+    plain, cluster = (
+        users.setup_script(users.Account("alice"), key),
+        users.setup_script(slurm.ACCOUNT, key),
+    )
+    assert cluster.replace("--uid 2000 ", "").replace("/shared/home/", "/home/") == plain
+    assert "usermod --add-subuids" in plain and "chmod 666 /dev/net/tun" in plain
+    assert set(users.PACKAGES) <= set(slurm.PACKAGES["slurmd"])
+
+
+def test_status_rows_name_the_controller_and_each_node_s_sinfo_state(monkeypatch) -> None:
+    state = State(name="ci-7")
+    for rec in cluster():
+        state.hosts[rec.name] = rec
+    monkeypatch.setattr(
+        slurm, "node_states", lambda ctl, env: {"slurm-1": "idle", "slurm-2": "drained"}
+    )
+    rows = slurm.status(state, {})
+    assert [(r["name"], r["kind"], r["address"], r["up"], r["state"]) for r in rows] == [
+        ("slurmctld", "slurm", "10.107.128.2:6817", True, "sinfo answers"),
+        ("slurm-1", "slurmd", "10.107.128.3:6818", True, "idle"),
+        ("slurm-2", "slurmd", "10.107.128.4:6818", False, "drained"),
+    ]
+    monkeypatch.setattr(slurm, "node_states", lambda ctl, env: {})
+    assert [(r["up"], r["state"]) for r in slurm.status(state, {})] == [
+        (False, "sinfo does not answer"),
+        (False, "not in sinfo"),
+        (False, "not in sinfo"),
+    ]
+    assert slurm.status(State(name="ci-7"), {}) == []
 
 
 def test_state_keeps_roles_volumes_and_the_cluster(tmp_path: Path) -> None:
