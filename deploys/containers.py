@@ -7,36 +7,40 @@ import shlex
 from collections.abc import Iterator
 from typing import Any
 
+from gpurig.deploys import writes
 from gpurig.deploys.changes import start
 from gpurig.deploys.snapshot import read
-from pyinfra.api import HiddenValue, QuoteString, StringCommand, deploy, operation
+from pyinfra.api import QuoteString, StringCommand, deploy, operation
 
+from gpurig.container import env_file_content, run_argv
 from gpurig.plans import containers as plan
-from gpurig.redact import redacted
 
 
-def run_command(argv: list[str], env: str = "") -> StringCommand:
-    """`ENGINE run ...`, each word quoted, after `env` (the user's engine variables, in user
-    scope); an `--env` credential (gpurig.redact) is shown as pyinfra's mask where it prints
-    commands (-vv), and sent to the host as it is."""
+def run_command(data: dict[str, Any], stage: str) -> StringCommand:
+    """`ENGINE run ...` (after `env`: the user's engine variables, in user scope), each word
+    quoted, its environment read from the env file in `stage`; the stage is removed right after
+    the run, whether it succeeded or not, and the command exits with the run's status."""
+    argv = run_argv(data["engine"], data["container"], data["spec"], f"{stage}/upload")
+    env = [data["env"]] if data["env"] else []
+    return StringCommand(
+        *env,
+        *(QuoteString(word) for word in argv),
+        # `run -d` over OpenSSH keeps the session open while conmon holds stdout: redirect it.
+        f">/dev/null; rc=$?; rm -rf {shlex.quote(stage)}; exit $rc",
+    )
 
-    def word(flag: str, arg: str) -> QuoteString:
-        key, _, value = arg.partition("=")
-        secret = flag == "--env" and redacted(key, value) != value
-        return QuoteString(HiddenValue(arg) if secret else arg)
 
-    words = [word(flag, arg) for flag, arg in zip(["", *argv], argv, strict=False)]
-    # `run -d` over OpenSSH keeps the session open while conmon holds stdout: redirect it.
-    return StringCommand(*([env] if env else []), *words, ">/dev/null")
-
-
-def _create(data: dict[str, Any], remove: bool) -> Iterator[str | StringCommand]:
+def _create(data: dict[str, Any], remove: bool) -> Iterator[object]:
     env = f"{data['env']} " if data["env"] else ""
     engine, name = f"{env}{data['engine']}", shlex.quote(data["container"])
     if remove:
         yield f"{engine} rm --force {name}"
     yield f"{env}{shlex.join([data['engine'], 'pull', data['image']])} >/dev/null"
-    yield run_command(data["argv"], data["env"])
+    # The environment travels as an upload, never on a command line (`ps` shows those to
+    # every account on the host), and is on the host only for the run.
+    stage, steps = writes.stage(env_file_content(data["spec"]["env"]))
+    yield from steps
+    yield run_command(data, stage)
     if data["gpu_check"]:
         message = (
             f"gpurig: GPU not visible inside container {data['container']} (nvidia-smi failed)"

@@ -7,7 +7,8 @@ host command copies it next to the file under a name of its own, created with th
 before any content arrives, and renames it over the file. That command runs to its end on the
 host even when the controller dies (Ctrl-C, SIGTERM, a lost network): sshd gives a command
 without a terminal no hangup. If the copy fails (ENOSPC), it removes its copy and says which
-filesystem is full; the old file is untouched.
+filesystem is full; the old file is untouched. A container's env file is staged the same way
+(`stage`), read there by `ENGINE run` and removed with the stage (deploys/containers.py).
 """
 
 from __future__ import annotations
@@ -67,21 +68,31 @@ class StagedUpload(FileUploadCommand):
         return False
 
 
-def put(data: bytes, dest: str, mode: str, owner: str | None = None) -> Iterator[object]:
-    """Write `data` to `dest` with `mode` (and `owner`) atomically: stage, upload, place."""
-    token = secrets.token_hex(16)
-    stage = f"{STAGE_DIR}/gpurig-{token}"
-    q_stage, q_dest = shlex.quote(stage), shlex.quote(dest)
-    tmp = shlex.quote(f"{dest}.gpurig-{token}")  # its own name: two runs never share one
-    parent = str(PurePosixPath(dest).parent)
+def stage(data: bytes) -> tuple[str, list[object]]:
+    """A fresh private stage holding `data` as `upload`: its path, and the two steps that make
+    it (the directory, mode 0700, and an empty `upload`, mode 0600, both the login's; then the
+    upload). The caller's next command must remove the stage, whatever else it does."""
+    path = f"{STAGE_DIR}/gpurig-{secrets.token_hex(16)}"
+    q = shlex.quote(path)
     login = '"${SUDO_UID:-$(id -u)}"'
-    yield StringCommand(
+    make = StringCommand(
         # A stage an interrupted upload left (the lock lets one converge write at a time).
         f"find {STAGE_DIR} -maxdepth 1 -type d -name 'gpurig-{'?' * 32}' -user {login} "
         f"-mmin +10 -exec rm -rf {{}} + 2>/dev/null; "
-        f"mkdir -m 700 {q_stage} && chown {login} {q_stage}"
+        f"mkdir -m 700 {q} && install -m 600 /dev/null {q}/upload && "
+        f"chown {login} {q} {q}/upload"
     )
-    yield StagedUpload(data, stage)
+    return path, [make, StagedUpload(data, path)]
+
+
+def put(data: bytes, dest: str, mode: str, owner: str | None = None) -> Iterator[object]:
+    """Write `data` to `dest` with `mode` (and `owner`) atomically: stage, upload, place."""
+    path, steps = stage(data)
+    yield from steps
+    q_stage, q_dest = shlex.quote(path), shlex.quote(dest)
+    # Named after the stage: two runs never share one.
+    tmp = shlex.quote(f"{dest}.{PurePosixPath(path).name}")
+    parent = str(PurePosixPath(dest).parent)
     chown = f"chown {shlex.quote(owner)} {tmp} && " if owner else ""
     failed = shlex.quote(f"gpurig: could not write {dest}, the old file is unchanged:")
     yield StringCommand(

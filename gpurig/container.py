@@ -256,7 +256,7 @@ FIELDS = (
         "env",
         lambda v, _: dict(v),
         _env,
-        lambda v, _: [a for k, x in sorted(v.items()) for a in ("--env", f"{k}={x}")],
+        lambda v, _: [],  # through the env file (run_argv)
         _show_env,
     ),
     Field(
@@ -293,9 +293,17 @@ def diff_container(spec: Mapping[str, Any], inspect: Inspect, engine: str) -> li
     return diffs
 
 
-def run_argv(engine: str, name: str, spec: Mapping[str, Any]) -> list[str]:
-    """`ENGINE run --detach ...` for a normalised spec (gpurig.spec) with env resolved."""
-    argv = [engine, "run", "--detach", "--name", name]
+def env_file_content(env: Mapping[str, str]) -> bytes:
+    """The environment as `--env-file` reads it, Docker and Podman alike: one `KEY=value` a
+    line, the value as it is (no quoting; the schema keeps each value to one line)."""
+    return "".join(f"{key}={value}\n" for key, value in sorted(env.items())).encode()
+
+
+def run_argv(engine: str, name: str, spec: Mapping[str, Any], env_file: str) -> list[str]:
+    """`ENGINE run --detach ...` for a normalised spec (gpurig.spec) with env resolved. The
+    environment comes from `env_file` on the host (env_file_content), never from the command
+    line, where every account on the host could read it."""
+    argv = [engine, "run", "--detach", "--name", name, "--env-file", env_file]
     for row in FIELDS:
         if row.name in spec:
             argv += row.run_args(spec[row.name], engine)

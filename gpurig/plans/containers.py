@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from gpurig.change import Change
-from gpurig.container import diff_container, run_argv
+from gpurig.container import diff_container
 from gpurig.facts.gpurig_container import USER_SOCKET, ContainerInspect, CpuQuota
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.gpurig_user import UserPodman
@@ -50,9 +50,10 @@ def _one(
     name: str, wanted: Mapping[str, Any], inspect: Mapping[str, Any] | None, engine: str,
     gpu_check: bool, allow_recreate: bool, user: bool = False,
 ) -> list[Change]:  # fmt: skip
-    # `env`: what goes before each engine command (scope: user: the user's API socket).
-    data = {"container": name, "engine": engine, "image": wanted["image"],
-            "argv": run_argv(engine, name, wanted), "env": CONTAINER_HOST if user else "",
+    # `env`: what goes before each engine command (scope: user: the user's API socket);
+    # `spec`: the container as it is run (gpurig.container.run_argv).
+    data = {"container": name, "engine": engine, "image": wanted["image"], "spec": wanted,
+            "env": CONTAINER_HOST if user else "",
             "gpu_check": gpu_check and wanted["gpus"] != "none"}  # fmt: skip
     if inspect is None:
         return [

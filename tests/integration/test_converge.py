@@ -4,10 +4,24 @@ container pulled by digest from the sandbox registry; then drift and the safety 
 from __future__ import annotations
 
 import json
+import os
+import secrets
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from support import Sandbox, gpurig, host_spec, remote, run_verify, write_inventory
+import yaml
+from support import (
+    REPO_ROOT,
+    Sandbox,
+    gpurig,
+    host_spec,
+    remote,
+    run_verify,
+    write_inventory,
+)
 
 from gpurig.converge import converge
 
@@ -126,3 +140,86 @@ def test_engine_on_a_host_without_systemd_is_refused(sandbox: Sandbox, tmp_path:
     result = converge([inventory], limit=["fleet-003"])
     assert result.returncode != 0
     assert "a pod should use engine: none" in result.stderr
+
+
+# Samples every process's command line on the host, every 10 ms, while the converge runs, and
+# writes each one that holds the needle (read from a file: its own command line holds nothing).
+SAMPLER = """\
+import glob, time
+needle = open("/root/.envfile-needle", "rb").read().strip()
+seen = set()
+with open("/root/.envfile-hits", "ab", buffering=0) as out:
+    while True:
+        for path in glob.glob("/proc/[0-9]*/cmdline"):
+            try:
+                with open(path, "rb") as f:
+                    line = f.read().replace(b"\\0", b" ")
+            except OSError:
+                continue
+            if needle in line and line not in seen:
+                seen.add(line)
+                out.write(line + b"\\n")
+        time.sleep(0.01)
+"""
+
+
+def test_env_values_reach_the_container_through_a_file_and_no_command_line(
+    sandbox: Sandbox, converged: Path, tmp_path: Path
+):
+    """A token in a container's env: inspect shows it (the engine's model), while no process
+    on the host showed it in its command line during the converge, pyinfra's -vv log of the
+    commands does not hold it, no file in /tmp holds it afterwards, and a second converge has
+    nothing to do."""
+    token = f"hf_{secrets.token_hex(16)}"
+    env = {"HF_TOKEN": token, "NOTE": "a b 'c' \"d\" $HOME #e\tf=g"}
+    inventory = yaml.safe_load(converged.read_text())
+    for name in (DOCKER, PODMAN):
+        spec = inventory["hosts"][name]["spec"]
+        spec["containers"]["envfile"] = {**spec["containers"]["train"], "env": env}
+    path = tmp_path / "inventory.yaml"
+    path.write_text(yaml.safe_dump(inventory))
+    samplers = {}
+    for name in (DOCKER, PODMAN):
+        shell = remote(sandbox, name)
+        shell.check_output(
+            f"umask 077 && printf '%s\\n' {token} > /root/.envfile-needle && "
+            f"printf %s {shlex.quote(SAMPLER)} > /root/.envfile-sampler.py && "
+            "rm -f /root/.envfile-hits"
+        )
+        samplers[name] = shell.check_output(
+            "nohup timeout 600 python3 /root/.envfile-sampler.py >/dev/null 2>&1 </dev/null & "
+            "echo $!"
+        )
+        # Control: the sampler sees a command line that holds the token.
+        shell.check_output(f"sh -c 'sleep 1' control-{token}")
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "pyinfra", "-y", "-vv", "--limit", DOCKER, "--limit", PODMAN,
+             "inventory.py", "deploys/gpu_host.py"], cwd=REPO_ROOT,
+            env={**os.environ, "GPURIG_INVENTORY": str(path)}, capture_output=True, text=True,
+            timeout=600,
+        )  # fmt: skip
+    finally:
+        for name, pid in samplers.items():
+            remote(sandbox, name).run(f"kill {pid}")
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-3000:]
+    for name in (DOCKER, PODMAN):
+        shell = remote(sandbox, name)
+        hits = shell.check_output("cat /root/.envfile-hits").splitlines()
+        assert hits and all(f"control-{token}" in line for line in hits), hits
+        engine = "docker" if name == DOCKER else "podman"
+        info = json.loads(shell.check_output(f"{engine} container inspect envfile"))[0]
+        assert {k: v for k, v in (i.split("=", 1) for i in info["Config"]["Env"])
+                if k in env} == env  # fmt: skip
+        left = shell.run("grep -rlF -f /root/.envfile-needle /tmp /var/tmp /home").stdout
+        assert left == "", left
+        assert shell.check_output("find /tmp -maxdepth 1 -name 'gpurig-*'") == ""
+    assert "--env-file /tmp/gpurig-" in log and token not in log
+    again = converge([path], limit=[DOCKER, PODMAN])
+    assert again.returncode == 0 and again.change_count == 0, again.changed
+    for name in (DOCKER, PODMAN):
+        engine = "docker" if name == DOCKER else "podman"
+        remote(sandbox, name).check_output(
+            f"{engine} rm -f envfile >/dev/null; rm -f /root/.envfile-*"
+        )

@@ -10,15 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpurig.deploys.containers import declared_container
-from gpurig.facts.gpurig_container import CpuQuota
+from gpurig.deploys.containers import _create, declared_container
+from gpurig.facts.gpurig_container import USER_SOCKET, ContainerInspect, CpuQuota
+from gpurig.facts.gpurig_nvidia import NvidiaGpus
+from gpurig.facts.gpurig_user import UserPodman
 from pyinfra.api import OperationError
 from pyinfra.context import ctx_host, ctx_state
 from pyinfra_testing.operations import parse_commands
 from pyinfra_testing.util import FakeState, create_host
 
-from gpurig.plans.containers import usable_cpus
+from gpurig.plans.containers import plan, usable_cpus
 from gpurig.spec import normalise
+from gpurig.user_scope import CONTAINER_HOST
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "engine"
 
@@ -69,6 +72,20 @@ def run(
     return commands, host.noop_description
 
 
+def created(commands: list[Any]) -> tuple[str, str]:
+    """(the run command, the env file's content) of a creation: the stage is made (0700, the
+    file 0600), the environment uploaded into it, and the run reads it there and removes it."""
+    make, upload, run_cmd = commands[-3:]
+    [(data, dest)] = [upload["command"][1:]]
+    stage = dest.removesuffix("/upload")
+    assert upload == {"_sudo": False, "command": ["upload", data, f"{stage}/upload"]}
+    assert f"mkdir -m 700 {stage} && install -m 600 /dev/null {stage}/upload" in make
+    assert f" --env-file {stage}/upload " in run_cmd
+    assert run_cmd.endswith(f" >/dev/null; rc=$?; rm -rf {stage}; exit $rc")
+    assert "--env " not in run_cmd
+    return run_cmd, data
+
+
 @pytest.fixture(params=["docker", "podman"])
 def engine(request: pytest.FixtureRequest) -> str:
     return request.param
@@ -89,13 +106,38 @@ def test_absent_container_is_pulled_by_digest_and_run_with_defaults(engine, insp
     spec = spec_of(inspect)
     commands, _ = run(engine, None, spec, cpus=2)
     assert commands[0] == f"{engine} pull {spec['image']} >/dev/null"
-    run_cmd = commands[1]
-    assert run_cmd.startswith(f"{engine} run --detach --name train --shm-size 549755813888 ")
-    defaults = ["--env PYTHONUNBUFFERED=1", "--ulimit core=0:0", "--restart on-failure:5"]
+    assert len(commands) == 4  # no GPU check without gpu_check
+    run_cmd, env = created(commands)
+    assert run_cmd.startswith(f"{engine} run --detach --name train --env-file /tmp/gpurig-")
+    assert " --shm-size 549755813888 " in run_cmd
+    defaults = ["--ulimit core=0:0", "--restart on-failure:5"]
     for part in ["--user root", "--network host", "--ulimit nofile=1024:20000", *defaults]:
         assert part in run_cmd
-    assert run_cmd.endswith(f"{spec['image']} sleep infinity >/dev/null")
-    assert len(commands) == 2  # no GPU check without gpu_check
+    assert run_cmd.split(" >/dev/null;")[0].endswith(f"{spec['image']} sleep infinity")
+    assert env == "PYTHONUNBUFFERED=1\n"
+
+
+def test_env_values_reach_the_host_only_in_the_upload(engine, inspect):
+    """A token in the environment is in no command gpurig sends (`ps` would show it to every
+    account on the host), only in the env file's upload, one KEY=value a line, as it is."""
+    token = "hf_Zq3xT0k8eXaMpLe4uH9wQ2"
+    spec = {**spec_of(inspect), "env": {"HF_TOKEN": token, "URL": "a b='c' $HOME"}}
+    commands, _ = run(engine, None, spec)
+    _, env = created(commands)
+    assert env == f"HF_TOKEN={token}\nPYTHONUNBUFFERED=1\nURL=a b='c' $HOME\n"
+    assert not [c for c in commands if isinstance(c, str) and token in c]
+
+
+def test_user_scope_runs_through_the_users_socket_with_the_env_file(inspect):
+    host_spec = normalise({"scope": "user", "engine": "podman",
+                           "containers": {"train": spec_of(inspect)}})  # fmt: skip
+    reads = {CpuQuota: {"nproc": 1, "cpus": None}, NvidiaGpus: {"smi": False},
+             USER_SOCKET[ContainerInspect]: {"inspect": None},
+             UserPodman: {"answers": True}}  # fmt: skip
+    [change] = plan(host_spec, lambda fact, **kwargs: reads[fact])
+    commands = parse_commands(list(_create(dict(change.data), remove=False)))
+    run_cmd, _ = created(commands)
+    assert run_cmd.startswith(f"{CONTAINER_HOST} podman run --detach --name train --env-file ")
 
 
 def test_stopped_container_without_drift_is_started(engine, inspect):
@@ -120,14 +162,14 @@ def test_running_container_with_drift_is_recreated_with_the_opt_in(engine, inspe
     spec = {**spec_of(inspect), "shm_size": "64g"}
     commands, _ = run(engine, inspect, spec, allow_recreate=True)
     assert commands[0] == f"{engine} rm --force train"
-    assert "--shm-size 68719476736" in commands[2]
+    assert "--shm-size 68719476736" in created(commands)[0]
 
 
 def test_recreate_always_recreates_a_running_container(engine, inspect):
     spec = {**spec_of(inspect), "network": "bridge", "recreate": "always"}
     commands, _ = run(engine, inspect, spec)
     assert commands[0] == f"{engine} rm --force train"
-    assert "--network bridge" in commands[2]
+    assert "--network bridge" in created(commands)[0]
 
 
 def test_stopped_container_with_drift_is_recreated(engine, inspect):
@@ -136,7 +178,7 @@ def test_stopped_container_with_drift_is_recreated(engine, inspect):
     spec = {**spec_of(inspect), "env": {"WANDB_MODE": "offline"}}
     commands, _ = run(engine, stopped, spec)
     assert commands[0] == f"{engine} rm --force train"
-    assert "--env WANDB_MODE=offline" in commands[2]
+    assert "WANDB_MODE=offline\n" in created(commands)[1]
 
 
 def test_recreate_never_refuses_even_a_stopped_container(engine, inspect):
@@ -152,15 +194,15 @@ def test_recreate_never_refuses_even_a_stopped_container(engine, inspect):
 def test_omp_threads_auto_follows_the_cpu_quota(engine, inspect):
     spec = {**spec_of(inspect), "omp_num_threads": "auto"}
     commands, _ = run(engine, None, spec, cpus=12)
-    assert "--env OMP_NUM_THREADS=12" in commands[1]
+    assert "OMP_NUM_THREADS=12\n" in created(commands)[1]
 
 
 def test_gpu_container_gets_the_engine_specific_request_and_a_visibility_check(engine, inspect):
     spec = {**spec_of(inspect), "gpus": "all"}
     commands, _ = run(engine, None, spec, gpu_check=True)
     wanted = "--gpus all" if engine == "docker" else "--device nvidia.com/gpu=all"
-    assert wanted in commands[1]
-    assert commands[2] == (
+    assert wanted in created(commands[:-1])[0]
+    assert commands[-1] == (
         f"{engine} exec train nvidia-smi -L >/dev/null || "
         "{ echo 'gpurig: GPU not visible inside container train (nvidia-smi failed)' >&2; exit 1; }"
     )
@@ -169,10 +211,11 @@ def test_gpu_container_gets_the_engine_specific_request_and_a_visibility_check(e
 def test_gpu_indices_become_device_requests(engine, inspect):
     spec = {**spec_of(inspect), "gpus": [0, 2]}
     commands, _ = run(engine, None, spec)
+    run_cmd = created(commands)[0]
     if engine == "docker":
-        assert "--gpus '\"device=0,2\"'" in commands[1]
+        assert "--gpus '\"device=0,2\"'" in run_cmd
     else:
-        assert "--device nvidia.com/gpu=0 --device nvidia.com/gpu=2" in commands[1]
+        assert "--device nvidia.com/gpu=0 --device nvidia.com/gpu=2" in run_cmd
 
 
 def test_docker_gpu_container_recorded_with_device_requests_is_not_drift():

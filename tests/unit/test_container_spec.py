@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -13,8 +14,11 @@ from gpurig.container import (
     actual_mounts,
     actual_ulimits,
     diff_container,
+    env_file_content,
+    run_argv,
 )
 from gpurig.inventory import schema
+from gpurig.spec import normalise
 
 
 def test_every_container_key_is_a_field_or_converge_policy() -> None:
@@ -119,3 +123,34 @@ def test_values_are_shown_as_a_person_reads_them() -> None:
             "sleep infinity",
         ),
     }
+
+
+def test_run_argv_takes_the_environment_from_the_env_file_only() -> None:
+    token = "hf_Zq3xT0k8eXaMpLe4uH9wQ2"
+    image = "registry.example/train@sha256:" + "a" * 64
+    declared = {"image": image, "env": {"HF_TOKEN": token}, "command": ["sleep", "1"]}
+    spec = normalise({"containers": {"t": declared}})["containers"]["t"]
+    argv = run_argv("podman", "t", spec, "/tmp/gpurig-s/upload")
+    assert argv[:7] == ["podman", "run", "--detach", "--name", "t", "--env-file",
+                        "/tmp/gpurig-s/upload"]  # fmt: skip
+    assert "--env" not in argv and not [a for a in argv if token in a or "PYTHONUNBUFFERED" in a]
+    assert argv[-3:] == [image, "sleep", "1"]
+
+
+def test_env_file_content_is_one_line_a_key_with_the_value_as_it_is() -> None:
+    """Docker and Podman take everything after the first `=` as the value: no quoting, no
+    expansion, spaces, quotes, `=`, `#` and tabs kept."""
+    env = {"B": "x = 'y' \"z\" $HOME #c\t ", "A": "", "C": "sk-ünï"}
+    assert env_file_content(env) == "A=\nB=x = 'y' \"z\" $HOME #c\t \nC=sk-ünï\n".encode()
+    assert env_file_content({}) == b""
+
+
+def test_env_values_the_schema_accepts_are_one_line_of_the_env_file() -> None:
+    """The engines read the file line by line (a CR before the newline is dropped): a value
+    with a line break or NUL is refused at validation, a tab is kept."""
+    value = re.compile(
+        schema()["$defs"]["container"]["properties"]["env"]["additionalProperties"]["pattern"]
+    )
+    breaks = [chr(c) for c in (*range(0x20), 0x7F, 0x85, 0x2028, 0x2029) if c != 0x09]
+    assert [c for c in breaks if value.search(f"a{c}b")] == []
+    assert value.search("a\tb") and not value.search("a\n")

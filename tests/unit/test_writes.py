@@ -28,7 +28,8 @@ def test_put_stages_privately_and_renames_last(tmp_path: Path):
     assert b"s3cret" not in (str(first) + str(last)).encode()
     assert run(first).returncode == 0
     assert stage.stat().st_mode & 0o777 == 0o700
-    (stage / "upload").write_bytes(b"s3cret")  # what the upload does
+    assert (stage / "upload").stat().st_mode & 0o777 == 0o600  # before any content arrives
+    (stage / "upload").write_bytes(b"s3cret")  # what the upload does (SFTP keeps the mode)
     assert run(last).returncode == 0
     assert dest.read_bytes() == b"s3cret" and dest.stat().st_mode & 0o777 == 0o600
     assert not stage.exists() and sorted(p.name for p in dest.parent.iterdir()) == ["token"]
