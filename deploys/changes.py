@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from gpurig.deploys.snapshot import changing
 from pyinfra import host
 from pyinfra.api import OperationError
 
 from gpurig.change import Change
+from gpurig.deploys.snapshot import changing
 
 
 def start(changes: Sequence[Change], idle: str) -> bool:

@@ -7,12 +7,12 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from gpurig.deploys.changes import apply
-from gpurig.deploys.snapshot import read
-from gpurig.facts.gpurig_cleanup import RAY_PROCESSES
 from pyinfra.api import deploy, operation
 
 from gpurig.change import Change
+from gpurig.deploys.changes import apply
+from gpurig.deploys.snapshot import read
+from gpurig.facts.gpurig_cleanup import RAY_PROCESSES
 from gpurig.plans import cleanup as plan
 
 # A core file is still an ELF file right before it goes (a name alone proves nothing).

@@ -7,12 +7,12 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from gpurig.deploys.changes import apply
-from gpurig.deploys.packages import install
-from gpurig.deploys.snapshot import read
 from pyinfra.api import deploy, operation
 
 from gpurig.change import Change
+from gpurig.deploys.changes import apply
+from gpurig.deploys.packages import install
+from gpurig.deploys.snapshot import read
 from gpurig.plans import compose as plan
 from gpurig.plans.compose import PLUGIN
 

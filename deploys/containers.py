@@ -7,12 +7,12 @@ import shlex
 from collections.abc import Iterator
 from typing import Any
 
-from gpurig.deploys import writes
-from gpurig.deploys.changes import start
-from gpurig.deploys.snapshot import read
 from pyinfra.api import QuoteString, StringCommand, deploy, operation
 
 from gpurig.container import env_file_content, run_argv
+from gpurig.deploys import writes
+from gpurig.deploys.changes import start
+from gpurig.deploys.snapshot import read
 from gpurig.plans import containers as plan
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpurig.deploys.changes import apply
-from gpurig.deploys.snapshot import read
-from gpurig.deploys.writes import put, put_home, remove, write_block
 from pyinfra.api import deploy, operation
 
 from gpurig.change import Change
+from gpurig.deploys.changes import apply
+from gpurig.deploys.snapshot import read
+from gpurig.deploys.writes import put, put_home, remove, write_block
 from gpurig.plans import core_dumps as plan
 from gpurig.user_scope import is_user
 

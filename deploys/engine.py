@@ -8,13 +8,13 @@ import json
 import shlex
 from typing import Any
 
+from pyinfra.api import deploy, operation
+
 from gpurig.deploys.changes import start
 from gpurig.deploys.core_dumps import write
 from gpurig.deploys.packages import install
 from gpurig.deploys.snapshot import read
 from gpurig.deploys.writes import put
-from pyinfra.api import deploy, operation
-
 from gpurig.plans import engine as plan
 from gpurig.plans.engine import DAEMON_JSON
 from gpurig.user_scope import PID_FILE, SERVICE_SH, is_user

@@ -5,6 +5,8 @@ the plans need is read in one remote command first; operations that find nothing
 run no command at all, so a converged host costs one round trip.
 """
 
+from pyinfra import host
+
 from gpurig.deploys import lock, snapshot
 from gpurig.deploys.cleanup import cleanup
 from gpurig.deploys.compose import compose
@@ -13,13 +15,11 @@ from gpurig.deploys.core_dumps import core_dumps
 from gpurig.deploys.driver import driver
 from gpurig.deploys.engine import engine
 from gpurig.deploys.guard import refuse
-from gpurig.deploys.nvidia_toolkit import nvidia_toolkit
 from gpurig.deploys.packages import packages
 from gpurig.deploys.repos import repos
 from gpurig.deploys.secrets import secrets
-from gpurig.facts.gpurig_host import Unreadable
-from pyinfra import host
-
+from gpurig.deploys.toolkit import nvidia_toolkit
+from gpurig.facts.round_trip import Unreadable
 from gpurig.plans import converge_reads
 
 spec = host.data.get("spec")  # normalised when the inventory was loaded (gpurig.spec)

@@ -7,12 +7,12 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from gpurig.deploys.changes import apply
-from gpurig.deploys.snapshot import read
 from pyinfra import host
 from pyinfra.api import deploy, operation
 
 from gpurig.change import Change
+from gpurig.deploys.changes import apply
+from gpurig.deploys.snapshot import read
 from gpurig.plans import packages as plan
 
 # Seconds each apt command waits for another apt or dpkg to release its locks (override per

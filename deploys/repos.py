@@ -8,13 +8,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
+from pyinfra.api import deploy, operation
+
+from gpurig.change import Change
 from gpurig.deploys.changes import start
 from gpurig.deploys.packages import install
 from gpurig.deploys.snapshot import read
 from gpurig.facts.gpurig_repo import GIT_CHANGES, LF_ATTRIBUTES, LF_PATTERNS, LOCK_MARKER
-from pyinfra.api import deploy, operation
-
-from gpurig.change import Change
 from gpurig.plans import repos as plan
 from gpurig.plans.repos import env_marker
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from pyinfra.api import OperationError, deploy, operation
+
 from gpurig.deploys.changes import start
 from gpurig.deploys.snapshot import read
 from gpurig.deploys.writes import put
-from pyinfra.api import OperationError, deploy, operation
-
 from gpurig.plans import secrets as plan
 from gpurig.plans.secrets import local_path
 

@@ -1,4 +1,4 @@
-"""The converge's reader: facts come from the host's one-round-trip snapshot (gpurig_host)
+"""The converge's reader: facts come from the host's one-round-trip snapshot (facts/round_trip.py)
 until an operation on the host changes something; from then on each read is fresh, so no
 operation acts on state an earlier one has just changed."""
 
@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gpurig.facts.gpurig_host import HostState, Read, Snapshot
 from pyinfra import host
 from pyinfra.api import FactBase
+
+from gpurig.facts.round_trip import HostState, Read, Snapshot
 
 # By host name: pyinfra runs the deploy file once per host, operations later, in greenlets.
 _SNAPSHOTS: dict[str, Snapshot] = {}

@@ -11,10 +11,10 @@ import secrets
 import shlex
 from typing import Any
 
-from gpurig.facts.gpurig_container import ThroughUserSocket
 from pyinfra.api import FactBase
 
 from gpurig.acceptance import ACCEPTANCE_SCRIPT, parse_result
+from gpurig.facts.gpurig_container import ThroughUserSocket
 
 DCGMI_TIMEOUT = 300  # level 1 takes under a minute (DCGM's docs); a hung diag must not hang us
 MAX_OUTPUT = 65536

@@ -124,7 +124,7 @@ class CoreFiles(FactBase[dict[str, int]]):
         }  # fmt: skip
 
 
-# The host's own python3 (root's, from the fixed PATH gpurig_host sets for root), isolated (-I:
+# The host's own python3 (root's, from the fixed PATH round_trip sets for root), isolated (-I:
 # no working directory, user site or PYTHON* variables on its path) and started in /, so no
 # file another account placed beside it is imported; environments are only read, never run.
 ISOLATED_PYTHON = "command -v python3 >/dev/null || exit 0\ncd / && python3 -I -c"

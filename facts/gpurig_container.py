@@ -9,10 +9,10 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from gpurig.facts.gpurig_host import BOUNDED, Sectioned
 from pyinfra.api import FactBase
 
 from gpurig import node_parse
+from gpurig.facts.round_trip import BOUNDED, Sectioned
 from gpurig.user_scope import CONTAINER_HOST
 
 # The OOM kill count of process $1's memory cgroup, found in /proc/PID/cgroup (`0::PATH` on

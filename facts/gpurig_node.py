@@ -1,7 +1,7 @@
 """The node as the checks and onboarding see it, beyond what the converge manages: OS and
 login, memory, cgroup limits and leaks, disk headroom, the login shell's core limit,
 the engines' versions and API socket. One small fact per piece of state, each batched into
-the host's one round trip (gpurig_host) like every other; each needs only sh, and reports a
+the host's one round trip (round_trip) like every other; each needs only sh, and reports a
 missing tool as absence."""
 
 from __future__ import annotations
@@ -11,9 +11,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpurig.facts.gpurig_host import BOUNDED, Sectioned
-
 from gpurig import node_parse
+from gpurig.facts.round_trip import BOUNDED, Sectioned
 
 # `df -P`'s line for one file system: name (may hold blanks), four numbers, capacity, mount.
 _DF_LINE = re.compile(r"(?P<fs>.+?)\s+(?P<total>\d+)\s+(?P<used>\d+)\s+(?P<avail>\d+)\s+"

@@ -14,9 +14,9 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from gpurig.facts.gpurig_host import section, sections
 from pyinfra.api import FactBase
 
+from gpurig.facts.round_trip import section, sections
 from gpurig.sources import Endpoint, checked_host
 
 SOURCE_FILES = (

@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpurig.facts.gpurig_host import Sectioned
 from pyinfra.api import FactBase
 
 from gpurig import node_parse
+from gpurig.facts.round_trip import Sectioned
 
 GIT_CHANGES = Path(__file__).with_name("git_changes.sh").read_text(encoding="utf-8")
 WRITERS = Path(__file__).with_name("writers.sh").read_text(encoding="utf-8")

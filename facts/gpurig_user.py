@@ -9,9 +9,9 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from gpurig.facts.gpurig_cleanup import CoreFiles, RaySessions
 from pyinfra.api import FactBase
 
+from gpurig.facts.gpurig_cleanup import CoreFiles, RaySessions
 from gpurig.user_scope import LOGIN_FILE_SH, RUNTIME_DIR, SERVICE_SH
 
 # A tool name as it may reach `command -v` (the plans name them; nothing from a host).

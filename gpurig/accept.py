@@ -18,8 +18,8 @@ from typing import Any
 
 from gpurig.acceptance import DEFAULT_MARGIN, Verdict, judge_host
 from gpurig.facts.gpurig_acceptance import Acceptance, UserAcceptance
-from gpurig.facts.gpurig_host import Snapshot
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
+from gpurig.facts.round_trip import Snapshot
 from gpurig.fsutil import atomic_write, xdg_dir
 from gpurig.inventory import Host
 from gpurig.spec import gpu_containers, normalise

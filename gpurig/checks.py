@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from gpurig import compat, compat_checks, container_checks, gpu_checks, node_checks
-from gpurig.facts.gpurig_host import Unreadable
+from gpurig.facts.round_trip import Unreadable
 from gpurig.finding import Finding
 from gpurig.rules import one_per_cause
 

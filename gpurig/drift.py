@@ -26,11 +26,11 @@ from gpurig.change import Change, findings
 from gpurig.checks import ODD_OUTPUT, check
 from gpurig.container import running_image
 from gpurig.facts.gpurig_container import ContainerInspect, ContainerTorch
-from gpurig.facts.gpurig_host import HostState, Read, Snapshot, required_reads
 from gpurig.facts.gpurig_node import OsRelease
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.gpurig_packages import DebStatus
 from gpurig.facts.gpurig_repo import RepoState
+from gpurig.facts.round_trip import HostState, Read, Snapshot, required_reads
 from gpurig.finding import Finding
 from gpurig.hostkeys import is_mismatch
 from gpurig.inventory import Host

@@ -39,10 +39,10 @@ from gpurig.checks import ODD_OUTPUT, check
 from gpurig.converge import ConvergeResult, converge
 from gpurig.drift import Then, probe_hosts, run_drift
 from gpurig.facts.gpurig_container import CpuQuota
-from gpurig.facts.gpurig_host import Read, Snapshot, Unreadable, required_reads
 from gpurig.facts.gpurig_node import CgroupMemory, DiskSpace, EngineVersions, Login, OsRelease
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.gpurig_reach import AptSources, Reach
+from gpurig.facts.round_trip import Read, Snapshot, Unreadable, required_reads
 from gpurig.finding import Finding
 from gpurig.fsutil import atomic_write, xdg_dir
 from gpurig.hostkeys import (

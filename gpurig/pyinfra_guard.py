@@ -28,7 +28,7 @@ from pyinfra.api import operations
 from pyinfra.api.exceptions import ConnectError
 from pyinfra.connectors import local, ssh, util
 
-from gpurig.facts.gpurig_host import Unreadable
+from gpurig.facts.round_trip import Unreadable
 from gpurig.node_checks import sudo_refused_message
 
 # The lines sudo prints when it would have to ask (pyinfra's own list).

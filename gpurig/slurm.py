@@ -1,6 +1,6 @@
 """What the health check does through SLURM's own tool: read its node's state and reason,
 drain it with gpurig's reason, resume it. `scontrol` is taken from the system's directories
-only (facts.gpurig_host.ROOT_PATH), never from the caller's PATH: this runs as root.
+only (facts.round_trip.ROOT_PATH), never from the caller's PATH: this runs as root.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 import shutil
 import subprocess
 
-from gpurig.facts.gpurig_host import ROOT_PATH
+from gpurig.facts.round_trip import ROOT_PATH
 from gpurig.node_modes import Action, NodeState, parse_node
 
 TIMEOUT = 10  # seconds for one scontrol call (slurmctld's MessageTimeout default)

@@ -24,8 +24,8 @@ from typing import Any
 
 from gpurig.converge import DEPLOY_ROOT
 from gpurig.drift import Probed, read_local, report
-from gpurig.facts.gpurig_host import Snapshot
 from gpurig.facts.gpurig_user import UserPodman
+from gpurig.facts.round_trip import Snapshot
 from gpurig.inventory import Host
 from gpurig.plans import CHANGE_IDS
 from gpurig.plans.engine import PODMAN_SOCKET

@@ -14,7 +14,7 @@ from typing import Any
 
 from gpurig.change import Change
 from gpurig.container import FIELD_NAMES
-from gpurig.facts.gpurig_host import Read, required_reads
+from gpurig.facts.round_trip import Read, required_reads
 from gpurig.plans import (
     cleanup,
     compose,

@@ -10,8 +10,9 @@ from typing import Any
 
 from gpurig.change import Change
 from gpurig.datafiles import table
-from gpurig.facts.gpurig_nvidia import CdiSpec, NvidiaGpus, ToolkitKeyring
+from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.gpurig_packages import DebStatus
+from gpurig.facts.gpurig_toolkit import CdiSpec, ToolkitKeyring
 from gpurig.plans.engine import toolkit_wanted
 from gpurig.plans.files import managed
 from gpurig.plans.packages import missing

@@ -7,7 +7,6 @@ import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpurig.facts.gpurig_host import Unreadable
 from gpurig.facts.gpurig_nvidia import (
     GpuDevices,
     GpuHealth,
@@ -19,7 +18,7 @@ from gpurig.facts.gpurig_nvidia import (
     RebootRequired,
 )
 from gpurig.facts.gpurig_units import Units
-
+from gpurig.facts.round_trip import Unreadable
 from gpurig.gpu_checks import FABRIC_MANAGER
 from tests.unit.gpu_fixtures import read_fixture
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from gpu_fixtures import read_fixture
-from gpurig.facts.gpurig_acceptance import Acceptance
-from gpurig.facts.gpurig_nvidia import NvidiaGpus
 
 from gpurig import accept, acceptance
 from gpurig.cli import main
+from gpurig.facts.gpurig_acceptance import Acceptance
+from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.inventory import load_inventory_text
 
 H100 = acceptance.parse_result(read_fixture("acceptance_h100_580.159.04_vm.jsonl").splitlines()[0])

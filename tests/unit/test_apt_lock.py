@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from gpurig.deploys import packages
 
 HELD = "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 812 (apt-get)"

@@ -11,8 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
+from gpurig import compat, compat_checks, container_checks, fleet, gpu_checks, node_checks
+from gpurig.checks import CHECK_IDS, check
 from gpurig.facts.gpurig_container import ContainerInspect, ContainerTorch
-from gpurig.facts.gpurig_host import Unreadable
 from gpurig.facts.gpurig_node import (
     CgroupLeaks,
     CgroupMemory,
@@ -23,9 +25,7 @@ from gpurig.facts.gpurig_node import (
     LoginShell,
 )
 from gpurig.facts.gpurig_nvidia import GpuHealth, NvidiaGpus
-
-from gpurig import compat, compat_checks, container_checks, fleet, gpu_checks, node_checks
-from gpurig.checks import CHECK_IDS, check
+from gpurig.facts.round_trip import Unreadable
 from gpurig.node_checks import key_changed, unreachable
 from gpurig.plans import CHANGE_IDS
 from gpurig.rules import rules

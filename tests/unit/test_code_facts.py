@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyinfra.api import OperationError
+from pyinfra.context import ctx_host
+
 from gpurig.deploys import cleanup, repos
 from gpurig.facts import gpurig_files
 from gpurig.facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCache, RaySessions
 from gpurig.facts.gpurig_files import MODP_2048, SecretDigests
 from gpurig.facts.gpurig_repo import LOCK_MARKER, RepoState
-from pyinfra.api import OperationError
-from pyinfra.context import ctx_host
-
 from gpurig.plans import cleanup as cleanup_plan
 from gpurig.plans import repos as repos_plan
 from gpurig.plans.repos import env_marker

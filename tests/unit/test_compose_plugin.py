@@ -10,9 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from gpurig.deploys.compose import fetch_plugin
 from test_plans import converged, reader
 
+from gpurig.deploys.compose import fetch_plugin
 from gpurig.plans import compose, plan_host
 from gpurig.spec import normalise
 

@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpurig.deploys.containers import _create, declared_container
-from gpurig.facts.gpurig_container import USER_SOCKET, ContainerInspect, CpuQuota
-from gpurig.facts.gpurig_nvidia import NvidiaGpus
-from gpurig.facts.gpurig_user import UserPodman
 from pyinfra.api import OperationError
 from pyinfra.context import ctx_host, ctx_state
 from pyinfra_testing.operations import parse_commands
 from pyinfra_testing.util import FakeState, create_host
 
+from gpurig.deploys.containers import _create, declared_container
+from gpurig.facts.gpurig_container import USER_SOCKET, ContainerInspect, CpuQuota
+from gpurig.facts.gpurig_nvidia import NvidiaGpus
+from gpurig.facts.gpurig_user import UserPodman
 from gpurig.plans.containers import plan, usable_cpus
 from gpurig.spec import normalise
 from gpurig.user_scope import CONTAINER_HOST

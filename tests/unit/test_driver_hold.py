@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 from gpu_fixtures import read_fixture
-from gpurig.deploys import packages
-from gpurig.deploys.driver import hold
-from gpurig.facts.gpurig_packages import DriverPackages
 from pyinfra.api import OperationError
 from test_plans import DRIVER, converged, reader
 
+from gpurig.deploys import packages
+from gpurig.deploys.driver import hold
+from gpurig.facts.gpurig_packages import DriverPackages
 from gpurig.plans import driver, plan_host
 
 FIXTURE = "dpkg-query_driver-packages_ubuntu_510.47.03.txt"

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpurig.deploys import cleanup
-from gpurig.facts.gpurig_cleanup import CoreFiles, EditableFinders
-from gpurig.facts.gpurig_host import HostState, Unreadable, read_key
-from gpurig.facts.gpurig_node import CgroupLeaks
 
+from gpurig.deploys import cleanup
 from gpurig.drift import drift_reads, evaluate
+from gpurig.facts.gpurig_cleanup import CoreFiles, EditableFinders
+from gpurig.facts.gpurig_node import CgroupLeaks
+from gpurig.facts.round_trip import HostState, Unreadable, read_key
 from gpurig.plans import cleanup as cleanup_plan
 from gpurig.spec import normalise
 
@@ -181,7 +181,7 @@ from pyinfra.api.output import set_echo, set_formatter
 from pyinfra_cli.cli import _set_verbosity
 set_formatter(click.style)
 set_echo(click.echo)  # as pyinfra's CLI: -vv and -vvv print commands and output through it
-from gpurig.facts.gpurig_host import HostState
+from gpurig.facts.round_trip import HostState
 from gpurig.drift import drift_reads
 from gpurig.inventory import load_spec_file
 from gpurig.spec import normalise

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 from gpu_fixtures import read_fixture
-from gpurig.facts.gpurig_nvidia import GpuHealth, NvidiaGpus
 
 from gpurig import gpu_checks, gpu_parse
+from gpurig.facts.gpurig_nvidia import GpuHealth, NvidiaGpus
 from gpurig.rules import rules
 from tests.unit.fact_values import gpu_values, reader
 

@@ -8,9 +8,15 @@ import subprocess
 from typing import Any
 
 import pytest
+
+from gpurig.checks import check
+from gpurig.drift import drift_reads, evaluate, fleet_facts
 from gpurig.facts.gpurig_container import ContainerInspect, ContainerTorch
 from gpurig.facts.gpurig_files import FileDigests, SecretDigests
-from gpurig.facts.gpurig_host import (
+from gpurig.facts.gpurig_node import CgroupLeaks, OsRelease
+from gpurig.facts.gpurig_nvidia import GpuHealth, NvidiaGpus
+from gpurig.facts.gpurig_packages import DebStatus
+from gpurig.facts.round_trip import (
     HostState,
     Recorder,
     Snapshot,
@@ -18,12 +24,6 @@ from gpurig.facts.gpurig_host import (
     read_key,
     required_reads,
 )
-from gpurig.facts.gpurig_node import CgroupLeaks, OsRelease
-from gpurig.facts.gpurig_nvidia import GpuHealth, NvidiaGpus
-from gpurig.facts.gpurig_packages import DebStatus
-
-from gpurig.checks import check
-from gpurig.drift import drift_reads, evaluate, fleet_facts
 from gpurig.plans import converge_reads, plan_host
 from gpurig.spec import normalise
 
@@ -190,10 +190,9 @@ def test_a_fact_failing_on_its_own_is_gpurigs_bug_not_the_hosts():
     """A parser's refusal (ValueError, an XML ParseError) is the host's odd output; any other
     exception in a fact's process() is gpurig's bug: raised as FactFailed by the snapshot,
     gpurig.internal_error in a run, never state.unreadable."""
-    from gpurig.facts.gpurig_host import FactFailed
-    from gpurig.facts.gpurig_nvidia import KernelLog
-
     from gpurig.drift import Probed, report
+    from gpurig.facts.gpurig_nvidia import KernelLog
+    from gpurig.facts.round_trip import FactFailed
     from gpurig.inventory import Host, SshSettings
 
     def broken(parts: Any) -> Any:

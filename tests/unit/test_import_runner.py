@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from gpurig.facts.gpurig_repo import EnvImports
 
 from gpurig import node_checks
+from gpurig.facts.gpurig_repo import EnvImports
 from gpurig.spec import normalise
 from tests.unit.fact_values import reader, run_here
 

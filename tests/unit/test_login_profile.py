@@ -10,10 +10,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from gpurig.deploys.writes import put_home, write_block
 from gpurig.facts.gpurig_files import FileDigests
 from gpurig.facts.gpurig_user import LoginProfile
-
 from gpurig.plans.profile import block
 from gpurig.sandbox.manager import Paths, write_access_files
 from gpurig.sandbox.proc import SandboxError

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpurig.facts.gpurig_container import ContainerInspect
-from gpurig.facts.gpurig_host import required_reads
-from gpurig.facts.gpurig_node import CgroupLeaks, CgroupMemory, HostMemory, Login, LoginShell
-from gpurig.facts.gpurig_repo import EnvImports
 
 from gpurig import container_checks, node_checks, node_parse
 from gpurig.checks import CHECK_IDS
+from gpurig.facts.gpurig_container import ContainerInspect
+from gpurig.facts.gpurig_node import CgroupLeaks, CgroupMemory, HostMemory, Login, LoginShell
+from gpurig.facts.gpurig_repo import EnvImports
+from gpurig.facts.round_trip import required_reads
 from gpurig.inventory import schema
 from gpurig.rules import rules
 from gpurig.spec import normalise

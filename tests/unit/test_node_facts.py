@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from gpurig.facts.gpurig_container import TORCH_LINE, TORCH_PY, ContainerTorch
-from gpurig.facts.gpurig_host import HostState, Snapshot, Unreadable
 from gpurig.facts.gpurig_node import (
     CgroupLeaks,
     CgroupMemory,
@@ -37,7 +37,7 @@ from gpurig.facts.gpurig_nvidia import (
     NvlinkStatus,
     RebootRequired,
 )
-
+from gpurig.facts.round_trip import HostState, Snapshot, Unreadable
 from gpurig.gpu_parse import QUERY_GPU_COMMAND
 from tests.unit.fact_values import run_here
 from tests.unit.gpu_fixtures import read_fixture

@@ -182,9 +182,8 @@ def test_a_bad_spec_never_fails_a_prolog_and_is_unknown_to_npd(tmp_path: Path) -
 def test_a_read_that_does_not_finish_in_time_is_could_not_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpurig.facts.gpurig_node import OsRelease
-
     from gpurig.drift import drift_local
+    from gpurig.facts.gpurig_node import OsRelease
     from gpurig.inventory import load_spec_file
 
     command = OsRelease.command

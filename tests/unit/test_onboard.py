@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
+
+from gpurig.cli import main
 from gpurig.facts.gpurig_container import CpuQuota
-from gpurig.facts.gpurig_host import Recorder, Unreadable, required_reads
 from gpurig.facts.gpurig_node import (
     CgroupLeaks,
     CgroupMemory,
@@ -26,8 +27,7 @@ from gpurig.facts.gpurig_node import (
     OsRelease,
 )
 from gpurig.facts.gpurig_reach import AptSources
-
-from gpurig.cli import main
+from gpurig.facts.round_trip import Recorder, Unreadable, required_reads
 from gpurig.inventory import load_inventory, load_inventory_text
 from gpurig.onboard import (
     Check,

@@ -6,10 +6,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from gpurig.converge import ConvergeResult
 from gpurig.facts.gpurig_container import CpuQuota
 from gpurig.facts.gpurig_node import CgroupMemory
-
-from gpurig.converge import ConvergeResult
 from gpurig.onboard import (
     Check,
     OnboardError,

@@ -39,14 +39,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpurig.facts.gpurig_acceptance import Acceptance
-from gpurig.facts.gpurig_container import ContainerInspect, CpuQuota
-from gpurig.facts.gpurig_host import Read, read_key
-from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from pyinfra.api import FactBase
 
 from gpurig.accept import where
 from gpurig.drift import drift_reads
+from gpurig.facts.gpurig_acceptance import Acceptance
+from gpurig.facts.gpurig_container import ContainerInspect, CpuQuota
+from gpurig.facts.gpurig_nvidia import NvidiaGpus
+from gpurig.facts.round_trip import Read, read_key
 from gpurig.onboard import preflight_reads
 from gpurig.spec import normalise
 from tests.unit.test_onboard import new_host

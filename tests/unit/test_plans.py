@@ -13,13 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from gpurig import container_checks
+from gpurig.change import findings
+from gpurig.container import FIELD_NAMES
 from gpurig.facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCache, RaySessions
 from gpurig.facts.gpurig_container import ContainerInspect, CpuQuota, UserContainerInspect
 from gpurig.facts.gpurig_files import MODP_2048, FileDigests, SecretDigests
 from gpurig.facts.gpurig_json import JsonFile
-from gpurig.facts.gpurig_nvidia import CdiSpec, NvidiaGpus, ToolkitKeyring
+from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.gpurig_packages import DebStatus, DriverPackages
 from gpurig.facts.gpurig_repo import LF_ATTRIBUTES, RepoState
+from gpurig.facts.gpurig_toolkit import CdiSpec, ToolkitKeyring
 from gpurig.facts.gpurig_units import Units
 from gpurig.facts.gpurig_user import (
     Commands,
@@ -28,10 +33,6 @@ from gpurig.facts.gpurig_user import (
     UserPodman,
     UserRaySessions,
 )
-
-from gpurig import container_checks
-from gpurig.change import findings
-from gpurig.container import FIELD_NAMES
 from gpurig.plans import CHANGE_IDS, compose, core_dumps, driver, engine, plan_host, toolkit
 from gpurig.plans.repos import env_marker
 from gpurig.plans.secrets import PUBLIC, local_digest, shared_key

@@ -9,11 +9,11 @@ import threading
 from typing import Any
 
 import pytest
-from gpurig.deploys.lock import first_line
 from pyinfra.api import Config, Inventory, State
 from pyinfra.connectors import util
 
 from gpurig import pyinfra_guard
+from gpurig.deploys.lock import first_line
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from gpurig.deploys.containers import run_command
 
 from gpurig.container import diff_container
+from gpurig.deploys.containers import run_command
 from gpurig.finding import Difference, Finding
 from gpurig.plans.repos import plan as repos_plan
 from gpurig.redact import REDACTED, redacted

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from gpurig.facts.gpurig_reach import AptSources, Reach
 
 from gpurig import sources
+from gpurig.facts.gpurig_reach import AptSources, Reach
 from gpurig.sources import BadUrl, Endpoint
 from gpurig.spec import normalise
 
@@ -109,8 +109,7 @@ def test_hostile_or_odd_urls_are_refused_before_any_command(url: str, faults: An
 
 def test_an_unclosed_bracket_in_an_apt_source_is_a_note_not_a_traceback() -> None:
     """`deb http://[::1/ jammy main` once ended onboarding in a ValueError from urlsplit."""
-    from gpurig.facts.gpurig_host import read_key
-
+    from gpurig.facts.round_trip import read_key
     from gpurig.onboard import _reach, sources_check
 
     files = {"/etc/apt/sources.list": "deb http://[::1/ jammy main\n"}

@@ -1,5 +1,5 @@
 """Fixture tests (pyinfra-testing style) for the NVIDIA container toolkit's operation: one JSON
-file per path in tests/unit/operations/nvidia_toolkit.toolkit/, each a converged host with one
+file per path in tests/unit/operations/toolkit.toolkit/, each a converged host with one
 concern changed. Driver versions in the CDI cases are the ones recorded GPU machines printed."""
 
 from __future__ import annotations
@@ -8,12 +8,13 @@ import json
 from pathlib import Path
 
 from gpu_fixtures import FIXTURES, read_fixture
-from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from pyinfra_testing.operations import make_operation_tests
 
-OPERATIONS = Path(__file__).resolve().parent / "operations" / "nvidia_toolkit.toolkit"
+from gpurig.facts.gpurig_nvidia import NvidiaGpus
 
-TestToolkit = make_operation_tests("gpurig.deploys", "nvidia_toolkit.toolkit", OPERATIONS)
+OPERATIONS = Path(__file__).resolve().parent / "operations" / "toolkit.toolkit"
+
+TestToolkit = make_operation_tests("gpurig.deploys", "toolkit.toolkit", OPERATIONS)
 
 
 def recorded_drivers() -> set[str]:
@@ -35,7 +36,7 @@ def test_cdi_fixtures_use_driver_versions_recorded_on_gpu_machines():
     assert len(cases) == 5
     for path in cases:
         facts = json.loads(path.read_text())["facts"]
-        gpu, cdi = facts["gpurig_nvidia.NvidiaGpus"], facts["gpurig_nvidia.CdiSpec"]
+        gpu, cdi = facts["gpurig_nvidia.NvidiaGpus"], facts["gpurig_toolkit.CdiSpec"]
         used = {gpu["driver"], *cdi.values()}
         # None: not generated yet or no version readable; "": generated without gpurig's marker
         assert used - {None, ""} <= drivers, path.name

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from gpurig.facts.gpurig_node import Login
 
 from gpurig.cli import main
+from gpurig.facts.gpurig_node import Login
 from gpurig.inventory import InventoryError, load_inventory, load_spec_file
 from gpurig.onboard import host_checks
 from gpurig.pyinfra_inventory import host_data
@@ -140,6 +140,7 @@ def test_user_scope_needs_no_apt_source_and_no_root_in_preflight(tmp_path: Path)
 def test_user_scope_reaches_containers_only_through_the_users_socket() -> None:
     """Every podman gpurig runs as the user goes through the API socket: a local podman with
     another runtime directory would join the service's namespace and break it."""
+    from gpurig.drift import drift_reads
     from gpurig.facts.gpurig_acceptance import UserAcceptance
     from gpurig.facts.gpurig_container import (
         ContainerInspect,
@@ -147,9 +148,7 @@ def test_user_scope_reaches_containers_only_through_the_users_socket() -> None:
         UserContainerInspect,
         UserContainerTorch,
     )
-    from gpurig.facts.gpurig_host import HostState
-
-    from gpurig.drift import drift_reads
+    from gpurig.facts.round_trip import HostState
     from gpurig.user_scope import CONTAINER_HOST
 
     spec = normalise({"scope": "user", "engine": "podman", "containers": {"t": {"image": IMAGE}}})

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from gpurig.deploys.engine import USER_START
 from gpurig.facts.gpurig_cleanup import CoreFiles
 from gpurig.facts.gpurig_user import Commands, UserCoreFiles, UserPodman

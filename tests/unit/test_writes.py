@@ -8,8 +8,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from gpurig.deploys.writes import StagedUpload, put
 from pyinfra.api import StringCommand
+
+from gpurig.deploys.writes import StagedUpload, put
 
 
 def run(command: object) -> subprocess.CompletedProcess[str]:

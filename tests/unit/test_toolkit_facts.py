@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 from gpu_fixtures import read_fixture
-from gpurig.facts.gpurig_nvidia import CDI_MARKER, CdiSpec, NvidiaGpus, ToolkitKeyring
-from gpurig.facts.gpurig_packages import DebStatus
 
 from gpurig.change import Change
+from gpurig.facts.gpurig_nvidia import NvidiaGpus
+from gpurig.facts.gpurig_packages import DebStatus
+from gpurig.facts.gpurig_toolkit import CDI_MARKER, CdiSpec, ToolkitKeyring
 from gpurig.plans import toolkit as toolkit_plan
 from gpurig.plans.engine import NVIDIA_RUNTIME, daemon_keys
 from gpurig.sandbox import aptrepo
