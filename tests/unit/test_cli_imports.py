@@ -162,3 +162,21 @@ def test_drift_starts_without_the_converge_or_the_other_commands() -> None:
         "gpurig.pin",
     ]
     assert [m for m in modules if any(m == u or m.startswith(f"{u}.") for u in unneeded)] == []
+
+
+def test_one_plugin_scan_answers_gevent_as_a_scan_would_and_is_undone() -> None:
+    """While gevent patches, importlib.metadata answers its entry-point questions from one scan:
+    the same entry points for each group, and the real function back afterwards."""
+    from importlib import metadata
+
+    from gpurig.entry import one_plugin_scan
+
+    scan = metadata.entry_points
+    groups = ["console_scripts", "pyinfra.connectors", "gevent.plugins.monkey.will_patch_all"]
+    expected = {group: sorted(ep.name for ep in scan(group=group)) for group in groups}
+    with one_plugin_scan():
+        assert metadata.entry_points is not scan
+        found = {group: sorted(ep.name for ep in metadata.entry_points(group=group))
+                 for group in groups}  # fmt: skip
+    assert found == expected and "gpurig" in found["console_scripts"]
+    assert metadata.entry_points is scan
