@@ -79,7 +79,7 @@ def stage(data: bytes) -> tuple[str, list[object]]:
         # A stage an interrupted upload left (the lock lets one converge write at a time).
         f"find {STAGE_DIR} -maxdepth 1 -type d -name 'gpurig-{'?' * 32}' -user {login} "
         f"-mmin +10 -exec rm -rf {{}} + 2>/dev/null; "
-        f"mkdir -m 700 {q} && install -m 600 /dev/null {q}/upload && "
+        f"mkdir -m 700 {q} && (umask 077 && : > {q}/upload) && "
         f"chown {login} {q} {q}/upload"
     )
     return path, [make, StagedUpload(data, path)]

@@ -53,6 +53,8 @@ UNIT_ONLY = {
     "repo.env": "a locked environment is converged on fleet-001 in test_code.py",
     "tools.missing": "scope: user lacking podman, curl or git; the sandbox node has them",
     "engine.rootless": "scope: user without a subuid range; the sandbox's user has one",
+    "repo.writable": "a checkout another uid owns, and one under /tmp, refused before anything "
+    "runs there: tests/unit/test_code_facts.py (real git and RepoState, as root)",
 }
 
 

@@ -79,7 +79,7 @@ def created(commands: list[Any]) -> tuple[str, str]:
     [(data, dest)] = [upload["command"][1:]]
     stage = dest.removesuffix("/upload")
     assert upload == {"_sudo": False, "command": ["upload", data, f"{stage}/upload"]}
-    assert f"mkdir -m 700 {stage} && install -m 600 /dev/null {stage}/upload" in make
+    assert f"mkdir -m 700 {stage} && (umask 077 && : > {stage}/upload)" in make
     assert f" --env-file {stage}/upload " in run_cmd
     assert run_cmd.endswith(f" >/dev/null; rc=$?; rm -rf {stage}; exit $rc")
     assert "--env " not in run_cmd
