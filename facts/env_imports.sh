@@ -4,7 +4,7 @@
 # run that python (as root: only the one account able to change what it executes).
 #
 # Arguments: MARKER CHECKOUT VENV MODULE...  (checked by EnvImports before they reach a command)
-# writers() comes before this script (facts/writers.sh).
+# bounded() (facts/round_trip.py BOUNDED) and writers() (facts/writers.sh) come before it.
 # Output: parts `MARKER LABEL` (every line of a value prefixed with `|`): python, ran, run_as,
 # refused, report.
 set -u
@@ -18,7 +18,6 @@ IFS='
 ' # writers() prints one word list per line: split on newlines only
 
 have() { command -v "$1" >/dev/null 2>&1; }
-bounded() { if have timeout; then timeout "${GPURIG_BOUND:-20}" "$@"; else "$@"; fi; }
 part() { printf '\n%s %s\n' "$MARKER" "$1"; printf '%s\n' "$2" | sed 's/^/|/'; }
 
 # Where each named module of a declared environment resolves, printed as JSON by the

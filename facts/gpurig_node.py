@@ -12,16 +12,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpurig import node_parse
-from gpurig.facts.round_trip import BOUNDED, Sectioned
+from gpurig.facts.round_trip import BOUNDED, Sectioned, part_text
 
 # `df -P`'s line for one file system: name (may hold blanks), four numbers, capacity, mount.
 _DF_LINE = re.compile(r"(?P<fs>.+?)\s+(?P<total>\d+)\s+(?P<used>\d+)\s+(?P<avail>\d+)\s+"
                       r"(?P<capacity>\d+%|-)\s+(?P<mount>/.*)")  # fmt: skip
-
-
-def _text(parts: Mapping[str, str], label: str) -> str | None:
-    """A part's text stripped, or None when it printed nothing (or did not run)."""
-    return (parts.get(label) or "").strip() or None
 
 
 def df_line(text: str | None) -> dict[str, Any] | None:
@@ -51,7 +46,7 @@ class OsRelease(Sectioned[dict[str, Any]]):
             if sep and re.fullmatch(r"[A-Z0-9_]+", key):
                 fields[key] = value.strip().strip("\"'") or None
         return {
-            "kernel": _text(parts, "kernel"),
+            "kernel": part_text(parts, "kernel"),
             "os_id": fields.get("ID"),
             "os_version": fields.get("VERSION_ID"),
             "os_pretty": fields.get("PRETTY_NAME"),
@@ -74,11 +69,11 @@ class Login(Sectioned[dict[str, Any]]):
 
     @staticmethod
     def parse(parts: Mapping[str, str]) -> dict[str, Any]:
-        uid = _text(parts, "uid")
+        uid = part_text(parts, "uid")
         if uid is not None and not uid.isdigit():
             raise ValueError(f"id -u printed {uid[:40]!r}")
-        sudo = {"yes": True, "no": False, None: None}.get(_text(parts, "sudo"))
-        return {"uid": int(uid) if uid else None, "user": _text(parts, "user"), "sudo": sudo}
+        sudo = {"yes": True, "no": False, None: None}.get(part_text(parts, "sudo"))
+        return {"uid": int(uid) if uid else None, "user": part_text(parts, "user"), "sudo": sudo}
 
 
 # The root cgroup's memory files, v2 then v1 (memory.events counts the cgroup and its
@@ -101,7 +96,7 @@ class CgroupMemory(Sectioned[dict[str, Any]]):
 
     @staticmethod
     def parse(parts: Mapping[str, str]) -> dict[str, Any]:
-        limit = _text(parts, "limit")
+        limit = part_text(parts, "limit")
         if limit not in (None, "max") and not limit.isdigit():
             raise ValueError(f"memory limit: not a number of bytes: {limit[:40]!r}")
         return {
@@ -123,9 +118,10 @@ class CgroupLeaks(Sectioned[dict[str, Any]]):
 
     @staticmethod
     def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        cgroups, stat = part_text(parts, "proc_cgroups"), part_text(parts, "stat")
         return {
-            "count": node_parse.cgroup_count(_text(parts, "proc_cgroups"), _text(parts, "stat")),
-            "percpu": node_parse.percpu_bytes(_text(parts, "percpu"), None),
+            "count": node_parse.cgroup_count(cgroups, stat),
+            "percpu": node_parse.percpu_bytes(part_text(parts, "percpu"), None),
         }
 
 
@@ -177,7 +173,7 @@ class DiskSpace(Sectioned[list[dict[str, Any]]]):
             blocks, inodes = df_line(parts.get(f"k{index}")), df_line(parts.get(f"i{index}"))
             found.append({
                 "path": path,
-                "exists": _text(parts, f"e{index}") == "exists",
+                "exists": part_text(parts, f"e{index}") == "exists",
                 "mount": blocks["mount"] if blocks else None,
                 "free_bytes": blocks["free"] * 1024 if blocks else None,
                 "inodes_total": inodes["total"] if inodes else None,
@@ -202,7 +198,7 @@ class LoginShell(Sectioned[dict[str, Any]]):
 
     @staticmethod
     def parse(parts: Mapping[str, str]) -> dict[str, Any]:
-        return {"ulimit_c": _text(parts, "ulimit_c")}
+        return {"ulimit_c": part_text(parts, "ulimit_c")}
 
 
 ENGINES = ("docker", "podman")
@@ -220,7 +216,7 @@ class EngineVersions(Sectioned[dict[str, Any]]):
 
     @staticmethod
     def parse(parts: Mapping[str, str]) -> dict[str, Any]:
-        return {tool: _text(parts, tool) for tool in ENGINES}
+        return {tool: part_text(parts, tool) for tool in ENGINES}
 
 
 class EngineSocket(Sectioned[dict[str, Any]]):

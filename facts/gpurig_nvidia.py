@@ -11,7 +11,7 @@ from dataclasses import asdict
 from typing import Any
 
 from gpurig import gpu_parse
-from gpurig.facts.round_trip import BOUNDED, Sectioned
+from gpurig.facts.round_trip import BOUNDED, Sectioned, part_text
 
 _SMI = "command -v nvidia-smi >/dev/null 2>&1"
 
@@ -190,7 +190,7 @@ class NvidiaModule(Sectioned[dict[str, Any]]):
         return {
             "modinfo": asked[:1] == ["modinfo"],
             "built": "\n".join(asked[1:]).strip() or None,
-            "dkms": (parts.get("dkms") or "").strip() or None,
+            "dkms": part_text(parts, "dkms"),
         }
 
 

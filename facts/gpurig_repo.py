@@ -13,7 +13,7 @@ from typing import Any
 from pyinfra.api import FactBase
 
 from gpurig import node_parse
-from gpurig.facts.round_trip import Sectioned
+from gpurig.facts.round_trip import BOUNDED, Sectioned, part_text
 
 GIT_CHANGES = Path(__file__).with_name("git_changes.sh").read_text(encoding="utf-8")
 WRITERS = Path(__file__).with_name("writers.sh").read_text(encoding="utf-8")
@@ -117,14 +117,12 @@ class EnvImports(Sectioned[dict[str, Any]]):
             raise ValueError(f"imports: not top-level module names: {bad or names!r}")
         self._marker = f"--gpurig-part-{secrets.token_hex(8)}"
         args = [self._marker, _clean_path(checkout), _clean_path(venv), *names]
-        return f"set -- {shlex.join(args)}\n{WRITERS}\n{ENV_IMPORTS}"
+        return f"set -- {shlex.join(args)}\n{BOUNDED}\n{WRITERS}\n{ENV_IMPORTS}"
 
     @staticmethod
     def parse(parts: Mapping[str, str]) -> dict[str, Any]:
-        def text(label: str) -> str | None:
-            return (parts.get(label) or "").strip() or None
-
-        run_as, ran, out = text("run_as"), text("ran") == "yes", text("report")
+        run_as, out = part_text(parts, "run_as"), part_text(parts, "report")
+        ran = part_text(parts, "ran") == "yes"
         report, error = None, None
         if ran and not out:
             error = "the environment's python printed nothing"
@@ -134,10 +132,10 @@ class EnvImports(Sectioned[dict[str, Any]]):
             except ValueError as exc:
                 error = str(exc)
         return {
-            "python": text("python"),
+            "python": part_text(parts, "python"),
             "ran": ran,
             "run_as": int(run_as) if run_as and run_as.isdigit() else None,
-            "refused": text("refused"),
+            "refused": part_text(parts, "refused"),
             "report": report,
             "error": error,
         }

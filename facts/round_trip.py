@@ -91,6 +91,11 @@ BOUNDED = (
 )
 
 
+def part_text(parts: Mapping[str, str], label: str) -> str | None:
+    """A part's text stripped, or None when it printed nothing (or did not run)."""
+    return (parts.get(label) or "").strip() or None
+
+
 class Sectioned(FactBase[T]):
     """A fact whose command prints several outputs, each behind its own marker (a per-run
     nonce, every line prefixed: `section()`), so one tool's output can never pass for
@@ -144,8 +149,8 @@ class HostState(FactBase[dict[str, Any]]):
         # or directory another account may write is no place to start tools from (`command
         # -p`: id from the shell's standard path too). No BASH_ENV or ENV, and a HOME that is
         # not root's alone (another account owns it or may write it) replaced by root's own:
-        # the probe's login shell would otherwise run a file the caller named, or another
-        # account's profile, as root.
+        # the login shell LoginShell starts would otherwise run a file the caller named, or
+        # another account's profile, as root.
         root = (
             f"PATH={ROOT_PATH} && export PATH && unset BASH_ENV ENV && "
             '{ [ -n "$(find "$HOME" -maxdepth 0 -user 0 ! -perm /022 2>/dev/null)" ] || '
