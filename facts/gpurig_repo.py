@@ -45,10 +45,14 @@ class RepoState(FactBase[dict[str, Any]]):
             WRITERS,
             f"p={p}",
             "T=$(printf '\\t')",
-            f'{{ writers "$p"; {f"writers {shlex.quote(venv)}; " if venv else ""}}} '
-            '| sed "s/^/writers$T/"',
+            # writers() moves $p as it climbs (sh has no locals): git_writers first.
+            f'w=$(git_writers "$p"; writers "$p"{f"; writers {shlex.quote(venv)}" if venv else ""})',
+            'printf "%s\\n" "$w" | sed -n "s/^./writers$T&/p"',
             'if [ ! -e "$p" ]; then echo "exists${T}0"; exit 0; fi',
             'echo "exists${T}1"',
+            # As root, no git at all where another account can change what git reads.
+            '[ "$(id -u)" != 0 ] || [ -z "$(printf "%s\\n" "$w" | grep -vx 0)" ] || exit 0',
+            'if [ ! -e "$p/.git" ]; then echo "checkout${T}0"; exit 0; fi',
             'top=$(git -C "$p" rev-parse --show-toplevel 2>/dev/null)',
             'real=$(cd "$p" 2>/dev/null && pwd -P)',
             'if [ -z "$top" ] || [ "$top" != "$real" ]; then echo "checkout${T}0"; exit 0; fi',

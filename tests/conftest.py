@@ -33,6 +33,12 @@ class Faults:
     secrets_sent: int = 0  # requests that carried a token or salt where it must not go
     code_run: int = 0  # payloads that ran as code (a planted module imported, a shell word run)
     failed_alone: int = 0  # hosts broken mid-run that failed while the others completed
+    # Attacks on root planted by another account (issue 26: a git config program, a swapped
+    # secret path, a flood, a daemonised child...): how many, how many refused, how many ran as
+    # root (must stay 0).
+    plants: int = 0
+    plants_refused: int = 0
+    plants_ran_as_root: int = 0
     refusal_times: dict[str, float] = field(default_factory=dict)
 
     def attempt(
@@ -55,13 +61,21 @@ class Faults:
             raise
         return None
 
+    def plant(self, refused: bool, ran_as_root: bool) -> None:
+        """Record one attack on root planted by another account, and how it ended."""
+        self.plants += 1
+        self.plants_refused += refused
+        self.plants_ran_as_root += ran_as_root
+
     def summary(self) -> str:
         line = (
             f"faults: {self.tried} payloads tried, {self.refused} refused with a message, "
             f"{self.rendered} reports rendered, {self.tracebacks} tracebacks; "
             f"{self.injected} host faults injected, {self.code_run} code run, "
             f"{self.secrets_seen} secrets seen, {self.secrets_sent} secrets sent, "
-            f"{self.bytes_lost} bytes lost, {self.failed_alone} hosts failed alone"
+            f"{self.bytes_lost} bytes lost, {self.failed_alone} hosts failed alone; "
+            f"{self.plants} root plants, {self.plants_refused} refused, "
+            f"{self.plants_ran_as_root} run as root"
         )
         if self.refusal_times:
             name, slowest = max(self.refusal_times.items(), key=lambda item: item[1])

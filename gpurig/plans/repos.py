@@ -55,15 +55,18 @@ def _refusals(path: str, url: str, state: Mapping[str, Any]) -> list[Change]:
 
 
 def _others(writers: list[str]) -> str | None:
-    """Who besides root can change a checkout or its environment (RepoState's `writers`:
-    uids, `shared DIR`, `unknown DIR`), said plainly; None when root alone can."""
+    """Who besides root can change a checkout, its git directory or its environment
+    (RepoState's `writers`: uids, `shared PATH`, `unknown PATH`, `linked PATH`), said plainly;
+    None when root alone can."""
     said = []
     for word in writers:
         kind, _, where = word.partition(" ")
         if kind == "shared":
             said.append(f"a group or other accounts may write {where}")
         elif kind == "unknown":
-            said.append(f"cannot tell who may change {where} (no readlink or stat)")
+            said.append(f"cannot tell who may change {where} (no readlink, stat or find)")
+        elif kind == "linked":
+            said.append(f"{where} is a link or names a git directory elsewhere")
         elif kind != "0":
             said.append(f"uid {kind} owns it or a directory above it")
     return "; ".join(dict.fromkeys(said)) or None

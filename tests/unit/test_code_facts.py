@@ -420,3 +420,55 @@ def test_a_checkout_another_account_can_change_is_refused_before_anything_runs(
     assert fact(RepoState, path=str(private_dir / "code"), ref=ref)["writers"] == ["0"] * len(
         private_dir.parts
     )
+
+
+FSMONITOR = "#!/bin/sh\nid -u >> {marker}\n"
+
+
+def _plant_fsmonitor(checkout: Path, place: Path) -> Path:
+    """A program `git status` runs (core.fsmonitor), set in the checkout's config as a group
+    member could: it records the uid it ran as."""
+    marker, program = place / "ran-as", place / "fsmonitor"
+    program.write_text(FSMONITOR.format(marker=marker))
+    program.chmod(0o755)
+    git(checkout, "config", "core.fsmonitor", str(program))
+    return marker
+
+
+@pytest.mark.parametrize(
+    ("attack", "said"),
+    [
+        ("chmod -R g+w {c}", "a group or other accounts may write {c}"),
+        ("chmod g+w {c}/.git/config", "a group or other accounts may write {c}/.git/config"),
+        ("chown 65534 {c}/.git/hooks", "uid 65534 owns it or a directory above it"),
+        ("mv {c}/.git {p}/gitdir && echo gitdir: {p}/gitdir > {c}/.git",
+         "{c}/.git is a link or names a git directory elsewhere"),
+    ],
+)  # fmt: skip
+def test_root_runs_no_git_where_another_account_can_change_its_config(
+    private_dir: Path, origin, faults: Any, attack: str, said: str
+):
+    """Issue 26 item 1: git runs programs a repository's config names (core.fsmonitor here);
+    as root, RepoState runs no git at all in a checkout whose .git another account can change,
+    and the plan refuses it (repo.writable) before the converge runs git there."""
+    url, work = origin
+    ref = git(work, "rev-parse", "HEAD")
+    checkout = private_dir / "code"
+    converge_repo(checkout, url, ref)
+    marker = _plant_fsmonitor(checkout, private_dir)
+    # The plant is real: set by root itself, git status runs it as root.
+    git(checkout, "status", "--porcelain")
+    assert marker.read_text().split() == ["0"]
+    marker.unlink()
+
+    sh(attack.format(c=checkout, p=private_dir))
+    state = fact(RepoState, path=str(checkout), ref=ref)
+    spec = normalise({"repos": {str(checkout): {"url": url, "ref": ref}}})
+    [change] = repos_plan.plan(spec, lambda cls, **kw: fact(cls, **kw))
+    with pytest.raises(OperationError, match="changeable by root alone"):
+        converge_repo(checkout, url, ref)
+    faults.plant(refused=change.refused, ran_as_root=marker.exists())
+    assert not marker.exists(), "git ran the planted program as root"
+    assert "head" not in state, state  # no git ran
+    assert (change.id, change.refused) == ("repo.writable", True)
+    assert said.format(c=checkout, p=private_dir) in change.actual
