@@ -46,7 +46,7 @@ class RepoState(FactBase[dict[str, Any]]):
             f"p={p}",
             "T=$(printf '\\t')",
             # writers() moves $p as it climbs (sh has no locals): git_writers first.
-            f'w=$(git_writers "$p"; writers "$p"{f"; writers {shlex.quote(venv)}" if venv else ""})',
+            f'w=$(git_writers "$p"; writers "$p"{f"; writers {shlex.quote(venv)}" * bool(venv)})',
             'printf "%s\\n" "$w" | sed -n "s/^./writers$T&/p"',
             'if [ ! -e "$p" ]; then echo "exists${T}0"; exit 0; fi',
             'echo "exists${T}1"',
