@@ -40,13 +40,14 @@ class RepoState(FactBase[dict[str, Any]]):
     ) -> str:
         p, r = shlex.quote(path), shlex.quote(ref)
         patterns = " ".join(shlex.quote(x) for x in LF_PATTERNS)
+        venv_writers = f"; writers {shlex.quote(venv)}" if venv else ""
         lines = [
             GIT_CHANGES,
             WRITERS,
             f"p={p}",
             "T=$(printf '\\t')",
             # writers() moves $p as it climbs (sh has no locals): git_writers first.
-            f'w=$(git_writers "$p"; writers "$p"{f"; writers {shlex.quote(venv)}" * bool(venv)})',
+            f'w=$(git_writers "$p"; writers "$p"{venv_writers})',
             'printf "%s\\n" "$w" | sed -n "s/^./writers$T&/p"',
             'if [ ! -e "$p" ]; then echo "exists${T}0"; exit 0; fi',
             'echo "exists${T}1"',
