@@ -3,7 +3,6 @@ already has its final mode, never in a command line, a diff, a log line or a rep
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from pyinfra.api import OperationError, deploy, operation
@@ -17,24 +16,19 @@ from gpurig.plans.secrets import local_path
 
 @operation()
 def secret_file(spec: dict[str, Any], dest: str):
-    """Upload the secret at `dest` if its content differs; fix mode and owner otherwise. A
-    missing source anywhere refuses every secret: a typo changes nothing on the host."""
+    """Upload the secret at `dest` when its content, mode or owner differs. A wrong mode or
+    owner is fixed by placing the file again (writes.put), never by `chmod`/`chown` on its
+    path, which follow a link its directory's owner swapped in. A missing source anywhere
+    refuses every secret: a typo changes nothing on the host."""
     changes = [c for c in plan.plan(spec, read) if c.refused or c.data.get("dest") == dest]
     if not start(changes, f"{dest} has its content, mode and owner"):
         return
-    for change in changes:
-        item = change.data
-        q = shlex.quote(item["dest"])
-        if change.id in ("secret.missing", "secret.content"):
-            try:
-                data = local_path(item["src"]).read_bytes()
-            except OSError as exc:  # the message names the path, never content
-                raise OperationError(f"secret source {item['src']}: {exc.strerror}") from None
-            yield from put(data, item["dest"], item["mode"], item["owner"])
-        elif change.id == "secret.mode":
-            yield f"chmod {item['mode']} {q}"
-        elif change.id == "secret.owner":
-            yield f"chown {shlex.quote(item['owner'])} {q}"
+    item = changes[0].data  # one secret: every change carries the same item
+    try:
+        data = local_path(item["src"]).read_bytes()
+    except OSError as exc:  # the message names the path, never content
+        raise OperationError(f"secret source {item['src']}: {exc.strerror}") from None
+    yield from put(data, item["dest"], item["mode"], item["owner"])
 
 
 @deploy("Secrets")

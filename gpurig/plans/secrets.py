@@ -90,11 +90,12 @@ def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
             )
             continue
         if int(seen["mode"], 8) != int(mode, 8):
-            change = Change("secret.mode", dest, mode, seen["mode"], f"chmod {mode} {dest}",
-                            field="mode", data=data)  # fmt: skip
+            again = f"place {dest} again with mode {mode}"
+            change = Change("secret.mode", dest, mode, seen["mode"], again, field="mode", data=data)
             changes.append(change)
         if owner and seen["owner"] != owner.split(":")[0]:
-            change = Change("secret.owner", dest, owner, seen["owner"], f"chown {owner} {dest}",
-                            field="owner", data=data)  # fmt: skip
+            again = f"place {dest} again, owned by {owner}"
+            change = Change("secret.owner", dest, owner, seen["owner"], again, field="owner",
+                            data=data)  # fmt: skip
             changes.append(change)
     return changes

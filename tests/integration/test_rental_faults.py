@@ -134,9 +134,12 @@ def test_a_lock_held_past_the_wait_fails_naming_the_lock_and_kills_nothing(
 
 @pytest.fixture
 def tiny(sandbox: Sandbox) -> Iterator[str]:
-    """A 256 KiB tmpfs on the full host, unmounted after."""
+    """A 256 KiB tmpfs on the full host (root's alone: a secret is never placed where other
+    accounts may write), unmounted after."""
     shell = remote(sandbox, FULL)
-    shell.check_output(f"mkdir -p {TINY} && mount -t tmpfs -o size=256k gpurig-tiny {TINY}")
+    shell.check_output(
+        f"mkdir -p {TINY} && mount -t tmpfs -o size=256k,mode=0755 gpurig-tiny {TINY}"
+    )
     yield TINY
     shell.run(f"umount {TINY}")
 

@@ -5,9 +5,12 @@ file. A failed copy (a full disk) leaves the old file and no temporary, and name
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
+import pytest
 from pyinfra.api import StringCommand
 
 from gpurig.deploys.writes import StagedUpload, put
@@ -70,3 +73,75 @@ def test_an_odd_path_is_data_in_every_command(tmp_path: Path):
         done = subprocess.run(["sh", "-c", str(command)], cwd=tmp_path, capture_output=True)
         assert done.returncode == 0, done.stderr
     assert dest.read_bytes() == b"x" and not (tmp_path / "pwned").exists()
+
+
+ALICE = 65534  # an account that owns nothing else here
+# The attacker winning the race, every time: right after `install` makes the temporary file
+# (its name is on the command line, for `ps` to show), the account that owns the directory
+# swaps it for a link to a file of root's.
+SWAP = (
+    '#!/bin/sh\n/usr/bin/install "$@" || exit\nfor t; do :; done\nrm -f "$t"; ln -s {target} "$t"\n'
+)
+
+
+def _race(place: Path) -> tuple[Path, Path, dict[str, str]]:
+    """A root-only file to aim at, a directory of alice's, and a PATH whose `install` swaps."""
+    target, home, tools = place / "shadow", place / "alice", place / "tools"
+    target.write_text("root:hash\n")
+    target.chmod(0o600)
+    home.mkdir()
+    os.chown(home, ALICE, ALICE)
+    tools.mkdir()
+    (tools / "install").write_text(SWAP.format(target=target))
+    (tools / "install").chmod(0o755)
+    return target, home, {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the attack is on root")
+@pytest.mark.parametrize("owner", ["nobody", None])
+def test_root_never_writes_through_a_path_the_owner_swaps(
+    private_dir: Path, faults: Any, owner: str | None
+):
+    """Issue 26 item 2: `dest: ~alice/.netrc, owner: alice` was written and chowned by root in
+    alice's directory: a link she swaps in took the secret and the chown to /etc/shadow. Root
+    now places it as alice (setpriv): her swap leads only where she could write herself."""
+    target, home, env = _race(private_dir)
+    dest = home / ".netrc"
+    first, upload, last = put(b"machine x password s3cret\n", str(dest), "0600", owner=owner)
+    assert run(first).returncode == 0
+    Path(upload.dest).write_bytes(b"machine x password s3cret\n")
+    done = subprocess.run(["sh", "-c", str(last)], capture_output=True, text=True, env=env)
+    stat = target.stat()
+    faults.plant(refused=True, ran_as_root=(stat.st_uid, target.read_text()) != (0, "root:hash\n"))
+    assert (stat.st_uid, target.read_text()) == (0, "root:hash\n"), "root followed the swap"
+    assert done.returncode == 0, done.stderr
+    assert dest.read_bytes() == b"machine x password s3cret\n" and not dest.is_symlink()
+    assert (dest.stat().st_uid, dest.stat().st_mode & 0o777) == (ALICE, 0o600)
+    assert sorted(p.name for p in home.iterdir()) == [".netrc"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the attack is on root")
+@pytest.mark.parametrize(
+    ("mode", "owner", "why"),
+    [
+        (0o777, None, "a group or other accounts may write {home}"),
+        (0o1777, None, "other accounts may write {home}"),
+        (0o755, "root", "uid 65534 can change {home}, not the declared owner root"),
+    ],
+)
+def test_a_secret_is_refused_where_root_cannot_place_it_safely(
+    private_dir: Path, faults: Any, mode: int, owner: str | None, why: str
+):
+    target, home, env = _race(private_dir)
+    home.chmod(mode)
+    dest = home / ".netrc"
+    first, upload, last = put(b"s3cret\n", str(dest), "0600", owner=owner)
+    assert run(first).returncode == 0
+    Path(upload.dest).write_bytes(b"s3cret\n")
+    done = subprocess.run(["sh", "-c", str(last)], capture_output=True, text=True, env=env)
+    faults.plant(refused=done.returncode != 0, ran_as_root=target.read_text() != "root:hash\n")
+    assert done.returncode == 1 and not dest.exists() and not Path(upload.dest).exists()
+    assert f"could not write {dest}, the old file is unchanged: {why.format(home=home)}" in (
+        done.stderr
+    )
+    assert target.read_text() == "root:hash\n" and list(home.iterdir()) == []
