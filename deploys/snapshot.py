@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from pyinfra import host
-from pyinfra.api import FactBase
 
+from gpurig.facts.reader import Reader
 from gpurig.facts.round_trip import HostState, Read, Snapshot
 
 # By host name: pyinfra runs the deploy file once per host, operations later, in greenlets.
@@ -26,7 +26,7 @@ def load(reads: Sequence[Read]) -> None:
     _SNAPSHOTS[host.name] = Snapshot(state)
 
 
-def read(cls: type[FactBase], **kwargs: Any) -> Any:
+def read(cls: type[Reader], **kwargs: Any) -> Any:
     """`host.get_fact`, answered from the snapshot while it is current."""
     snapshot = _SNAPSHOTS.get(host.name)
     if snapshot is not None and snapshot.holds(cls, kwargs):

@@ -11,16 +11,15 @@ import secrets
 import shlex
 from typing import Any
 
-from pyinfra.api import FactBase
-
 from gpurig.acceptance import ACCEPTANCE_SCRIPT, parse_result
 from gpurig.facts.gpurig_container import ThroughUserSocket
+from gpurig.facts.reader import Reader
 
 DCGMI_TIMEOUT = 300  # level 1 takes under a minute (DCGM's docs); a hung diag must not hang us
 MAX_OUTPUT = 65536
 
 
-class Acceptance(FactBase[dict[str, Any]]):
+class Acceptance(Reader[dict[str, Any]]):
     """{"result": dict | None, "error": str | None, "dcgmi": {...} | None}."""
 
     shell_executable = "sh"

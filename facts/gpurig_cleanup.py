@@ -8,7 +8,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from pyinfra.api import FactBase
+from gpurig.facts.reader import Reader
 
 TAB = "T=$(printf '\\t')"
 # Bracketed first letters: the pattern does not match the shell that runs pgrep.
@@ -50,7 +50,7 @@ def _digits(text: str) -> bool:
     return text.isascii() and text.isdigit()
 
 
-class RaySessions(FactBase[dict[str, Any]]):
+class RaySessions(Reader[dict[str, Any]]):
     """Ray processes running, the session `session_latest` points to, and every
     `/tmp/ray/session_*` directory with its size in KiB."""
 
@@ -88,7 +88,7 @@ class RaySessions(FactBase[dict[str, Any]]):
         return found
 
 
-class CoreFiles(FactBase[dict[str, int]]):
+class CoreFiles(Reader[dict[str, int]]):
     """Core files (`core`, `core.<digits...>`) directly in `dirs`: regular files whose ELF
     header says ET_CORE; path -> bytes. Anything else with such a name is not one."""
 
@@ -158,7 +158,7 @@ for venv in sys.argv[1:]:
 """
 
 
-class EditableFinders(FactBase[dict[str, list[str]]]):
+class EditableFinders(Reader[dict[str, list[str]]]):
     """Stale editable-install finders in the site-packages of `venvs`: finder -> the .pth
     files that load it."""
 
@@ -199,7 +199,7 @@ for python in sys.argv[1:]:
 """
 
 
-class FlashinferCache(FactBase[dict[str, Any]]):
+class FlashinferCache(Reader[dict[str, Any]]):
     """`~/.cache/flashinfer` (its path, size in KiB and newest mtime) and when flashinfer was
     installed for each of `pythons` (`VENV/bin/python`, or `python3`: the host's own)."""
 

@@ -9,9 +9,8 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from pyinfra.api import FactBase
-
 from gpurig import node_parse
+from gpurig.facts.reader import Reader
 from gpurig.facts.round_trip import BOUNDED, Sectioned
 from gpurig.user_scope import CONTAINER_HOST
 
@@ -34,7 +33,7 @@ _OOM_KILL_OF = r"""oom_kill_of() {
 _PID_LINE = r"""s/^[[:space:]]*"Pid":[[:space:]]*\([0-9][0-9]*\),\{0,1\}[[:space:]]*$/\1/p"""
 
 
-class ContainerInspect(FactBase[dict[str, Any]]):
+class ContainerInspect(Reader[dict[str, Any]]):
     """`ENGINE container inspect NAME` as a dict (`inspect`: None when there is no such
     container), and the OOM kills counted in its main process's memory cgroup (`oom_kill`:
     None when it is not running or the count cannot be read). The one read of a container's

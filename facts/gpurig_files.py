@@ -15,8 +15,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from pyinfra.api import FactBase
-
+from gpurig.facts.reader import Reader
 from gpurig.user_scope import shell_path
 
 _ROW = re.compile(r"(?P<i>\d+) (?P<sha>[0-9a-f]{64}) (?P<mode>[0-7]{1,4}) (?P<owner>\S+)")
@@ -84,7 +83,7 @@ def _rows(output: list[str], paths: list[str]) -> dict[str, Any]:
     return found
 
 
-class FileDigests(FactBase[dict[str, Any]]):
+class FileDigests(Reader[dict[str, Any]]):
     """{path: {"sha256", "mode", "owner"} or None when it is not a regular file}."""
 
     @staticmethod
@@ -106,7 +105,7 @@ class FileDigests(FactBase[dict[str, Any]]):
         return _rows(output, self._paths)
 
 
-class SecretDigests(FactBase[dict[str, Any]]):
+class SecretDigests(Reader[dict[str, Any]]):
     """{"public": the host's DH public value (hex) or None without python3, "files": {path:
     {"sha256": HMAC-SHA256 under the shared key, "mode", "owner"} or None}}. `public` is the
     reader's own public value (hex), made from a private value only it holds."""

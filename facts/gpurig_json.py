@@ -6,10 +6,10 @@ import json
 import shlex
 from typing import Any
 
-from pyinfra.api import FactBase
+from gpurig.facts.reader import Reader
 
 
-class JsonFile(FactBase):
+class JsonFile(Reader):
     """The file's JSON object; {} when it does not exist, None when it is not valid JSON."""
 
     def command(self, path: str) -> str:

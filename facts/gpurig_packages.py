@@ -8,7 +8,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from pyinfra.api import FactBase
+from gpurig.facts.reader import Reader
 
 # One line of the dpkg-query below: name (with `:arch` where dpkg needs it), version (empty
 # when not installed), db:Status-Abbrev (desired, status, error flag).
@@ -42,7 +42,7 @@ def _rows(output: list[str]) -> dict[str, Any]:
     return packages
 
 
-class DebStatus(FactBase[dict[str, Any]]):
+class DebStatus(Reader[dict[str, Any]]):
     """{name: {"version": installed version or None, "held": bool}} for those of `packages`
     dpkg knows."""
 
@@ -57,7 +57,7 @@ class DebStatus(FactBase[dict[str, Any]]):
         return _rows(output)
 
 
-class DriverPackages(FactBase[dict[str, Any]]):
+class DriverPackages(Reader[dict[str, Any]]):
     """DebStatus for every package matching one of `globs` (dpkg-query matches them itself),
     named with `:arch` where dpkg does, so a hold reaches each architecture's instance."""
 

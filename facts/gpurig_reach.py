@@ -14,8 +14,7 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from pyinfra.api import FactBase
-
+from gpurig.facts.reader import Reader
 from gpurig.facts.round_trip import section, sections
 from gpurig.sources import Endpoint, checked_host
 
@@ -26,7 +25,7 @@ MAX_FILE_BYTES = 65536
 _PROXY = re.compile(r'^Acquire::(https?)::Proxy "([^"]*)";$')
 
 
-class AptSources(FactBase[dict[str, Any]]):
+class AptSources(Reader[dict[str, Any]]):
     """{"files": {path: text}, "proxies": {scheme: url}}; a host without apt has no files."""
 
     shell_executable = "sh"
@@ -80,7 +79,7 @@ def reason(code: int, error: str, timeout: float) -> str:
     return f"could not connect (exit {code}: {error.strip()[:120] or 'no message'})"
 
 
-class Reach(FactBase[dict[str, Any]]):
+class Reach(Reader[dict[str, Any]]):
     """{endpoint text: None when it connected, else why not}, for `targets` tried in parallel."""
 
     shell_executable = "sh"

@@ -10,9 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pyinfra.api import FactBase
-
 from gpurig import node_parse
+from gpurig.facts.reader import Reader
 from gpurig.facts.round_trip import BOUNDED, Sectioned, part_text
 
 GIT_CHANGES = Path(__file__).with_name("git_changes.sh").read_text(encoding="utf-8")
@@ -26,7 +25,7 @@ LF_PATTERNS = ("*.sh", "*.py")
 _LISTS = ("dirt", "eol_only", "local", "crlf", "attributes", "writers")
 
 
-class RepoState(FactBase[dict[str, Any]]):
+class RepoState(Reader[dict[str, Any]]):
     """The checkout at `path`: whether it is one, HEAD, origin, whether `ref` is present,
     the user's changes, local commits, CRLF scripts, gpurig's attributes and, with `lockfile`
     and `venv`, the lockfile's sha256 and the one the venv was installed from. `writers`: who

@@ -6,10 +6,10 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from pyinfra.api import FactBase
+from gpurig.facts.reader import Reader
 
 
-class Units(FactBase[dict[str, Any]]):
+class Units(Reader[dict[str, Any]]):
     """{"systemd": bool, "units": {unit: {"active": str, "enabled": str}}}."""
 
     @staticmethod

@@ -9,16 +9,15 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from pyinfra.api import FactBase
-
 from gpurig.facts.gpurig_cleanup import CoreFiles, RaySessions
+from gpurig.facts.reader import Reader
 from gpurig.user_scope import LOGIN_FILE_SH, RUNTIME_DIR, SERVICE_SH
 
 # A tool name as it may reach `command -v` (the plans name them; nothing from a host).
 _TOOL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 
-class Commands(FactBase[dict[str, bool]]):
+class Commands(Reader[dict[str, bool]]):
     """{name: whether `command -v name` finds it} for the login's PATH."""
 
     @staticmethod
@@ -63,7 +62,7 @@ _FIELDS = {
 }
 
 
-class UserPodman(FactBase[dict[str, Any]]):
+class UserPodman(Reader[dict[str, Any]]):
     """The login user's rootless Podman API on this node: {"uid", "user", "linger",
     "subuid", "subgid", "runtime_dir", "socket", "answers", "supervised_dir": the owner's
     uid of /tmp/podman-run-UID, "link", or None (missing), "service": the pid of gpurig's
@@ -130,7 +129,7 @@ _MARKER = re.compile(r"# (>>>|<<<) gpurig ([a-z_]+)( .*)?")
 MAX_LINES = 200  # of gpurig's blocks read back: the rest of the file is the user's own
 
 
-class LoginProfile(FactBase[dict[str, Any]]):
+class LoginProfile(Reader[dict[str, Any]]):
     """The login file of the user's shells and gpurig's blocks in it: {"file": its name in
     the home directory, "exists": bool, "blocks": {name: [lines]}, "damaged": [names of
     blocks without an end]}. Only the blocks are read: the rest of a profile may hold

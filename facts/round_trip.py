@@ -14,13 +14,13 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from pyinfra.api import FactBase
+from gpurig.facts.reader import Reader
 
-Read = tuple[type[FactBase], dict[str, Any]]
+Read = tuple[type[Reader], dict[str, Any]]
 T = TypeVar("T")
 
 
-def read_key(cls: type[FactBase], kwargs: dict[str, Any]) -> str:
+def read_key(cls: type[Reader], kwargs: dict[str, Any]) -> str:
     """A stable key for one read: the fact's name and its arguments."""
     return f"{cls.__module__}.{cls.__name__}:{json.dumps(kwargs, sort_keys=True, default=str)}"
 
@@ -45,7 +45,7 @@ class Recorder:
     def __init__(self) -> None:
         self.reads: dict[str, Read] = {}
 
-    def __call__(self, cls: type[FactBase], **kwargs: Any) -> Any:
+    def __call__(self, cls: type[Reader], **kwargs: Any) -> Any:
         self.reads.setdefault(read_key(cls, kwargs), (cls, kwargs))
         return cls().default()
 
@@ -96,7 +96,7 @@ def part_text(parts: Mapping[str, str], label: str) -> str | None:
     return (parts.get(label) or "").strip() or None
 
 
-class Sectioned(FactBase[T]):
+class Sectioned(Reader[T]):
     """A fact whose command prints several outputs, each behind its own marker (a per-run
     nonce, every line prefixed: `section()`), so one tool's output can never pass for
     another's. `parse({label: text})` types them; `parse({})` is what a host without any
@@ -127,7 +127,7 @@ class Sectioned(FactBase[T]):
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-class HostState(FactBase[dict[str, Any]]):
+class HostState(Reader[dict[str, Any]]):
     """The outputs of many facts from one command: {read_key: value or Unreadable}."""
 
     # By its path: pyinfra's command starts it by name, which a PATH entry another account
@@ -188,10 +188,10 @@ class Snapshot:
     def __init__(self, values: dict[str, Any]) -> None:
         self.values = values
 
-    def holds(self, cls: type[FactBase], kwargs: dict[str, Any]) -> bool:
+    def holds(self, cls: type[Reader], kwargs: dict[str, Any]) -> bool:
         return read_key(cls, kwargs) in self.values
 
-    def __call__(self, cls: type[FactBase], **kwargs: Any) -> Any:
+    def __call__(self, cls: type[Reader], **kwargs: Any) -> Any:
         value = self.values[read_key(cls, kwargs)]
         if isinstance(value, Unreadable | FactFailed):
             raise value

@@ -218,20 +218,24 @@ def test_every_fact_names_its_arguments() -> None:
     import pkgutil
     from importlib import import_module
 
-    from pyinfra.api import FactBase
+    from pyinfra.api.arguments import all_global_arguments
 
     from gpurig import facts
+    from gpurig.facts.reader import Reader
 
     classes = set()
     for module in pkgutil.iter_modules(facts.__path__):
         loaded = import_module(f"gpurig.facts.{module.name}")
         classes |= {c for c in vars(loaded).values()
-                    if isinstance(c, type) and issubclass(c, FactBase)}  # fmt: skip
+                    if isinstance(c, type) and issubclass(c, Reader)}  # fmt: skip
     assert len(classes) > 30
     variadic = (pyinspect.Parameter.VAR_POSITIONAL, pyinspect.Parameter.VAR_KEYWORD)
+    # pyinfra's own FactBase refuses these names (its global arguments, `name` among them).
+    reserved = {name for name, _ in all_global_arguments()}
     for cls in [c for c in classes if hasattr(c, "command")]:  # not the bases
         parameters = pyinspect.signature(cls.command).parameters.values()
         assert not [p for p in parameters if p.kind in variadic], cls.__name__
+        assert not {p.name for p in parameters} & reserved, cls.__name__
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the root prefix applies only to a read as root")

@@ -39,13 +39,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyinfra.api import FactBase
 
 from gpurig.accept import where
 from gpurig.drift import drift_reads
 from gpurig.facts.gpurig_acceptance import Acceptance
 from gpurig.facts.gpurig_container import ContainerInspect, CpuQuota
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
+from gpurig.facts.reader import Reader
 from gpurig.facts.round_trip import Read, read_key
 from gpurig.onboard import preflight_reads
 from gpurig.spec import normalise
@@ -296,7 +296,7 @@ def test_the_trace_sees_each_piece_of_state_at_its_one_reader(traced: dict) -> N
     assert not [k for k in traced if k[:2] == ("exec", "nvidia-container-cli")]
 
 
-class OldProbe(FactBase):
+class OldProbe(Reader):
     """The probe's reads this issue found doubled, as it spelled them: the container's state by
     `inspect --format`, GPU fields by its own query, the GPU list, the driver's module line and
     the CPU quota (v2 and v1)."""
