@@ -89,15 +89,17 @@ def node_lock(spec: Mapping[str, Any], wait: float = LOCK_WAIT) -> Iterator[None
             ["sh", "-c", hold_command(dict(spec), sudo=False)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             text=True,
         )
         assert held.stdout is not None and held.stdin is not None
         if held.stdout.readline().strip() == "held":
             break
-        status = held.wait()
-        if status != BUSY:
-            raise UpError(f"could not take this node's converge lock (exit {status})")
+        _, said = held.communicate()
+        if held.returncode != BUSY:
+            # The lock command's own line (a runtime directory another account made), or why.
+            why = said.strip().splitlines()[-1:] or [f"exit {held.returncode}"]
+            raise UpError(f"could not take this node's converge lock: {why[0]}")
         if time.monotonic() > deadline:
             raise UpError(f"another converge held this node's lock for over {wait:.0f} s")
         time.sleep(1)
