@@ -4,19 +4,20 @@ Python environment, for the changes gpurig.plans.repos finds; a refusal fails th
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import PurePosixPath
 from typing import Any
 
 from pyinfra.api import deploy, operation
 
 from gpurig.change import Change
+from gpurig.deploys import writes
 from gpurig.deploys.changes import start
 from gpurig.deploys.packages import install
 from gpurig.deploys.snapshot import read
 from gpurig.facts.gpurig_repo import GIT_CHANGES, LF_ATTRIBUTES, LF_PATTERNS, LOCK_MARKER
 from gpurig.plans import repos as plan
-from gpurig.plans.repos import env_marker
+from gpurig.plans.repos import env_marker, split_credential
 
 # Drops the requirements (and their `--hash` continuation lines) of kept packages; names are
 # compared PEP 503-normalised. Runs with the venv's python: argv is the lockfile, then the names.
@@ -78,10 +79,27 @@ def _install(manager: str, path: str, lockfile: str, venv: str, keep: Sequence[s
     )
 
 
-def _checkout(data: dict[str, Any]) -> Iterator[str]:
+def _remote(url: str, command: Callable[[str], str]) -> Iterator[object]:
+    """`command(git)` for a git that talks to `url`'s remote. A credential in the URL is
+    uploaded into a private stage (0700, its file 0600) and read there by git's own store
+    helper, the only helper asked; the stage is removed right after, whatever the outcome."""
+    _, credential = split_credential(url)
+    if credential is None:
+        yield command("git")
+        return
+    stage, steps = writes.stage(f"{credential}\n".encode())
+    yield from steps
+    helper = shlex.quote(f"credential.helper=store --file={stage}/upload")
+    git = f"git -c credential.helper= -c {helper}"
+    yield f"{command(git)}; rc=$?; rm -rf {shlex.quote(stage)}; exit $rc"
+
+
+def _checkout(data: dict[str, Any]) -> Iterator[object]:
     path, ref = data["path"], data["ref"]
     if data["fetch"]:
-        yield f"git -C {_q(path)} fetch --quiet --tags origin"
+        yield from _remote(
+            data["url"], lambda git: f"{git} -C {_q(path)} fetch --quiet --tags origin"
+        )
     if data["force"]:
         # git calls gpurig's own LF rewrites local changes and will not switch over them;
         # --force is safe only while the user has none, checked again in the same shell.
@@ -97,10 +115,16 @@ def _checkout(data: dict[str, Any]) -> Iterator[str]:
         yield _normalise(path)
 
 
-def _clone(data: dict[str, Any]) -> Iterator[str]:
+def _clone(data: dict[str, Any]) -> Iterator[object]:
     path, url, ref = data["path"], data["url"], data["ref"]
     parent = str(PurePosixPath(path).parent)
-    yield f"mkdir -p {_q(parent)} && git clone --quiet --no-checkout -- {_q(url, path)}"
+    origin = split_credential(url)[0]  # what .git/config records
+    yield from _remote(
+        url,
+        lambda git: (
+            f"mkdir -p {_q(parent)} && {git} clone --quiet --no-checkout -- {_q(origin, path)}"
+        ),
+    )
     if data["lf"]:
         yield _add_attributes(path, LF_ATTRIBUTES)
     yield f"git -C {_q(path)} checkout --quiet --detach {_q(ref)}"
@@ -126,12 +150,15 @@ def _environment(data: dict[str, Any]) -> Iterator[str]:
     yield f'echo "$(sha256sum < {_q(f"{path}/{lockfile}")} | cut -c1-64)"{keep} > {marker}'
 
 
-def commands(change: Change) -> Iterator[str]:
+def commands(change: Change) -> Iterator[object]:
     data = dict(change.data)
     if change.id == "packages.missing":
         yield install(change)
     elif change.id == "repo.missing":
         yield from _clone(data)
+    elif change.id == "repo.credential":
+        origin = split_credential(data["url"])[0]
+        yield f"git -C {_q(data['path'])} remote set-url origin {_q(origin)}"
     elif change.id == "repo.attributes":
         yield _add_attributes(data["path"], data["attributes"])
     elif change.id == "repo.ref":

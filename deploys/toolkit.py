@@ -20,14 +20,31 @@ from gpurig.plans.engine import toolkit_wanted
 from gpurig.plans.toolkit import CDI_SPEC, KEYRING, KEYRING_RECORD, packages
 
 
-def fetch_key(url: str) -> list[str]:
+def check_fingerprint(key: str, fingerprint: str, url: str) -> str:
+    """Shell words that succeed only when the keyring file `key` (gpg home: $tmp) holds exactly
+    one primary key, the pinned one; otherwise they say what was found, on stderr."""
+    pinned = fingerprint.upper()
+    refused = shlex.quote(f"gpurig: the key from {url} is not the one key_fingerprint pins "
+                          f"({pinned}); found:")  # fmt: skip
+    return (
+        f'{{ found=$(gpg --batch --homedir "$tmp" --with-colons --show-keys {key} 2>/dev/null | '
+        'awk -F: \'$1 == "pub" { p = 1; next } p && $1 == "fpr" { print $10; p = 0 }\' '
+        f'| tr "\\n" " " | sed "s/ $//") && [ "$found" = {pinned} ] || '
+        f'{{ echo {refused} "${{found:-no key}}" >&2; false; }}; }}'
+    )
+
+
+def fetch_key(url: str, fingerprint: str | None) -> list[str]:
     """Download and dearmor the key in a private gpg home (root's keyrings stay untouched),
-    rename it into place, then record its URL and sha256 so a later run need not fetch it."""
+    check it is the pinned one (where pinned), rename it into place, then record its URL and
+    sha256 so a later run need not fetch it."""
     q_url, q_path, q_record = shlex.quote(url), shlex.quote(KEYRING), shlex.quote(KEYRING_RECORD)
     new = shlex.quote(f"{KEYRING}.gpurig-new")
+    key = '"$tmp/key.gpg"'
+    check = f"{check_fingerprint(key, fingerprint, url)} && " if fingerprint else ""
     return [
         f'tmp=$(mktemp -d) && curl -fsSL --retry 3 -o "$tmp/key" {q_url} && '
-        f'gpg --batch --homedir "$tmp" --dearmor -o "$tmp/key.gpg" "$tmp/key" && '
+        f'gpg --batch --homedir "$tmp" --dearmor -o "$tmp/key.gpg" "$tmp/key" && {check}'
         f'install -m 644 "$tmp/key.gpg" {new} && mv -f {new} {q_path}; '
         'rc=$?; gpgconf --homedir "$tmp" --kill all 2>/dev/null; rm -rf "$tmp"; exit $rc',
         f"mkdir -p $(dirname {q_record}) && "
@@ -61,7 +78,7 @@ def commands(change: Change) -> list[str] | object:
     if change.id == "packages.missing":
         return [install(change)]
     if change.id == "toolkit.keyring":
-        return fetch_key(change.data["url"])
+        return fetch_key(change.data["url"], change.data["fingerprint"])
     if change.id == "toolkit.version":
         return install_pinned(change.data["version"])
     if change.id == "toolkit.hold":

@@ -6,6 +6,7 @@ hosts without one fall back to the user's own known_hosts, and nothing is accept
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -50,7 +51,9 @@ def write_known_hosts(hosts: Iterable[Host], directory: Path) -> Path | None:
     """Write the recorded host keys to a file named by its content hash, atomically.
 
     Content-addressed, so concurrent runs with different inventories never overwrite each
-    other's file and a reader never sees a half-written one. None when no key is recorded.
+    other's file and a reader never sees a half-written one. A file already there is used only
+    when it holds exactly these keys: a shared or restored cache (a CI cache) must not supply
+    other keys under the right name. None when no key is recorded.
     """
     lines = [
         known_hosts_line(h.address, h.ssh.port, h.ssh.host_key) for h in hosts if h.ssh.host_key
@@ -60,8 +63,9 @@ def write_known_hosts(hosts: Iterable[Host], directory: Path) -> Path | None:
     content = "".join(f"{line}\n" for line in lines)
     digest = hashlib.sha256(content.encode()).hexdigest()[:16]
     target = directory / f"known_hosts-{digest}"
-    if target.exists():
-        return target
+    with contextlib.suppress(OSError):  # missing, unreadable or a directory: written anew
+        if not target.is_symlink() and target.read_text(encoding="utf-8") == content:
+            return target
     directory.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".known_hosts-")
     try:

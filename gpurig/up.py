@@ -14,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import pwd
 import shlex
+import stat
 import subprocess
 import sys
 import time
@@ -25,7 +27,7 @@ from typing import Any
 from gpurig.converge import DEPLOY_ROOT
 from gpurig.drift import Probed, read_local, report
 from gpurig.facts.gpurig_user import UserPodman
-from gpurig.facts.round_trip import Snapshot
+from gpurig.facts.round_trip import ROOT_PATH, Snapshot
 from gpurig.inventory import Host
 from gpurig.plans import CHANGE_IDS
 from gpurig.plans.engine import PODMAN_SOCKET
@@ -50,6 +52,32 @@ class Ready:
 
 
 @contextlib.contextmanager
+def root_environment() -> Iterator[None]:
+    """As root, what drift's read does in its shell (facts/round_trip.py), for `up`'s lock and
+    converge too: the system PATH, no BASH_ENV or ENV, a HOME that is root's alone (else
+    root's own), `/` as the working directory. The caller's PATH entry, directory or HOME may
+    be another account's: no place to start root's commands from."""
+    saved, cwd = dict(os.environ), os.getcwd()
+    os.environ["PATH"] = ROOT_PATH
+    for name in ("BASH_ENV", "ENV"):
+        os.environ.pop(name, None)
+    try:
+        home = os.lstat(os.environ.get("HOME") or "/nonexistent")
+        root_alone = stat.S_ISDIR(home.st_mode) and home.st_uid == 0 and not home.st_mode & 0o022
+    except OSError:
+        root_alone = False
+    if not root_alone:
+        os.environ["HOME"] = pwd.getpwuid(0).pw_dir
+    os.chdir("/")
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        os.chdir(cwd)
+
+
+@contextlib.contextmanager
 def node_lock(spec: Mapping[str, Any], wait: float = LOCK_WAIT) -> Iterator[None]:
     """Hold the converge lock of this node (the user's own with scope: user), waiting while
     another converge holds it: the command deploys/lock.py runs over SSH, run here."""
@@ -61,15 +89,17 @@ def node_lock(spec: Mapping[str, Any], wait: float = LOCK_WAIT) -> Iterator[None
             ["sh", "-c", hold_command(dict(spec), sudo=False)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             text=True,
         )
         assert held.stdout is not None and held.stdin is not None
         if held.stdout.readline().strip() == "held":
             break
-        status = held.wait()
-        if status != BUSY:
-            raise UpError(f"could not take this node's converge lock (exit {status})")
+        _, said = held.communicate()
+        if held.returncode != BUSY:
+            # The lock command's own line (a runtime directory another account made), or why.
+            why = said.strip().splitlines()[-1:] or [f"exit {held.returncode}"]
+            raise UpError(f"could not take this node's converge lock: {why[0]}")
         if time.monotonic() > deadline:
             raise UpError(f"another converge held this node's lock for over {wait:.0f} s")
         time.sleep(1)
@@ -154,7 +184,8 @@ def up(host: Host, say: Callable[[str], None]) -> Ready:
             f"scope: system changes the whole node and needs root (this is uid {os.geteuid()}); "
             "a cluster user declares scope: user"
         )
-    with node_lock(spec):
+    scoped = contextlib.nullcontext() if is_user(spec) else root_environment()
+    with scoped, node_lock(spec):
         probed = read_local(host)
         result = report(probed)
         pending = [f.id for f in result.findings if f.id in CHANGE_IDS]

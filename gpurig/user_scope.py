@@ -32,12 +32,20 @@ PID_FILE = "gpurig-podman.pid"
 
 
 # One converge at a time per user and node: a lock in the user's (node-local) runtime
-# directory, made if missing and used only when it is the user's own.
+# directory, made if missing and used only when it is the user's own. Any account can make
+# /tmp/podman-run-UID first (no path only this user may create outlives the login session on a
+# node without linger): then one line on stderr names the account, in drift's words
+# (`engine.user_service`), and the command exits 1.
 def lock_command(busy: int, command: str) -> str:
     """`command` run under the user's converge lock (flock exits `busy` when it is held)."""
     return (
-        f'run={RUNTIME_DIR}; {{ [ ! -L "$run" ] && mkdir -p -m 700 "$run" && [ -O "$run" ]; }} '
-        f'&& exec flock -n -E {busy} "$run/gpurig-converge.lock" {command}'
+        f'run={RUNTIME_DIR}; if [ ! -L "$run" ] && mkdir -p -m 700 "$run" 2>/dev/null && '
+        f'[ -O "$run" ]; then exec flock -n -E {busy} "$run/gpurig-converge.lock" {command}; fi; '
+        'if [ -L "$run" ]; then found="a symbolic link"; '
+        """else found=$(stat -c 'a %F of uid %u' "$run" 2>/dev/null) || found=nothing; fi; """
+        """echo "gpurig: engine.user_service: $run: expected a directory of $(id -un)'s, found """
+        "$found: leave it alone (another account made it): ask the cluster's admins to "
+        'remove it" >&2; exit 1'
     )
 
 

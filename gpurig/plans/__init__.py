@@ -34,7 +34,8 @@ Reader = Callable[..., Any]
 CHANGE_IDS = (
     "packages.missing", "secret.missing", "secret.content", "secret.mode", "secret.owner",
     "secret.source", "core_dumps.file", "repo.missing", "repo.not_checkout", "repo.origin",
-    "repo.dirty", "repo.local_commits", "repo.attributes", "repo.ref", "repo.crlf", "repo.env",
+    "repo.credential", "repo.dirty", "repo.local_commits", "repo.attributes", "repo.ref",
+    "repo.crlf", "repo.env",
     "repo.lockfile_missing", "repo.writable", "engine.systemd", "engine.service",
     "engine.daemon_json", "engine.insecure_registries", "engine.registries", "engine.socket",
     "engine.docker_host",

@@ -5,6 +5,7 @@ with `rm -rf`; here a dirty, diverged or foreign directory is refused, naming wh
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -13,6 +14,23 @@ from gpurig.facts.gpurig_repo import LF_ATTRIBUTES, RepoState
 from gpurig.plans.packages import missing
 from gpurig.redact import redacted
 from gpurig.user_scope import is_user
+
+# An http(s) URL's userinfo (RFC 3986 3.2.1), which git sends as the HTTP credential.
+_HTTP_USERINFO = re.compile(r"(?P<scheme>https?://)(?P<info>[^/?#@]+)@(?P<host>[^/?#]*)")
+
+
+def split_credential(url: str) -> tuple[str, str | None]:
+    """(the URL without its credential, as origin records it; a git-credential-store line
+    holding the credential, or None). The credential reaches git from a private file, never
+    through an argv (`ps` shows those to every account) or .git/config (world-readable under
+    root's umask). A user alone is a credential too (a token as the user:
+    https://ghp_...@github.com): it is sent with an empty password."""
+    found = _HTTP_USERINFO.match(url)
+    if not found:
+        return url, None
+    user, _, password = found["info"].partition(":")
+    line = f"{found['scheme']}{user}:{password}@{found['host']}"
+    return f"{found['scheme']}{found['host']}{url[found.end() :]}", line
 
 
 def env_marker(lockfile_sha256: str, keep: list[str]) -> str:
@@ -40,7 +58,7 @@ def _refusals(path: str, url: str, state: Mapping[str, Any]) -> list[Change]:
         not_one = "a directory that is not one"
         return [refuse("repo.not_checkout", "", f"a checkout of {shown}", not_one)]
     found = []
-    if state.get("origin") != url:
+    if state.get("origin") not in (split_credential(url)[0], url):
         origin = redacted("", state.get("origin") or "(no origin)")
         found.append(refuse("repo.origin", "origin", shown, origin))
     if state["dirt"]:
@@ -157,6 +175,18 @@ def _repo(
     if refused:
         return refused
     changes = []
+    if state.get("origin") != split_credential(url)[0]:
+        changes.append(
+            Change(
+                "repo.credential",
+                f"checkout {path}",
+                f"origin {redacted('', url)} with its credential out of .git/config",
+                "origin holds its credential in .git/config (readable by every account)",
+                "remove the credential from origin (git supplies it from a private file)",
+                field="origin",
+                data=data,
+            )
+        )
     attributes = [a for a in LF_ATTRIBUTES if a not in state["attributes"]] if lf else []
     if attributes:
         changes.append(

@@ -48,7 +48,7 @@ def preferences(names: list[str], version: str) -> str:
     )
 
 
-def _keyring(url: str, found: Mapping[str, Any]) -> list[Change]:
+def _keyring(url: str, fingerprint: str | None, found: Mapping[str, Any]) -> list[Change]:
     if found["sha256"] is not None and found["sha256"] == found["recorded_sha256"]:
         if found["recorded_url"] == url:
             return []
@@ -62,7 +62,7 @@ def _keyring(url: str, found: Mapping[str, Any]) -> list[Change]:
             f"the key from {url}",
             actual,
             f"download the key from {url} and dearmor it",
-            data={"url": url},
+            data={"url": url, "fingerprint": fingerprint},
         )
     ]
 
@@ -108,7 +108,11 @@ def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
     version = settings["version"]
     gpu = read(NvidiaGpus)
     tools = missing(KEY_TOOLS, read, "to fetch NVIDIA's key")
-    keyring = _keyring(settings["key"], read(ToolkitKeyring, path=KEYRING, record=KEYRING_RECORD))
+    keyring = _keyring(
+        settings["key"],
+        settings.get("key_fingerprint"),
+        read(ToolkitKeyring, path=KEYRING, record=KEYRING_RECORD),
+    )
     files = {
         SOURCES_LIST: sources_list(settings["repo"]),
         PREFERENCES: preferences(packages(), version),

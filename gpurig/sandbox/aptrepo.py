@@ -171,6 +171,15 @@ def build(top: Path) -> Path:
     return repo
 
 
+def key_fingerprint(repo: Path) -> str:
+    """The fingerprint of the repository's key (`gpgkey`), as `nvidia_toolkit.key_fingerprint`
+    pins it (the key comes over plain HTTP)."""
+    with tempfile.TemporaryDirectory(prefix="gpurig-gpg.") as home:
+        shown = run(["gpg", "--homedir", home, "--batch", "--with-colons", "--show-keys",
+                     str(repo / "gpgkey")]).stdout  # fmt: skip
+    return next(line.split(":")[9] for line in shown.splitlines() if line.startswith("fpr:"))
+
+
 def url(host: str, port: int) -> str:
     """The repository's URL, as `nvidia_toolkit.repo` declares it (`/gpgkey` below it)."""
     return f"http://{host}:{port}"

@@ -10,7 +10,7 @@ from pathlib import Path
 import testinfra
 import yaml
 
-from gpurig.sandbox import manager, registry
+from gpurig.sandbox import aptrepo, manager, registry
 from gpurig.sandbox.services import url
 from gpurig.sandbox.state import State, load
 
@@ -60,6 +60,12 @@ class Sandbox:
     @property
     def apt_url(self) -> str:
         return url(self.state, "aptrepo")
+
+    def toolkit(self, version: str) -> dict[str, str]:
+        """`nvidia_toolkit` from the sandbox's apt repository, its key pinned (plain HTTP)."""
+        key = aptrepo.key_fingerprint(self.top / "aptrepo" / "repo")
+        return {"version": version, "repo": self.apt_url, "key": f"{self.apt_url}/gpgkey",
+                "key_fingerprint": key}  # fmt: skip
 
     @property
     def git_url(self) -> str:

@@ -106,7 +106,7 @@ def full_spec(sandbox: Sandbox, kind: str, upstream: tuple, secrets: dict[str, P
     spec.update(
         gpu="auto",  # the sandbox inventory says absent; auto installs the toolkit all the same
         packages=["curl", "tmux"],
-        nvidia_toolkit={"version": OLD, "repo": apt, "key": f"{apt}/gpgkey"},
+        nvidia_toolkit=sandbox.toolkit(OLD),
         repos={CODE: {"url": repo.url, "ref": pin}},
         secrets=[{"src": str(secrets["a"]), "dest": SECRET_A},
                  {"src": str(secrets["b"]), "dest": SECRET_B, "mode": "0640", "owner": "root"}],

@@ -28,9 +28,8 @@ FOREIGN = {"log-level": "warn"}
 def spec(box: Sandbox, engine: str, gpu: str = "auto") -> dict:
     """The toolkit at OLD from `box`'s apt repository."""
     extra = {"podman_socket": True} if engine == "podman" else {}
-    toolkit = {"version": OLD, "repo": box.apt_url, "key": f"{box.apt_url}/gpgkey"}
     return {"engine": engine, "gpu": gpu, "insecure_registries": [box.registry],
-            "nvidia_toolkit": toolkit, **extra}  # fmt: skip
+            "nvidia_toolkit": box.toolkit(OLD), **extra}  # fmt: skip
 
 
 def remote(sandbox: Sandbox, name: str) -> testinfra.host.Host:

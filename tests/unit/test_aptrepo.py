@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from gpu_fixtures import read_fixture
 
+from gpurig.deploys.toolkit import check_fingerprint
 from gpurig.plans import driver
 from gpurig.plans.toolkit import packages, preferences
 from gpurig.sandbox import aptrepo
@@ -165,3 +166,21 @@ def test_stand_in_compose_plugin_answers_the_docker_cli(repo: Path):
         out = subprocess.run([plugin, "compose", "version"], capture_output=True, text=True,
                              check=True).stdout  # fmt: skip
         assert out == f"Docker Compose version v{version}\n"
+
+
+@pytest.mark.parametrize("pinned", [True, False], ids=["pinned", "another"])
+def test_the_toolkit_key_is_installed_only_when_it_is_the_pinned_one(
+    repo: Path, keyring: Path, tmp_path: Path, pinned: bool
+):
+    """Over plain HTTP a key is trusted by its pinned fingerprint alone."""
+    real = aptrepo.key_fingerprint(repo)
+    fingerprint = real if pinned else "0" * 40
+    check = check_fingerprint(str(keyring), fingerprint.lower(), "http://mirror.example/gpgkey")
+    done = subprocess.run(["sh", "-c", f"tmp={tmp_path} && {check}"], capture_output=True,
+                          text=True)  # fmt: skip
+    assert (done.returncode == 0) == pinned, done.stderr
+    if not pinned:
+        assert done.stderr.strip() == (
+            "gpurig: the key from http://mirror.example/gpgkey is not the one key_fingerprint "
+            f"pins ({'0' * 40}); found: {real}"
+        )

@@ -60,6 +60,7 @@ VERSION = "1.17.8-1"
 DRIVER = "590.48.01"
 COMPOSE_SHA = "d" * 64
 HOME_NETRC = "/home/alice/.netrc"
+TOKEN_URL = "https://u:ghp_Zq8vN3kT5wR2yL7mP4xC9bH6jD1sF0gA2eUi@example.org/code.git"
 
 
 def spec_for(kind: str) -> dict[str, Any]:
@@ -254,6 +255,8 @@ CASES: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
     "repo.missing": ("docker", _set("repo", "exists", value=False)),
     "repo.not_checkout": ("docker", _set("repo", "checkout", value=False)),
     "repo.origin": ("docker", _set("repo", "origin", value="https://elsewhere/code.git")),
+    "repo.credential": ("docker", lambda s: (
+        s["spec"]["repos"]["/srv/code"].update(url=TOKEN_URL), s["repo"].update(origin=TOKEN_URL))),
     "repo.dirty": ("docker", _set("repo", "dirt", value=[" M train.py"])),
     "repo.local_commits": ("docker", _set("repo", "local", value=["abc1234 my fix"])),
     "repo.writable": ("docker", _set("repo", "writers", value=["0", "1000", "0"])),

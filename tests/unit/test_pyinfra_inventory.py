@@ -58,6 +58,24 @@ def test_known_hosts_file_holds_recorded_keys_named_by_content(tmp_path: Path) -
     assert sorted((tmp_path / "gpurig").iterdir()) == sorted([path, other])
 
 
+def test_a_cached_file_with_other_keys_is_rewritten_from_the_pins(tmp_path: Path) -> None:
+    """A shared or restored cache directory supplies a file under the right name: only what
+    the inventory pins is trusted, whatever the cache held (a file, or a link to one)."""
+    hosts = [_host("a")]
+    path = write_known_hosts(hosts, tmp_path)
+    assert path is not None
+    planted = f"a.example {KEY[:-4]}AAAA\nevil.example {KEY}\n"
+    path.write_text(planted)
+    assert write_known_hosts(hosts, tmp_path) == path
+    assert path.read_text() == f"a.example {KEY}\n"
+    path.unlink()
+    (tmp_path / "elsewhere").write_text(planted)
+    path.symlink_to(tmp_path / "elsewhere")
+    assert write_known_hosts(hosts, tmp_path) == path
+    assert not path.is_symlink() and path.read_text() == f"a.example {KEY}\n"
+    assert (tmp_path / "elsewhere").read_text() == planted
+
+
 def test_paramiko_finds_recorded_keys_under_the_names_it_looks_up(tmp_path: Path) -> None:
     path = write_known_hosts([_host("a"), _host("b", 40022)], tmp_path)
     keys = paramiko.HostKeys(str(path))

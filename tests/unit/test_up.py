@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpurig.compat import Finding
+from gpurig.facts.round_trip import ROOT_PATH
 from gpurig.inventory import load_spec_file
 from gpurig.report import HostReport
 from gpurig.spec import normalise
@@ -69,6 +70,41 @@ def test_system_scope_needs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(UpError, match=r"scope: system .* needs root .* uid 1000"):
         up(load_spec_file(spec, "node"), print)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="system scope runs as root")
+def test_system_scope_resets_the_callers_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As root, the lock and the converge start nothing from the caller's PATH, BASH_ENV, ENV,
+    HOME or working directory (another account may own them), as drift's read does."""
+    planted, ran = tmp_path / "bin", tmp_path / "planted-sh-ran"
+    planted.mkdir()
+    (planted / "sh").write_text(f'#!/bin/sh\ntouch {ran}\nexec /bin/sh "$@"\n')
+    (planted / "sh").chmod(0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o777)
+    monkeypatch.setenv("PATH", f"{planted}:{os.environ['PATH']}")
+    monkeypatch.setenv("BASH_ENV", str(tmp_path / "rc"))
+    monkeypatch.setenv("ENV", str(tmp_path / "rc"))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    seen = {}
+
+    def read_local(host: object) -> None:
+        seen.update({k: os.environ.get(k) for k in ("PATH", "BASH_ENV", "ENV", "HOME")})
+        seen["cwd"] = os.getcwd()
+        raise UpError("read")
+
+    monkeypatch.setattr("gpurig.up.read_local", read_local)
+    spec = tmp_path / "node.yaml"
+    spec.write_text("core_dumps: disabled\n")
+    with pytest.raises(UpError, match="read"):
+        up(load_spec_file(spec, "node"), print)
+    assert not ran.exists()  # the lock's sh was the system's
+    assert seen == {"PATH": ROOT_PATH, "BASH_ENV": None, "ENV": None, "HOME": "/root", "cwd": "/"}
+    assert os.getcwd() == str(tmp_path) and os.environ["HOME"] == str(home)  # restored after
 
 
 def test_exports_and_reason() -> None:

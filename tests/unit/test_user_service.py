@@ -7,6 +7,7 @@ second service."""
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -16,8 +17,11 @@ from pathlib import Path
 import pytest
 
 from gpurig.deploys.engine import USER_START
+from gpurig.deploys.lock import BUSY
 from gpurig.facts.gpurig_cleanup import CoreFiles
 from gpurig.facts.gpurig_user import Commands, UserCoreFiles, UserPodman
+from gpurig.up import UpError, node_lock
+from gpurig.user_scope import lock_command
 
 # `podman system service --time=0 unix://PATH`: serve _ping on PATH until killed. Run by the
 # system's python3: the user may not reach the test's own interpreter.
@@ -128,6 +132,34 @@ def test_a_directory_of_another_account_is_left_alone(shell) -> None:
             == f"gpurig: {supervised} is not this user's directory; left alone"
         )
         assert read(run, UserPodman())["supervised_dir"] == 0
+    finally:
+        supervised.rmdir()
+
+
+def test_a_runtime_directory_another_account_made_is_named_by_the_lock(
+    shell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any account can make /tmp/podman-run-UID first: the user's `up` says who, in drift's
+    words, instead of an exit status."""
+    run, supervised = shell
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a directory of another account")
+    supervised.mkdir(mode=0o700)  # root's, as another user's would be
+    said = (
+        f"gpurig: engine.user_service: {supervised}: expected a directory of nobody's, found a "
+        "directory of uid 0: leave it alone (another account made it): ask the cluster's "
+        "admins to remove it"
+    )
+    try:
+        refused = run(lock_command(BUSY, "true"))
+        assert (refused.returncode, refused.stderr.strip()) == (1, said)
+        as_user = f"setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups sh -c " + (
+            shlex.quote(lock_command(BUSY, "true"))
+        )
+        monkeypatch.setattr("gpurig.deploys.lock.hold_command", lambda spec, sudo: as_user)
+        with pytest.raises(UpError) as raised, node_lock({"scope": "user"}):
+            pass
+        assert str(raised.value) == f"could not take this node's converge lock: {said}"
     finally:
         supervised.rmdir()
 
