@@ -1,7 +1,8 @@
 # gpurig's import check of one declared environment (facts.gpurig_repo.EnvImports): where each
 # named module resolves when the environment's own python starts in the checkout, as a job
 # started there would. POSIX sh; needs sh and sed, and readlink, stat and id to tell who may
-# run that python (as root: only the one account able to change what it executes).
+# run that python (as root: only the one account able to change what it executes, through
+# setpriv, in a PID namespace of its own: unshare).
 #
 # Arguments: MARKER CHECKOUT VENV MODULE...  (checked by EnvImports before they reach a command)
 # bounded() (facts/round_trip.py BOUNDED) and writers() (facts/writers.sh) come before it.
@@ -14,6 +15,7 @@ export LC_ALL
 MARKER=$1 CHECKOUT=$2 VENV=$3
 shift 3
 PYTHON=$VENV/bin/python
+MAX_REPORT=1048576 # bytes of the environment's report kept (it prints a few hundred)
 IFS='
 ' # writers() prints one word list per line: split on newlines only
 
@@ -67,6 +69,11 @@ import_runner() {
   if [ "$count" -gt 1 ]; then REFUSED="owned by several accounts (uids $others)"; return; fi
   if [ "$me" != 0 ]; then REFUSED="owned by uid $others, not by this login"; return; fi
   have setpriv || { REFUSED="owned by uid $others and no setpriv to run it as that account"; return; }
+  # Its code may start children (a .pth runs at start-up) that setsid() out of timeout's reach
+  # and hold the read's pipe: it runs as the first process of its own PID namespace, whose
+  # end (its exit, or timeout's kill) kills every process left in it.
+  unshare --pid --fork --kill-child true 2>/dev/null </dev/null ||
+    { REFUSED="owned by uid $others and no PID namespace (unshare) to contain it"; return; }
   RUN_AS=$others
 }
 
@@ -76,10 +83,12 @@ if [ -x "$PYTHON" ] && [ -d "$CHECKOUT" ]; then
   if [ -n "$REFUSED" ]; then :
   elif [ -n "$RUN_AS" ]; then
     gid=$(id -g "$RUN_AS" 2>/dev/null) || REFUSED="uid $RUN_AS has no account"
-    [ -z "$REFUSED" ] && out=$(cd "$CHECKOUT" && bounded setpriv --reuid="$RUN_AS" \
-      --regid="$gid" --clear-groups --reset-env "$PYTHON" -c "$IMPORTS_PY" "$@" 2>/dev/null </dev/null)
+    [ -z "$REFUSED" ] && out=$(cd "$CHECKOUT" && bounded unshare --pid --fork --kill-child \
+      setpriv --reuid="$RUN_AS" --regid="$gid" --clear-groups --reset-env \
+      "$PYTHON" -c "$IMPORTS_PY" "$@" 2>/dev/null </dev/null | head -c "$MAX_REPORT")
   else
-    out=$(cd "$CHECKOUT" && bounded "$PYTHON" -c "$IMPORTS_PY" "$@" 2>/dev/null </dev/null)
+    out=$(cd "$CHECKOUT" && bounded "$PYTHON" -c "$IMPORTS_PY" "$@" 2>/dev/null </dev/null |
+      head -c "$MAX_REPORT")
   fi
   [ -z "$REFUSED" ] && ran=yes
 fi

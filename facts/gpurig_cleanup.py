@@ -10,7 +10,22 @@ from typing import Any
 
 from gpurig.facts.reader import Reader
 
+from gpurig.facts.round_trip import BOUNDED
+
 TAB = "T=$(printf '\\t')"
+# As root these read places any account writes (/tmp): a FIFO or a leased file swapped in
+# after a test, a FUSE mount, a huge tree. So nothing here stats or opens a candidate in the
+# shell itself: each step is its own bounded process (BOUNDED: killed at its timeout), files
+# are opened non-blocking and without following a symlink, and a candidate is the one
+# `find -maxdepth 0` names by its type (and owner, where GPURIG_MINE asks for the caller's).
+CANDIDATES = "\n".join(
+    [
+        TAB,
+        BOUNDED,
+        'mine="" && [ -n "${GPURIG_MINE-}" ] && mine="-user $(id -u)"',
+        'is() { [ -n "$(bounded find "$2" -maxdepth 0 -type "$1" $mine 2>/dev/null)" ]; }',
+    ]
+)
 # Bracketed first letters: the pattern does not match the shell that runs pgrep.
 RAY_PROCESSES = "[r]ay::|[r]aylet|[g]cs_server"
 
@@ -62,15 +77,14 @@ class RaySessions(Reader[dict[str, Any]]):
     def command(self) -> str:
         return "\n".join(
             [
-                TAB,
+                CANDIDATES,
                 'command -v pgrep >/dev/null || echo "running${T}pgrep is not installed"',
                 f'pgrep -af {shlex.quote(RAY_PROCESSES)} | sed "s/^/running$T/"',
-                "[ -d /tmp/ray ] || exit 0",
-                'echo "latest${T}$(readlink -f /tmp/ray/session_latest)"',
+                "is d /tmp/ray || exit 0",
+                'echo "latest${T}$(bounded readlink -f /tmp/ray/session_latest)"',
                 "for d in /tmp/ray/session_*; do",
-                '  [ -d "$d" ] && [ ! -L "$d" ] && { [ -z "${GPURIG_MINE-}" ] || [ -O "$d" ]; } '
-                "|| continue",
-                '  echo "session${T}$(du -sk "$d" | cut -f1)${T}$d"',
+                '  is d "$d" || continue',
+                '  echo "session${T}$(bounded du -skx "$d" | cut -f1)${T}$d"',
                 "done",
                 "exit 0",
             ]
@@ -101,13 +115,14 @@ class CoreFiles(Reader[dict[str, int]]):
         elf = "7f454c46" + "?" * 24  # magic, class, data, version, ABI, padding
         return "\n".join(
             [
-                TAB,
+                CANDIDATES,
                 f"for d in {' '.join(shlex.quote(d) for d in dirs)}; do",
                 '  for f in "$d"/core "$d"/core.[0-9]*; do',
-                '    [ -f "$f" ] && [ ! -L "$f" ] && { [ -z "${GPURIG_MINE-}" ] || [ -O "$f" ]; } '
-                "|| continue",
-                "    magic=$(od -An -tx1 -N18 \"$f\" 2>/dev/null | tr -d ' \\n')",
-                f'    case $magic in {elf}0400|{elf}0004) echo "$(wc -c < "$f")${{T}}$f" ;; esac',
+                '    is f "$f" || continue',
+                '    magic=$(bounded dd if="$f" bs=18 count=1 iflag=nonblock,nofollow 2>/dev/null '
+                "| od -An -tx1 | tr -d ' \\n')",
+                f"    case $magic in {elf}0400|{elf}0004) "
+                f'echo "$(bounded stat -c %s -- "$f")${{T}}$f" ;; esac',
                 "  done",
                 "done",
                 "exit 0",
@@ -127,7 +142,10 @@ class CoreFiles(Reader[dict[str, int]]):
 # The host's own python3 (root's, from the fixed PATH round_trip sets for root), isolated (-I:
 # no working directory, user site or PYTHON* variables on its path) and started in /, so no
 # file another account placed beside it is imported; environments are only read, never run.
-ISOLATED_PYTHON = "command -v python3 >/dev/null || exit 0\ncd / && python3 -I -c"
+# Bounded: it opens files in environments their owners write (a FIFO swapped in after a test).
+ISOLATED_PYTHON = (
+    f"{BOUNDED}\ncommand -v python3 >/dev/null || exit 0\ncd / && bounded python3 -I -c"
+)
 
 # Reads setuptools' editable finders (MAPPING = {package: source dir}); a finder is stale
 # when none of its sources exists. Prints the finder and the .pth files that import it. Only
@@ -210,11 +228,11 @@ class FlashinferCache(Reader[dict[str, Any]]):
     def command(self, pythons: Sequence[str]) -> str:
         return "\n".join(
             [
-                TAB,
+                CANDIDATES,
                 'c="$HOME/.cache/flashinfer"',
-                '[ -d "$c" ] || exit 0',
-                "newest=$(find \"$c\" -printf '%T@\\n' | sort -n | tail -n 1)",
-                'echo "cache${T}$c${T}$(du -sk "$c" | cut -f1)${T}${newest%.*}"',
+                'is d "$c" || exit 0',
+                "newest=$(bounded find \"$c\" -xdev -printf '%T@\\n' | sort -n | tail -n 1)",
+                'echo "cache${T}$c${T}$(bounded du -skx "$c" | cut -f1)${T}${newest%.*}"',
                 f"{ISOLATED_PYTHON} {shlex.quote(_FLASHINFER)} {shlex.join(pythons)} 2>/dev/null",
                 "exit 0",
             ]

@@ -82,12 +82,13 @@ def sections(output: list[str], marker: str) -> dict[str, list[str]]:
     return found
 
 
-# A shell function bounding a call that can hang (a wedged engine, a stuck GPU) where
-# coreutils' timeout exists (a host without it still answers): 20 s, or what HostState's
-# `bound` allows (a node contract's mode).
+# A shell function bounding a call that can hang (a wedged engine, a stuck GPU, a FIFO or a
+# FUSE file another account put in root's way) where coreutils' timeout exists (a host
+# without it still answers): 20 s, or what HostState's `bound` allows (a node contract's
+# mode); SIGKILL a second after SIGTERM, for a call that ignores TERM.
 BOUNDED = (
     "bounded() { if command -v timeout >/dev/null 2>&1; "
-    'then timeout "${GPURIG_BOUND:-20}" "$@"; else "$@"; fi; }'
+    'then timeout -k 1 "${GPURIG_BOUND:-20}" "$@"; else "$@"; fi; }'
 )
 
 

@@ -153,14 +153,24 @@ SUDO_PASSWORD = "sudo: a password is required"
 
 def connect_failure(host: Host, error: str) -> Finding:
     """`host.key_changed` when the recorded host key was refused, `host.sudo_password` when
-    sudo asked for a password, else `host.unreachable`."""
+    sudo asked for a password, `state.unreadable` when its output flooded the bounds, else
+    `host.unreachable`."""
     if error == SUDO_PASSWORD:
         return sudo_password(host.name)
+    if error.startswith(pyinfra_guard.FLOOD_PREFIX):
+        return unreadable("state", pyinfra_guard.OutputFlood(error))
     return key_changed(host.name, host.source, error) if is_mismatch(error) else unreachable(error)
 
 
 # A further read on the same connection, given what the first one found (onboarding's reach).
 Then = Callable[[PyinfraHost, dict[str, Any]], dict[str, Any]]
+
+
+def _refused(host: PyinfraHost) -> str | None:
+    """Why pyinfra_guard refused this host's command (sudo's prompt, an output flood)."""
+    if host.connector_data.get(pyinfra_guard.SUDO_REFUSED):
+        return SUDO_PASSWORD
+    return host.connector_data.get(pyinfra_guard.FLOODED)
 
 
 def _read_host(
@@ -186,10 +196,12 @@ def _read_host(
             _ignore_errors=True,
             **arguments,
         )
-        if host.connector_data.get(pyinfra_guard.SUDO_REFUSED):
-            return None, SUDO_PASSWORD
-        if then is not None:
+        refused = _refused(host)
+        if refused is None and then is not None:
             state = then(host, state)
+            refused = _refused(host)
+        if refused is not None:
+            return None, refused
     except (OSError, EOFError) as exc:  # the host died mid-command: its failure only
         return None, f"connection lost: {exc or type(exc).__name__}"
     finally:

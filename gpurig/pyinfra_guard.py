@@ -13,7 +13,10 @@ operator. Installed by inventory.py (every converge) and by drift, onboarding an
   the converge can say why.
 - pyinfra decodes each output line as strict UTF-8 in a reader greenlet: a byte 0xff kills the
   reader, nothing drains the channel any more, and a host printing more blocks (with no
-  timeout) for ever. Lines are decoded with replacement here, and a command's output is bounded.
+  timeout) for ever. Lines are decoded with replacement here, and a command's output is bounded
+  by lines as well as bytes (each line kept costs about 100 bytes of Python objects: 64 MiB of
+  empty lines were 13 GB). Output past either bound is drained, not kept, and the command
+  fails its host alone with a clear reason.
 """
 
 from __future__ import annotations
@@ -35,9 +38,25 @@ from gpurig.node_checks import sudo_refused_message
 SUDO_PASSWORD_LINES = util.SUDO_PASSWORD_REQUIRED_LINES
 # Where the connector data says a host's sudo asked for a password.
 SUDO_REFUSED = "gpurig_sudo_password_required"
-# At most this much output is kept from one command's stdout or stderr; the rest is drained.
+# Where the connector data says why a host's command output was refused (OutputFlood).
+FLOODED = "gpurig_output_flooded"
+FLOOD_PREFIX = "the host printed more than"
+# At most this much output is kept from one command's stdout or stderr; the rest is drained
+# and the command fails. The line bound keeps empty lines (about 100 bytes each once kept)
+# to about 27 MB a stream; the largest real read (a fleet host's packages, a repo's CRLF
+# files) is far below either bound.
 MAX_OUTPUT_BYTES = 64 << 20
+MAX_OUTPUT_LINES = 1 << 18
 MAX_LINE_BYTES = 8 << 20  # longer lines arrive cut in pieces (and fail their fact's parser)
+
+
+class OutputFlood(OSError):
+    """A command printed past the output bounds. An OSError, so pyinfra fails that host's
+    fact or operation alone, as it does for a broken connection."""
+
+
+class Flooded(util.OutputLine):
+    """Put in place of the lines a stream printed past the bounds (never shown as output)."""
 
 
 def _guard_operations() -> None:
@@ -67,8 +86,18 @@ def _guard_operations() -> None:
 
 
 def never_prompt(host: Any, _arguments: Any, execute_command: Callable[[], Any]) -> Any:
-    """pyinfra's `execute_command_with_sudo_retry` without the retry: no prompt, no password."""
+    """pyinfra's `execute_command_with_sudo_retry` without the retry: no prompt, no password;
+    output past the bounds fails the host (OutputFlood) and is dropped at once."""
     return_code, output = execute_command()
+    marks = {line.buffer_name for line in output.combined_lines if isinstance(line, Flooded)}
+    flooded = [stream for stream in ("stdout", "stderr") if stream in marks]
+    if flooded:
+        why = (
+            f"{FLOOD_PREFIX} {MAX_OUTPUT_LINES} lines or {MAX_OUTPUT_BYTES} bytes "
+            f"on {' and '.join(flooded)}: its output is refused"
+        )
+        host.connector_data[FLOODED] = why
+        raise OutputFlood(why)
     if (
         return_code != 0
         and output
@@ -98,13 +127,18 @@ def bounded_read_buffer(
     print_output: bool = False,
     print_func: Callable[[str], str] | None = None,
 ) -> None:
-    """pyinfra's `read_buffer`, decoding with replacement and keeping MAX_OUTPUT_BYTES."""
-    kept = 0
+    """pyinfra's `read_buffer`, decoding with replacement and keeping at most
+    MAX_OUTPUT_LINES lines and MAX_OUTPUT_BYTES bytes (then a Flooded mark)."""
+    kept = lines = 0
     for raw in _lines(io):
-        if kept > MAX_OUTPUT_BYTES:
+        if lines > MAX_OUTPUT_LINES or kept > MAX_OUTPUT_BYTES:
             continue  # keep draining: a full channel would block the host's command
         data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8", "replace")
         kept += len(data)
+        lines += 1
+        if lines > MAX_OUTPUT_LINES or kept > MAX_OUTPUT_BYTES:
+            output_queue.put(Flooded(name, ""))
+            continue
         line = data.decode("utf-8", "replace").rstrip("\n")
         output_queue.put(util.OutputLine(name, line))
         if print_output:

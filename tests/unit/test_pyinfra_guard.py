@@ -6,6 +6,8 @@ from __future__ import annotations
 import getpass
 import socket
 import threading
+import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -56,13 +58,49 @@ def test_undecodable_bytes_and_a_huge_line_are_read_with_replacement(local_host:
     assert sum(len(line) for line in lines[1:-1]) == 9437184
 
 
-def test_output_past_the_bound_is_drained_not_kept(
-    local_host: Any, monkeypatch: pytest.MonkeyPatch
+def test_output_past_the_bound_is_drained_then_refused(
+    local_host: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(pyinfra_guard, "MAX_OUTPUT_BYTES", 1 << 20)
-    ok, output = local_host.run_shell_command("yes | head -c 8388608; echo done", _timeout=60)
-    assert ok and "done" not in output.stdout_lines  # the command finished: it was drained
-    assert len(output.stdout_lines) * 2 <= (1 << 20) + 4
+    done = tmp_path / "done"
+    with pytest.raises(pyinfra_guard.OutputFlood, match="1048576 bytes on stdout"):
+        local_host.run_shell_command(f"yes | head -c 8388608; touch {done}", _timeout=60)
+    assert done.exists()  # the command finished: what it printed past the bound was drained
+    assert "refused" in local_host.connector_data.pop(pyinfra_guard.FLOODED)
+
+
+def test_a_flood_of_empty_lines_is_bounded_in_memory_and_fails_the_host(local_host: Any) -> None:
+    """64 MiB of newlines passed the byte bound as 64 Mi lines of ~100 bytes each: 13 GB. Here
+    4 Mi empty lines on each stream (a sixteenth of that, 0.9 GB on main) must cost no more
+    than the byte bound itself, and fail the host with its reason."""
+    flood = "head -c 4194304 /dev/zero | tr '\\0' '\\n'"
+    refused: OSError | None = None
+    tracemalloc.start()
+    try:
+        local_host.run_shell_command(f"{flood}; {flood} >&2", _timeout=120)
+    except OSError as exc:
+        refused = exc
+    finally:
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    print(f"peak traced memory: {peak / (1 << 20):.1f} MiB")
+    assert peak < 64 << 20, f"{peak >> 20} MiB kept for a flood of empty lines"
+    assert isinstance(refused, pyinfra_guard.OutputFlood)
+    assert f"{pyinfra_guard.MAX_OUTPUT_LINES} lines" in str(refused)
+    assert "on stdout and stderr" in str(refused)
+    assert local_host.connector_data.pop(pyinfra_guard.FLOODED) == str(refused)
+
+
+def test_drift_reports_a_flood_as_that_hosts_unreadable_state() -> None:
+    from gpurig.drift import connect_failure
+    from gpurig.inventory import load_inventory_text
+
+    text = "version: 1\nhosts:\n  a100-1: {address: 203.0.113.7}\n"
+    [host] = load_inventory_text(text, "fleet.yaml").hosts
+    why = f"{pyinfra_guard.FLOOD_PREFIX} 262144 lines or 67108864 bytes on stdout: refused"
+    finding = connect_failure(host, why)
+    assert finding.id == "state.unreadable" and finding.severity == "error"
+    assert finding.actual == why
 
 
 def test_the_lock_answer_is_one_short_line_within_a_timeout() -> None:
