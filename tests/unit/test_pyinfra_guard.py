@@ -69,7 +69,9 @@ def test_output_past_the_bound_is_drained_then_refused(
     assert "refused" in local_host.connector_data.pop(pyinfra_guard.FLOODED)
 
 
-def test_a_flood_of_empty_lines_is_bounded_in_memory_and_fails_the_host(local_host: Any) -> None:
+def test_a_flood_of_empty_lines_is_bounded_in_memory_and_fails_the_host(
+    local_host: Any, faults: Any
+) -> None:
     """64 MiB of newlines passed the byte bound as 64 Mi lines of ~100 bytes each: 13 GB. Here
     4 Mi empty lines on each stream (a sixteenth of that, 0.9 GB on main) must cost no more
     than the byte bound itself, and fail the host with its reason."""
@@ -84,6 +86,7 @@ def test_a_flood_of_empty_lines_is_bounded_in_memory_and_fails_the_host(local_ho
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     print(f"peak traced memory: {peak / (1 << 20):.1f} MiB")
+    faults.plant(refused=isinstance(refused, pyinfra_guard.OutputFlood), ran_as_root=False)
     assert peak < 64 << 20, f"{peak >> 20} MiB kept for a flood of empty lines"
     assert isinstance(refused, pyinfra_guard.OutputFlood)
     assert f"{pyinfra_guard.MAX_OUTPUT_LINES} lines" in str(refused)

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,12 +72,14 @@ def owned_venv(private_dir: Path) -> Iterator[Path]:
 
 
 def test_a_daemonised_child_of_the_owners_code_neither_holds_the_read_nor_outlives_it(
-    owned_venv: Path,
+    owned_venv: Path, faults: Any
 ) -> None:
     """It kept `$(...)` open for its hour: the health check's read timed out as "could not
     check", and a blocked root shell stayed behind at every interval."""
     checkout = owned_venv.parent / "code"
     entry = run_here(EnvImports, checkout=str(checkout), venv=str(owned_venv), modules=["json"])
+    left = alive_with(str(owned_venv))
+    faults.plant(refused=entry["report"] is not None and not left, ran_as_root=entry["run_as"] == 0)
     assert entry["run_as"] == NOBODY and entry["refused"] is None, entry
     assert entry["report"] is not None, entry  # the read ended with the owner's report
     assert alive_with(str(owned_venv)) == []  # and nothing it started is left
@@ -92,7 +95,7 @@ def lease_breaks_held() -> Iterator[None]:
 
 
 def test_a_core_file_whose_open_blocks_does_not_stall_the_read(
-    private_dir: Path, lease_breaks_held: None
+    private_dir: Path, lease_breaks_held: None, faults: Any
 ) -> None:
     """`od` opened it blocking: the read waited for the lease holder (the kernel's
     lease-break-time, 45 s by default), once per such file, per interval."""
@@ -110,5 +113,6 @@ def test_a_core_file_whose_open_blocks_does_not_stall_the_read(
         took = time.monotonic() - start
     finally:
         os.close(fd)
+    faults.plant(refused=took < wait / 3, ran_as_root=False)  # nothing of the plant runs
     assert took < wait / 3, f"the read waited {took:.1f} s on a leased file"
     assert found == {str(private_dir / "core"): len(ELF_CORE)}
