@@ -47,7 +47,7 @@ try:
     main()
 except SystemExit:
     pass
-import gpurig.drift, gpurig.inventory, gpurig.pyinfra_inventory, gpurig.report
+import gpurig.remote_drift, gpurig.inventory, gpurig.pyinfra_inventory, gpurig.report
 """
 CONNECTING_FLOOR = "from gevent import monkey; monkey.patch_all(); import pyinfra.api"
 

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpurig.facts.reader import Reader
-
 from gpurig.facts.round_trip import BOUNDED
 
 TAB = "T=$(printf '\\t')"

@@ -75,7 +75,7 @@ def measure(host: Host, cache: Path, margin: float = DEFAULT_MARGIN) -> Accepted
     """Connect (strict host key, sudo as the inventory says), read the GPU query, and measure
     and judge one host (the script and dcgmi run only where a GPU is listed)."""
     from gpurig.checks import ODD_OUTPUT
-    from gpurig.drift import probe_hosts  # pyinfra's API: loaded only when a host is read
+    from gpurig.remote_drift import probe_hosts  # pyinfra's API: loaded only when a host is read
 
     spec = normalise(host.spec)
     engine, container = where(spec)

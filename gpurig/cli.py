@@ -189,9 +189,6 @@ def drift(
         click.echo(f"{inventory}: no host named {', '.join(unknown)}", err=True)
         raise SystemExit(2)
     selected = [h for h in hosts if not names or h.name in names]
-    # Imported here: the console script (gpurig.entry) has patched gevent in by now.
-    from gpurig.drift import drift_local, progress_stream, run_drift
-    from gpurig.pyinfra_inventory import cache_dir
     from gpurig.report import exit_code, render
 
     started = time.monotonic()
@@ -200,8 +197,15 @@ def drift(
 
         raise SystemExit(run_mode(mode, selected[0], started, fmt, output, textfile))
     if local:
+        from gpurig.drift import drift_local
+
         reports = [drift_local(selected[0])]
     else:
+        # Imported here: the console script (gpurig.entry) has patched gevent in by now.
+        from gpurig.drift import progress_stream
+        from gpurig.pyinfra_inventory import cache_dir
+        from gpurig.remote_drift import run_drift
+
         reports = run_drift(selected, cache_dir(), progress_stream())
     duration = time.monotonic() - started
     stream = output or sys.stdout

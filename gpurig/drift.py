@@ -1,5 +1,6 @@
-"""`gpurig drift`: read every host in parallel through pyinfra's API (one remote command per
-host), then judge it with the converge's own plans plus the checks.
+"""`gpurig drift`'s judge: a host's one read judged with the converge's own plans plus the
+checks, and this machine read and judged without an SSH stack (the node contracts). Reading
+hosts over SSH is gpurig.remote_drift's.
 
 An unreachable host or a host whose output cannot be parsed becomes a finding,
 never a crash: a CI job must see the whole fleet's report even when one box is down or odd.
@@ -7,21 +8,15 @@ never a crash: a CI job must see the whole fleet's report even when one box is d
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TextIO
 
-from pyinfra.api import Config, Inventory, State
-from pyinfra.api.exceptions import ConnectError
-from pyinfra.api.host import Host as PyinfraHost
-
-from gpurig import pyinfra_guard
+from gpurig import bounds
 from gpurig.change import Change, findings
 from gpurig.checks import ODD_OUTPUT, check
 from gpurig.container import running_image
@@ -30,10 +25,11 @@ from gpurig.facts.gpurig_node import OsRelease
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.gpurig_packages import DebStatus
 from gpurig.facts.gpurig_repo import RepoState
-from gpurig.facts.round_trip import HostState, Read, Snapshot, required_reads
+from gpurig.facts.round_trip import Read, Snapshot, required_reads
 from gpurig.finding import Finding
 from gpurig.hostkeys import is_mismatch
 from gpurig.inventory import Host
+from gpurig.local_read import Flood, read_here
 from gpurig.node_checks import (
     internal_error,
     key_changed,
@@ -45,7 +41,6 @@ from gpurig.plans import PLANS
 from gpurig.plans.containers import container_reads
 from gpurig.plans.engine import toolkit_wanted
 from gpurig.plans.toolkit import packages as toolkit_packages
-from gpurig.pyinfra_inventory import pyinfra_hosts
 from gpurig.report import HostReport
 from gpurig.rules import one_per_cause
 from gpurig.spec import normalise
@@ -157,97 +152,9 @@ def connect_failure(host: Host, error: str) -> Finding:
     `host.unreachable`."""
     if error == SUDO_PASSWORD:
         return sudo_password(host.name)
-    if error.startswith(pyinfra_guard.FLOOD_PREFIX):
-        return unreadable("state", pyinfra_guard.OutputFlood(error))
+    if error.startswith(bounds.FLOOD_PREFIX):
+        return unreadable("state", RuntimeError(error))
     return key_changed(host.name, host.source, error) if is_mismatch(error) else unreachable(error)
-
-
-# A further read on the same connection, given what the first one found (onboarding's reach).
-Then = Callable[[PyinfraHost, dict[str, Any]], dict[str, Any]]
-
-
-def _refused(host: PyinfraHost) -> str | None:
-    """Why pyinfra_guard refused this host's command (sudo's prompt, an output flood)."""
-    if host.connector_data.get(pyinfra_guard.SUDO_REFUSED):
-        return SUDO_PASSWORD
-    return host.connector_data.get(pyinfra_guard.FLOODED)
-
-
-def _read_host(
-    host: PyinfraHost,
-    reads: list[Read],
-    sudo: bool | None,
-    then: Then | None = None,
-    timeout: int | None = None,
-    bound: int | None = None,
-) -> tuple[dict[str, Any] | None, str | None]:
-    try:
-        host.connect(show_errors=False, raise_exceptions=True)
-    except ConnectError as exc:
-        return None, str(exc.args[0])
-    # None: the host's data decides (sudo for a non-root login); onboard probes as the login.
-    arguments = {} if sudo is None else {"_sudo": sudo}
-    try:
-        state = host.get_fact(
-            HostState,
-            reads=reads,
-            **({} if bound is None else {"bound": bound}),
-            _timeout=timeout or PROBE_TIMEOUT,  # read at call time (tests shorten it)
-            _ignore_errors=True,
-            **arguments,
-        )
-        refused = _refused(host)
-        if refused is None and then is not None:
-            state = then(host, state)
-            refused = _refused(host)
-        if refused is not None:
-            return None, refused
-    except (OSError, EOFError) as exc:  # the host died mid-command: its failure only
-        return None, f"connection lost: {exc or type(exc).__name__}"
-    finally:
-        host.disconnect()
-    return state, None
-
-
-def _prepare_pyinfra() -> None:
-    """gpurig's guards on pyinfra's run (pyinfra_guard); pyinfra and paramiko log connection
-    and fact errors themselves, and they are findings here."""
-    pyinfra_guard.install()
-    for name in ("pyinfra", "paramiko"):
-        logging.getLogger(name).addHandler(logging.NullHandler())
-        logging.getLogger(name).propagate = False
-
-
-def probe_hosts(
-    hosts: Sequence[Host],
-    cache: Path,
-    progress: TextIO | None = None,
-    sudo: bool | None = None,
-    reads: Callable[[Mapping[str, Any]], list[Read]] = drift_reads,
-    then: Then | None = None,
-) -> list[Probed]:
-    """Connect (strict host keys) and read `hosts` in parallel; results in inventory order."""
-    inventory = Inventory((pyinfra_hosts(hosts, cache), {}))
-    # pyinfra's own parallelism, as the converge has it: min(20 per CPU, hosts, what the
-    # open-files limit allows). All hosts at once made 300 key exchanges queue for one
-    # process's CPU: 61 of 300 hosts at 150 ms failed them ("No existing session").
-    state = State(inventory, Config())
-    _prepare_pyinfra()
-
-    def probe(host: Host) -> Probed:
-        pyinfra_host = inventory.get_host(host.name)
-        read = reads(normalise(host.spec))
-        return Probed(host, *_read_host(pyinfra_host, read, sudo, then))
-
-    done: dict[str, Probed] = {}
-    for result in state.pool.imap_unordered(probe, hosts):
-        done[result.host.name] = result
-        if progress is not None:
-            progress.write(f"\r[{len(done)}/{len(hosts)}] {result.host.name}\033[K")
-            progress.flush()
-    if progress is not None:
-        progress.write("\n")
-    return [done[h.name] for h in hosts]
 
 
 def report(result: Probed, scope: Scope = EVERYTHING) -> HostReport:
@@ -267,13 +174,6 @@ def report(result: Probed, scope: Scope = EVERYTHING) -> HostReport:
         return HostReport(name, True, [internal_error(exc)])
 
 
-def run_drift(
-    hosts: Sequence[Host], cache: Path, progress: TextIO | None = None
-) -> list[HostReport]:
-    """Read and judge `hosts` in parallel; reports in inventory order."""
-    return [report(result) for result in probe_hosts(hosts, cache, progress)]
-
-
 def local_sudo() -> bool:
     """Whether this machine is read through `sudo -n`, as a non-root SSH login is (host_data):
     for a user who is not root and may run sudo without a password. Nothing could answer a
@@ -290,8 +190,8 @@ def local_sudo() -> bool:
 
 def drift_local(host: Host, scope: Scope = EVERYTHING, timeout: int | None = None) -> HostReport:
     """Read and judge this machine as `host`: the same one command, plans and checks as
-    `run_drift`, run by pyinfra's @local connector (sh in a subprocess, no SSH), reading what
-    `scope` says within `timeout` seconds.
+    `run_drift` (gpurig.remote_drift), run here in a subprocess (no SSH), reading what `scope`
+    says within `timeout` seconds.
 
     As root (a SLURM prolog, a health check, node-problem-detector) nothing it starts is
     found through the caller's PATH or working directory, which another account may write:
@@ -300,17 +200,17 @@ def drift_local(host: Host, scope: Scope = EVERYTHING, timeout: int | None = Non
 
 
 def read_local(host: Host, scope: Scope = EVERYTHING, timeout: int | None = None) -> Probed:
-    """This machine read as `host` by pyinfra's @local connector (sh in a subprocess, no
-    SSH), through sudo where passwordless (never with scope: user, which acts as the user).
-    A read past `timeout` is pyinfra's fact default, {}: `state.unreadable`, said so."""
-    inventory = Inventory((["@local"], {}))
-    State(inventory, Config())
-    _prepare_pyinfra()
+    """This machine read as `host` (local_read: sh in a subprocess, no SSH stack), through
+    sudo where passwordless (never with scope: user, which acts as the user). A read past
+    `timeout` is {}: `state.unreadable`, said so; output past the bounds is refused."""
     spec = normalise(host.spec)
     sudo = not is_user(spec) and local_sudo()
     reads = drift_reads(spec, scope)
-    local = inventory.get_host("@local")
-    return Probed(host, *_read_host(local, reads, sudo, timeout=timeout, bound=scope.bound))
+    try:
+        state = read_here(reads, sudo, timeout or PROBE_TIMEOUT, scope.bound)
+    except Flood as exc:
+        return Probed(host, None, str(exc))
+    return Probed(host, state)
 
 
 def progress_stream() -> TextIO | None:

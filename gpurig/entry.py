@@ -4,8 +4,6 @@ Patching later (inside a command) leaves paramiko on real threads and serialises
 The patch (and gevent) costs start-up, so only the commands that connect to hosts get it."""
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 CONNECTING = frozenset({"accept", "drift", "onboard", "up"})
 
@@ -16,27 +14,18 @@ def command_name(argv: list[str]) -> str | None:
     return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
-@contextmanager
-def one_plugin_scan() -> Iterator[None]:
-    """gevent asks importlib.metadata for its plugins' entry points at each of its patch events
-    (about 25 in patch_all), each a scan of every installed package: about 0.13 s of CPU at
-    every start. One scan answers them all while patching (the same entry points)."""
-    from importlib import metadata
-
-    scan, found = metadata.entry_points, metadata.entry_points()
-    metadata.entry_points = lambda **select: found.select(**select) if select else found
-    try:
-        yield
-    finally:
-        metadata.entry_points = scan
+def connects(argv: list[str]) -> bool:
+    """Whether the command reads or changes hosts over SSH. `--local` reads this machine in a
+    subprocess (the node contracts, `up --local`): no SSH, no greenlets, no patch to pay for;
+    `up --local` patches first when it has something to converge (gpurig.up)."""
+    return command_name(argv) in CONNECTING and "--local" not in argv
 
 
 def main() -> None:
-    if command_name(sys.argv[1:]) in CONNECTING:
-        from gevent import monkey
+    if connects(sys.argv[1:]):
+        from gpurig.cooperative import patch
 
-        with one_plugin_scan():
-            monkey.patch_all()
+        patch()
     from gpurig.cli import main as cli
 
     cli()

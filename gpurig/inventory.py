@@ -13,9 +13,8 @@ from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, reduce
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator, TypeChecker, ValidationError, validators
 from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
@@ -24,6 +23,10 @@ from gpurig.hostkeys import key_problem
 from gpurig.safe_yaml import YamlRefused, bounded_yaml, check_text, read_text, syntax_refusal
 from gpurig.spec import normalise
 from gpurig.user_scope import root_only
+from gpurig.valid_cache import remember_valid, validated_before
+
+if TYPE_CHECKING:  # jsonschema is loaded only to validate what was not validated before
+    from jsonschema import Draft202012Validator, TypeChecker, ValidationError
 
 SCHEMA_PATH = Path(DEPLOY_ROOT, "schemas", "inventory.schema.json")
 
@@ -182,24 +185,29 @@ def _is_number(_checker: TypeChecker, value: Any) -> bool:
     return _is_integer(_checker, value) or (isinstance(value, float) and math.isfinite(value))
 
 
-# The schema's types as a YAML file has them; editors, which see JSON, accept 22.0 as a port.
-_Validator = validators.extend(
-    Draft202012Validator,
-    type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
-        {"integer": _is_integer, "number": _is_number}
-    ),
-)
+@cache
+def _validator_class() -> type[Draft202012Validator]:
+    """The schema's types as a YAML file has them; editors, which see JSON, accept 22.0 as a
+    port."""
+    from jsonschema import Draft202012Validator, validators
+
+    return validators.extend(
+        Draft202012Validator,
+        type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
+            {"integer": _is_integer, "number": _is_number}
+        ),
+    )
 
 
 @cache
 def _validator() -> Draft202012Validator:
-    return _Validator(schema())
+    return _validator_class()(schema())
 
 
 @cache
 def _spec_validator() -> Draft202012Validator:
     """A host's `spec` alone, with the inventory schema's definitions."""
-    return _Validator({"$defs": schema()["$defs"], "$ref": "#/$defs/spec"})
+    return _validator_class()({"$defs": schema()["$defs"], "$ref": "#/$defs/spec"})
 
 
 def load_inventory(paths: Iterable[str | Path]) -> Inventory:
@@ -294,13 +302,20 @@ def load_spec_file(path: str | Path, name: str) -> Host:
     --spec`), validated as an inventory host's `spec` is; raise InventoryError."""
     file = str(path)
     try:
-        problems, doc = _parse(file, read_text(file))
+        text = read_text(file)
+        problems, doc = _parse(file, text)
     except YamlRefused as exc:
         problems, doc = [Problem(file, exc.line, (), exc.message)], None
     if problems:
         raise InventoryError(problems)
     data = _plain(doc)
-    problems = _schema_problems(file, doc, data, _spec_validator())
+    # The node contracts load this file at every job start: the schema's verdict on the same
+    # text (and the same schema) is remembered, so jsonschema is loaded once per change.
+    key = (SCHEMA_PATH.read_bytes(), text)
+    known = validated_before(*key)
+    problems = [] if known else _schema_problems(file, doc, data, _spec_validator())
+    if not problems and not known:
+        remember_valid(*key)
     problems += _mount_problems(file, doc, (), data)
     if not problems:
         problems += _missing_images(file, doc, (), data, merged=False)

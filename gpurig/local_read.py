@@ -15,14 +15,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from gpurig import bounds
 from gpurig.facts.round_trip import HostState, Read
 
-# At most this much of the read's output is kept (bytes, then lines); the rest is dropped, and
-# the sections it would have filled read as their facts' defaults or fail their parsers.
-MAX_OUTPUT_BYTES = 64 << 20
-MAX_OUTPUT_LINES = 1 << 20
 # After the shell has exited, how long what its children still write is waited for.
 GRACE_SECONDS = 0.2
+
+
+class Flood(Exception):
+    """The read printed past the output bounds (gpurig.bounds): refused whole, as over SSH."""
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -40,8 +41,9 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def run_bounded(argv: Sequence[str], timeout: float) -> bytes | None:
-    """stdout of `argv` (stdin and stderr closed off, working directory `/`), at most
-    MAX_OUTPUT_BYTES of it; None when it ran past `timeout` seconds (its group killed)."""
+    """stdout of `argv` (stdin and stderr closed off, working directory `/`); None when it ran
+    past `timeout` seconds (its group killed). Flood past bounds.MAX_OUTPUT_BYTES (the rest is
+    drained, so the command is not blocked)."""
     proc = subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
@@ -68,21 +70,26 @@ def run_bounded(argv: Sequence[str], timeout: float) -> bytes | None:
             data = os.read(proc.stdout.fileno(), 1 << 16)
             if not data:
                 break
-            if kept < MAX_OUTPUT_BYTES:
-                chunks.append(data[: MAX_OUTPUT_BYTES - kept])
-                kept += len(chunks[-1])
+            kept += len(data)
+            if kept <= bounds.MAX_OUTPUT_BYTES:
+                chunks.append(data)
     proc.stdout.close()
-    if proc.poll() is None:
+    try:  # at EOF the shell may not be reaped yet; past the deadline it is stopped
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
         _stop(proc)
         return None
+    if kept > bounds.MAX_OUTPUT_BYTES:
+        raise Flood(bounds.flood_reason(["stdout"]))
     return b"".join(chunks)
 
 
 def lines(output: bytes) -> list[str]:
     """The output's lines as pyinfra hands them to a fact: split at newlines only, decoded with
-    replacement, at most MAX_OUTPUT_LINES of them."""
-    text = output.decode("utf-8", "replace")
-    found = text.split("\n", MAX_OUTPUT_LINES)[:MAX_OUTPUT_LINES]
+    replacement. Flood past bounds.MAX_OUTPUT_LINES, counted before any line is made."""
+    if output.count(b"\n") > bounds.MAX_OUTPUT_LINES:
+        raise Flood(bounds.flood_reason(["stdout"]))
+    found = output.decode("utf-8", "replace").split("\n")
     if found and found[-1] == "":
         found.pop()
     return found
@@ -92,7 +99,7 @@ def read_here(
     reads: list[Read], sudo: bool, timeout: float, bound: int | None = None
 ) -> dict[str, Any]:
     """HostState's values for `reads` on this machine ({} when the read ran out of time or
-    printed nothing), through `sudo -n` when `sudo`."""
+    printed nothing), through `sudo -n` when `sudo`; Flood past the output bounds."""
     state = HostState()
     command = state.command(reads=reads, bound=bound)
     argv = [HostState.shell_executable or "/bin/sh", "-c", command]

@@ -37,7 +37,6 @@ from gpurig import accept, sources
 from gpurig.acceptance import DEFAULT_MARGIN
 from gpurig.checks import ODD_OUTPUT, check
 from gpurig.converge import ConvergeResult, converge
-from gpurig.drift import Then, probe_hosts, run_drift
 from gpurig.facts.gpurig_container import CpuQuota
 from gpurig.facts.gpurig_node import CgroupMemory, DiskSpace, EngineVersions, Login, OsRelease
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
@@ -61,6 +60,7 @@ from gpurig.inventory import (
 from gpurig.jump import LOGINS, endpoint
 from gpurig.node_checks import disk_paths
 from gpurig.pyinfra_inventory import cache_dir, jump_data
+from gpurig.remote_drift import Then, probe_hosts, run_drift
 from gpurig.report import HostReport, to_table
 from gpurig.safe_yaml import YamlRefused, read_bytes
 from gpurig.spec import normalise

@@ -31,6 +31,7 @@ from pyinfra.api import operations
 from pyinfra.api.exceptions import ConnectError
 from pyinfra.connectors import local, ssh, util
 
+from gpurig import bounds
 from gpurig.facts.round_trip import Unreadable
 from gpurig.node_checks import sudo_refused_message
 
@@ -40,13 +41,10 @@ SUDO_PASSWORD_LINES = util.SUDO_PASSWORD_REQUIRED_LINES
 SUDO_REFUSED = "gpurig_sudo_password_required"
 # Where the connector data says why a host's command output was refused (OutputFlood).
 FLOODED = "gpurig_output_flooded"
-FLOOD_PREFIX = "the host printed more than"
 # At most this much output is kept from one command's stdout or stderr; the rest is drained
 # and the command fails. The line bound keeps empty lines (about 100 bytes each once kept)
 # to about 27 MB a stream; the largest real read (a fleet host's packages, a repo's CRLF
 # files) is far below either bound.
-MAX_OUTPUT_BYTES = 64 << 20
-MAX_OUTPUT_LINES = 1 << 18
 MAX_LINE_BYTES = 8 << 20  # longer lines arrive cut in pieces (and fail their fact's parser)
 
 
@@ -92,10 +90,7 @@ def never_prompt(host: Any, _arguments: Any, execute_command: Callable[[], Any])
     marks = {line.buffer_name for line in output.combined_lines if isinstance(line, Flooded)}
     flooded = [stream for stream in ("stdout", "stderr") if stream in marks]
     if flooded:
-        why = (
-            f"{FLOOD_PREFIX} {MAX_OUTPUT_LINES} lines or {MAX_OUTPUT_BYTES} bytes "
-            f"on {' and '.join(flooded)}: its output is refused"
-        )
+        why = bounds.flood_reason(flooded)
         host.connector_data[FLOODED] = why
         raise OutputFlood(why)
     if (
@@ -131,12 +126,12 @@ def bounded_read_buffer(
     MAX_OUTPUT_LINES lines and MAX_OUTPUT_BYTES bytes (then a Flooded mark)."""
     kept = lines = 0
     for raw in _lines(io):
-        if lines > MAX_OUTPUT_LINES or kept > MAX_OUTPUT_BYTES:
+        if lines > bounds.MAX_OUTPUT_LINES or kept > bounds.MAX_OUTPUT_BYTES:
             continue  # keep draining: a full channel would block the host's command
         data = raw if isinstance(raw, bytes) else str(raw).encode("utf-8", "replace")
         kept += len(data)
         lines += 1
-        if lines > MAX_OUTPUT_LINES or kept > MAX_OUTPUT_BYTES:
+        if lines > bounds.MAX_OUTPUT_LINES or kept > bounds.MAX_OUTPUT_BYTES:
             output_queue.put(Flooded(name, ""))
             continue
         line = data.decode("utf-8", "replace").rstrip("\n")

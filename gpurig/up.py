@@ -112,7 +112,12 @@ def node_lock(spec: Mapping[str, Any], wait: float = LOCK_WAIT) -> Iterator[None
 
 def converge_local(spec: Mapping[str, Any]) -> bool:
     """Run deploys/gpu_host.py on this machine through pyinfra's @local connector; True when
-    every operation succeeded. pyinfra's output goes to stderr (stdout is the job's)."""
+    every operation succeeded. pyinfra's output goes to stderr (stdout is the job's). The
+    node's read came first without pyinfra; only now, with something to change, is it loaded
+    (gevent's patch first, as the console script does for SSH commands)."""
+    from gpurig.cooperative import patch
+
+    patch()
     from pyinfra.api import Config, Inventory, State
     from pyinfra.api.connect import connect_all
     from pyinfra.api.operations import run_ops

@@ -18,9 +18,9 @@ import yaml
 from support import Sandbox, gpurig, remote
 
 from gpurig.converge import converge
-from gpurig.drift import run_drift
 from gpurig.hostkeys import changed_message
 from gpurig.inventory import load_inventory
+from gpurig.remote_drift import run_drift
 from gpurig.sandbox.keys import ensure_keypair, public_key
 from gpurig.sandbox.leftovers import leftovers
 from gpurig.sandbox.proc import kill, wait_port_in

@@ -12,8 +12,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from gpurig.cli import main
-from gpurig.drift import run_drift
 from gpurig.inventory import Host, SshSettings
+from gpurig.remote_drift import run_drift
 
 BAD = Path(__file__).parent / "bad_inventories" / "size-without-unit.yaml"
 

@@ -153,7 +153,7 @@ def test_drift_starts_without_the_converge_or_the_other_commands() -> None:
         check=True,
     )
     modules = set(json.loads(proc.stdout.splitlines()[-1]))
-    assert {"gpurig.drift", "gevent", "pyinfra.api"} <= modules
+    assert {"gpurig.remote_drift", "gevent", "pyinfra.api"} <= modules
     unneeded = [
         "gpurig.deploys",
         "gpurig.sandbox",
@@ -169,7 +169,7 @@ def test_one_plugin_scan_answers_gevent_as_a_scan_would_and_is_undone() -> None:
     the same entry points for each group, and the real function back afterwards."""
     from importlib import metadata
 
-    from gpurig.entry import one_plugin_scan
+    from gpurig.cooperative import one_plugin_scan
 
     scan = metadata.entry_points
     groups = ["console_scripts", "pyinfra.connectors", "gevent.plugins.monkey.will_patch_all"]
@@ -180,3 +180,22 @@ def test_one_plugin_scan_answers_gevent_as_a_scan_would_and_is_undone() -> None:
                  for group in groups}  # fmt: skip
     assert found == expected and "gpurig" in found["console_scripts"]
     assert metadata.entry_points is scan
+
+
+# What a node contract must not load: an SSH stack, greenlets, a task runner, a schema engine
+# (issue 28: they cost a Prolog 10x NHC's time at every job start).
+NODE_FORBIDDEN = ["pyinfra", "gevent", "paramiko", "invoke", "jsonschema"]
+
+
+@pytest.mark.parametrize("mode", ["prolog", "healthcheck", "npd", None])
+def test_node_contracts_load_no_ssh_stack_and_no_schema_engine(
+    mode: str | None, tmp_path: Path
+) -> None:
+    spec = tmp_path / "node.yaml"
+    spec.write_text("engine: none\ncore_dumps: disabled\nchecks: {disk_free_min: 1m}\n")
+    args = ["drift", "--local", "--spec", str(spec), *(["--mode", mode] if mode else [])]
+    loaded_by(args, tmp_path)  # the first run validates the spec (and may load jsonschema)
+    modules, patched = loaded_by(args, tmp_path)
+    assert {"gpurig.drift", "gpurig.local_read", "gpurig.facts.round_trip"} <= modules
+    assert not patched
+    assert sorted(m for m in modules if m.split(".")[0] in NODE_FORBIDDEN) == []

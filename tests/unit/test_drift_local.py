@@ -17,8 +17,9 @@ import pytest
 from click.testing import CliRunner
 
 from gpurig.cli import main
-from gpurig.drift import drift_local, run_drift
+from gpurig.drift import drift_local
 from gpurig.inventory import Host, SshSettings
+from gpurig.remote_drift import run_drift
 from gpurig.report import FORMATS, render
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,6 @@ from click.testing import CliRunner
 
 from gpurig.cli import main
 from gpurig.converge import converge
-from gpurig.drift import run_drift
 from gpurig.hostkeys import (
     changed_message,
     fetch_host_key,
@@ -23,6 +22,7 @@ from gpurig.hostkeys import (
     mismatched_hosts,
 )
 from gpurig.inventory import load_inventory
+from gpurig.remote_drift import run_drift
 from tests.unit.ssh_server import generate_key, ssh_server
 
 

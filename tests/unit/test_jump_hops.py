@@ -21,11 +21,11 @@ from pyinfra.api.connectors import get_all_connectors
 
 from gpurig.cli import main
 from gpurig.converge import converge
-from gpurig.drift import run_drift
 from gpurig.hostkeys import changed_message
 from gpurig.inventory import load_inventory
 from gpurig.jump import LOGINS, JumpConnector
 from gpurig.pyinfra_inventory import JUMP_CONNECTOR
+from gpurig.remote_drift import run_drift
 from tests.unit.ssh_server import LoginNodeLog, generate_key, login_node, ssh_server
 
 NODES = [f"node-{i}" for i in range(1, 6)]

@@ -14,7 +14,7 @@ import pytest
 from pyinfra.api import Config, Inventory, State
 from pyinfra.connectors import util
 
-from gpurig import pyinfra_guard
+from gpurig import bounds, pyinfra_guard
 from gpurig.deploys.lock import first_line
 
 
@@ -61,7 +61,7 @@ def test_undecodable_bytes_and_a_huge_line_are_read_with_replacement(local_host:
 def test_output_past_the_bound_is_drained_then_refused(
     local_host: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(pyinfra_guard, "MAX_OUTPUT_BYTES", 1 << 20)
+    monkeypatch.setattr(bounds, "MAX_OUTPUT_BYTES", 1 << 20)
     done = tmp_path / "done"
     with pytest.raises(pyinfra_guard.OutputFlood, match="1048576 bytes on stdout"):
         local_host.run_shell_command(f"yes | head -c 8388608; touch {done}", _timeout=60)
@@ -89,7 +89,7 @@ def test_a_flood_of_empty_lines_is_bounded_in_memory_and_fails_the_host(
     faults.plant(refused=isinstance(refused, pyinfra_guard.OutputFlood), ran_as_root=False)
     assert peak < 64 << 20, f"{peak >> 20} MiB kept for a flood of empty lines"
     assert isinstance(refused, pyinfra_guard.OutputFlood)
-    assert f"{pyinfra_guard.MAX_OUTPUT_LINES} lines" in str(refused)
+    assert f"{bounds.MAX_OUTPUT_LINES} lines" in str(refused)
     assert "on stdout and stderr" in str(refused)
     assert local_host.connector_data.pop(pyinfra_guard.FLOODED) == str(refused)
 
@@ -100,7 +100,7 @@ def test_drift_reports_a_flood_as_that_hosts_unreadable_state() -> None:
 
     text = "version: 1\nhosts:\n  a100-1: {address: 203.0.113.7}\n"
     [host] = load_inventory_text(text, "fleet.yaml").hosts
-    why = f"{pyinfra_guard.FLOOD_PREFIX} 262144 lines or 67108864 bytes on stdout: refused"
+    why = f"{bounds.FLOOD_PREFIX} 262144 lines or 67108864 bytes on stdout: refused"
     finding = connect_failure(host, why)
     assert finding.id == "state.unreadable" and finding.severity == "error"
     assert finding.actual == why
