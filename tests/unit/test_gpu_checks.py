@@ -116,9 +116,9 @@ def test_fabric_manager_needed_on_nvswitch_hosts() -> None:
 @pytest.mark.parametrize(
     ("log", "pci"),
     [
-        ("kernel_fallen-off-bus_no-xid_570.158.01_dmesg.txt", "GPU b3:00"),
-        ("kernel_xid_79_fallen-off-bus_rtx5080_journald.txt", "GPU 2b:00"),
-        ("kernel_fallen-off-bus_legacy-gpu-at_journald.txt", "GPU 01:00"),
+        ("kernel_fallen-off-bus_no-xid_570.158.01_dmesg.txt", "GPU 0000:b3:00.0;"),
+        ("kernel_xid_79_fallen-off-bus_rtx5080_journald.txt", "GPU 0000:2b:00.0;"),
+        ("kernel_fallen-off-bus_legacy-gpu-at_journald.txt", "GPU 0000:01:00.0;"),
     ],
 )
 def test_fallen_off_the_bus_with_or_without_an_xid_is_one_finding(log: str, pci: str) -> None:
@@ -126,6 +126,17 @@ def test_fallen_off_the_bus_with_or_without_an_xid_is_one_finding(log: str, pci:
     (finding,) = [f for f in findings if f.id == "gpu.fallen_off_bus"]
     assert (finding.severity, finding.remediation) == ("error", "reboot")
     assert finding.actual.startswith(pci) and "fallen off the bus" in finding.actual
+
+
+def test_a_gpu_is_keyed_by_its_full_pci_address() -> None:
+    """nvidia-smi prints an 8-hex PCI domain, the kernel log a 4-hex one (with or without the
+    function); GH200 and GB200 boards put each GPU on bus 01 of its own domain. The addresses
+    are as nvidia-smi prints them on those boards (tests/fixtures holds no kernel log from one)."""
+    logged = ["PCI:0000:2b:00", "0000:2b:00.0", "00000000:2B:00.0"]
+    assert {gpu_checks.pci_key(p) for p in logged} == {"00000000:2b:00"}
+    assert gpu_checks.pci_key("PCI:0009:01:00") == gpu_checks.pci_key("00000009:01:00.0")
+    boards = ["00000008:01:00.0", "00000009:01:00.0", "00000018:01:00.0", "00000019:01:00.0"]
+    assert len({gpu_checks.pci_key(p) for p in boards}) == 4
 
 
 @pytest.mark.parametrize(
