@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gpurig.datafiles import table
+
 # Fields the GPU query (facts.gpurig_nvidia.NvidiaGpus) asks nvidia-smi for; every one appears
 # in the recorded query-gpu captures.
 QUERY_GPU_FIELDS: tuple[str, ...] = (
@@ -74,11 +76,14 @@ class XidEvent:
 
 @dataclass(frozen=True)
 class TorchCapabilityWarning:
-    """torch's "GPU with CUDA capability sm_XY is not compatible" warning."""
+    """torch's warning that its build has no kernels for a GPU, in any of its wordings: the GPU,
+    its capability ('sm_120'), the build's capabilities where listed, and where a wording gives
+    them as a range instead, (minimum, maximum or None)."""
 
     gpu: str
     capability: str
     supported: list[str]
+    supported_range: tuple[str, str | None] | None = None
 
 
 def parse_proc_driver_version(text: str) -> KernelModule:
@@ -235,41 +240,51 @@ def parse_torch_arch_list(text: str) -> list[str]:
 
 
 def _sm(capability: str) -> str:
-    """'7.0' -> 'sm_70', '12.0' -> 'sm_120': torch's newer warnings print dotted capabilities."""
+    """'7.0' -> 'sm_70', '12.0' -> 'sm_120' (newer wordings print dotted capabilities); an
+    'sm_120' stays as it is."""
+    if capability.startswith("sm_"):
+        return capability
     major, _, minor = capability.partition(".")
     return f"sm_{major}{minor}"
 
 
-def parse_torch_capability_warning(text: str) -> TorchCapabilityWarning | None:
-    """torch's warning that the GPU's capability is missing from its build, else None.
+def _torch_says(kind: str) -> list[re.Pattern[str]]:
+    """The patterns gpurig/data/torch_warnings.yaml gives for one statement torch makes."""
+    return [re.compile(p, re.M) for p in table("torch_warnings.yaml")[kind]]
 
-    Three wordings across releases: 'X with CUDA capability sm_120 is not compatible ...
-    supports CUDA capabilities sm_50 ...' (1.x-2.8), 'Found GPU0 X which is of compute
-    capability (CC) 7.0. The following list shows the CCs ... - 7.5 which supports ...' (2.9+),
-    and 'Found GPU0 X which is of cuda capability 2.1. PyTorch no longer supports this GPU
-    because it is too old.' (1.0-era; no list, so `supported` is empty).
+
+def parse_torch_capability_warning(text: str) -> TorchCapabilityWarning | None:
+    """torch's warning that its build has no kernels for the GPU, else None.
+
+    Judged by what the text states, whichever of torch's wordings says it (all in
+    gpurig/data/torch_warnings.yaml): a GPU named with its capability, then the build's
+    capabilities as a list, a range, or not at all.
     """
-    # Lines may carry a journald prefix ('Oct 04 13:19:39 llm unit[394]: ').
-    gpu = re.search(
-        r"^(?:.*?\[\d+\]: )?(.+?) with CUDA capability (sm_\d+) is not compatible", text, re.M
-    )
-    supported = re.search(r"supports CUDA capabilities ((?:sm_\d+\w* ?)+)", text)
-    if gpu is not None and supported is not None:
-        return TorchCapabilityWarning(gpu[1], gpu[2], supported[1].split())
-    found = re.search(
-        r"Found GPU\d+ (.+?) which is of (?:compute capability \(CC\)|cuda capability) "
-        r"(\d+\.\d+)\.\s*(The following list|PyTorch no longer supports)",
-        text,
-    )
-    if found is None:
+    said = [m for p in _torch_says("gpu") if (m := p.search(text))]
+    if not said:
         return None
-    listed = re.findall(r"^- (\d+\.\d+) which supports", text, re.M)
-    return TorchCapabilityWarning(found[1], _sm(found[2]), [_sm(c) for c in listed])
+    first = min(said, key=lambda m: m.start())
+    supported = [
+        _sm(cap)
+        for p in _torch_says("supported")
+        for m in p.finditer(text)
+        for cap in m["list"].split()
+    ]
+    ranged = [m for p in _torch_says("supported_range") if (m := p.search(text))]
+    supported_range = None
+    if ranged:
+        bounds = ranged[0].groupdict()
+        maximum = bounds.get("maximum")
+        supported_range = (_sm(bounds["minimum"]), _sm(maximum) if maximum else None)
+    return TorchCapabilityWarning(
+        first["gpu"], _sm(first["capability"]), list(dict.fromkeys(supported)), supported_range
+    )
 
 
 def has_no_kernel_image_error(text: str) -> bool:
-    """Did CUDA report that no compiled kernel fits this GPU?"""
-    return "no kernel image is available for execution on the device" in text
+    """Does the text say no compiled kernel fits this GPU (CUDA's runtime error, or torch's own
+    words for it)?"""
+    return any(p.search(text) for p in _torch_says("no_kernels"))
 
 
 # Volatile (since the driver loaded) uncorrectable ECC counters, in each XML schema generation:

@@ -8,6 +8,7 @@ import pytest
 from gpu_fixtures import FIXTURES, read_fixture
 
 from gpurig import gpu_parse
+from gpurig.datafiles import table
 from gpurig.gpu_parse import (
     parse_ecc_uncorrectable,
     parse_proc_driver_version,
@@ -388,23 +389,49 @@ def test_proc_version_open_and_jetson(name: str, version: str, l4t: bool) -> Non
     assert gpu_parse.is_l4t_module(module, text) is l4t
 
 
-@pytest.mark.parametrize(
-    ("name", "gpu", "capability", "supported"),
-    [
-        (
-            "torch_warning_v100_cc-list_2.7.txt",
-            "Tesla V100-PCIE-32GB",
-            "sm_70",
-            ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"],
-        ),
-        ("torch_warning_too-old_gt630m_1.0.1.txt", "GeForce GT 630M", "sm_21", []),
-    ],
-)
-def test_torch_capability_warning_other_wordings(
-    name: str, gpu: str, capability: str, supported: list[str]
-) -> None:
-    warning = gpu_parse.parse_torch_capability_warning(read_fixture(name))
-    assert warning == gpu_parse.TorchCapabilityWarning(gpu, capability, supported)
+# Each wording torch has printed (gpurig/data/torch_warnings.yaml), by its recorded case: what
+# the text states about the GPU and the build, whichever words state it.
+TORCH_WORDINGS = {
+    "too_old": ("GeForce GT 630M", "sm_21", [], None),
+    "too_old_minimum_3.5": ("GeForce GTX 660 Ti", "sm_30", [], ("sm_35", None)),
+    "too_old_minimum_of_build": ("GeForce GT 720", "sm_35", [], ("sm_37", None)),
+    "not_compatible_sm_list": (
+        "NVIDIA GeForce RTX 5090",
+        "sm_120",
+        ["sm_50", "sm_60", "sm_61", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
+        None,
+    ),
+    "minimum_and_maximum": ("NVIDIA RTX 6000 Ada Generation", "sm_89", [], ("sm_89", "sm_90")),
+    "compute_capability_cc_list": (
+        "Tesla V100-PCIE-32GB",
+        "sm_70",
+        ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"],
+        None,
+    ),
+    "no_kernels_for_this_gpu": ("NVIDIA GB10", "sm_121", [], None),
+}
+
+
+def test_every_torch_wording_has_its_case() -> None:
+    assert [w["id"] for w in table("torch_warnings.yaml")["wordings"]] == list(TORCH_WORDINGS)
+
+
+@pytest.mark.parametrize("wording", table("torch_warnings.yaml")["wordings"], ids=lambda w: w["id"])
+def test_torch_capability_warning_by_meaning(wording: dict[str, str]) -> None:
+    gpu, capability, supported, supported_range = TORCH_WORDINGS[wording["id"]]
+    warning = gpu_parse.parse_torch_capability_warning(read_fixture(wording["case"]))
+    assert warning == gpu_parse.TorchCapabilityWarning(gpu, capability, supported, supported_range)
+
+
+def test_no_kernels_in_cudas_words_and_torchs() -> None:
+    for case in (
+        "torch_error_no-kernel-image_rtx5090_journald-prefixed.txt",
+        "torch_warning_no-kernels_gb10_2.13.0.txt",
+    ):
+        assert gpu_parse.has_no_kernel_image_error(read_fixture(case))
+    assert not gpu_parse.has_no_kernel_image_error(
+        read_fixture("torch_warning_cc-range_rtx6000ada_source-build.txt")
+    )
 
 
 def test_compute_apps_rows_and_refusals() -> None:
