@@ -498,7 +498,9 @@ def _kernel_log(_spec: Spec, read: Read) -> Iterator[Finding]:
 
 def _presence(spec: Spec, read: Read) -> Iterator[Finding]:
     wanted, gpu = spec.get("gpu", "auto"), read(NvidiaGpus)
-    found_gpus = len(gpu["gpus"] or [])
+    # Without nvidia-smi (a Jetson) the container toolkit's devices are the GPUs there are.
+    view = gpu["toolkit_view"] if not gpu["smi"] else None
+    found_gpus = len(gpu["gpus"] or (view or {}).get("devices") or [])
     if wanted == "required" and not found_gpus:
         error = gpu["gpus_error"]
         yield found(

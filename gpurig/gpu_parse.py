@@ -646,3 +646,40 @@ def parse_compute_apps(text: str) -> list[dict[str, Any]] | None:
         pid, used = (int(c) if c.isdigit() else None for c in cells[1:])
         apps.append({"gpu_uuid": cells[0], "pid": pid, "used_mib": used})
     return apps
+
+
+# A debug line `nvidia-container-cli -d` interleaves with the report ('I0114 04:33:38.55 ...').
+_CLI_DEBUG_RE = re.compile(r"[IWEF]\d{4} ")
+_CLI_DEVICE_FIELDS = {"Model", "GPU UUID", "Bus Location", "Architecture"}
+
+
+def parse_container_cli_info(text: str) -> dict[str, Any]:
+    """`nvidia-container-cli info`: what the container toolkit sees, which is what a container
+    gets (driver and CUDA versions, one dict per device); on Tegra/Jetson hosts, which have no
+    nvidia-smi, the only GPU view.
+
+    A field printed as `(null)` (C's printf of a NULL string: a Jetson has no NVRM version, bus
+    location or UUID) is absent, never a value. Raises when no 'NVRM version:' line is present
+    (the CLI failed and printed why instead).
+    """
+    info: dict[str, Any] = {"driver": None, "cuda": None, "devices": []}
+    reported = False
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep or _CLI_DEBUG_RE.match(line):
+            continue
+        key, value = key.strip(), value.strip()
+        reported = reported or key == "NVRM version"
+        if value == "(null)":
+            continue
+        if key == "NVRM version":
+            info["driver"] = value
+        elif key == "CUDA version":
+            info["cuda"] = value
+        elif key == "Device Index":
+            info["devices"].append({"index": value})
+        elif info["devices"] and key in _CLI_DEVICE_FIELDS:
+            info["devices"][-1][key.lower().replace(" ", "_")] = value
+    if not reported:
+        raise ValueError("no 'NVRM version:' line in nvidia-container-cli info output")
+    return info

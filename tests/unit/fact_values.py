@@ -73,6 +73,7 @@ def gpu_values(
     modinfo: bool = False,
     module_built: str | None = None,
     dkms: str | None = None,
+    toolkit_info: str | None = None,
 ) -> dict[type, Any]:
     """Every GPU fact's value for one host, from recorded outputs (fixture names or text);
     nvidia-smi's parts are absent where `nvidia_smi` is False."""
@@ -82,6 +83,7 @@ def gpu_values(
         "query": smi(_text(query) or ""),
         "version": smi(_text(version) or ""),
         "module": _text(proc_version) or "",
+        "toolkit": _ran(_text(toolkit_info)),
     }
     units = {FABRIC_MANAGER: {"active": fabricmanager, "enabled": ""}} if fabricmanager else {}
     return {

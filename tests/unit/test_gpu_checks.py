@@ -328,3 +328,13 @@ def test_a_mig_gpu_without_slices_offers_no_capability() -> None:
     assert gpu_checks.job_capabilities(mig_h100(listing=None)[NvidiaGpus]) == ["9.0"]
     # A GPU with MIG off is judged by its own capability.
     assert gpu_checks.job_capabilities(gpu_facts()[NvidiaGpus]) == ["9.0"]
+
+
+def test_a_jetson_without_nvidia_smi_has_the_gpu_its_container_toolkit_sees() -> None:
+    """Recorded Jetson AGX Xavier: no nvidia-smi; `nvidia-container-cli info` lists its GPU."""
+    jetson = gpu_values(
+        nvidia_smi=False,
+        toolkit_info="nvidia-container-cli_info_jetson-agx-xavier_null-fields.txt",
+    )
+    assert "gpu.missing" not in ids(check({"gpu": "required"}, jetson))
+    assert "gpu.missing" in ids(check({"gpu": "required"}, gpu_values(nvidia_smi=False)))
