@@ -446,9 +446,10 @@ NO_RECORDING: dict[str, tuple[str, Callable[[], Case]]] = {
 def _fires(check_id: str, case: Case) -> None:
     spec, values = case
     (finding,) = [f for f in check(spec, values) if f.id == check_id]
-    assert finding.severity in ("error", "warn") and finding.expected and finding.actual
-    if check_id != "gpu.xid":  # an Xid's remediation is its catalog bucket's
-        assert finding.remediation == rules()["checks"][check_id]["remediation"]
+    assert finding.expected and finding.actual and finding.fix
+    if check_id != "gpu.xid":  # an Xid's severity and remediation are its catalog bucket's
+        row = rules()["checks"][check_id]
+        assert (finding.severity, finding.remediation) == (row["severity"], row["remediation"])
 
 
 def test_every_gpu_id_fires_on_a_recording_or_says_why_none_exists() -> None:
