@@ -13,17 +13,23 @@ from typing import Any
 from gpurig import gpu_parse
 from gpurig.facts.round_trip import BOUNDED, Sectioned, part_text
 
-_SMI = "command -v nvidia-smi >/dev/null 2>&1"
+
+def _tool(tool: str, *args: str) -> str:
+    """A part running `tool` (bounded) where it is installed: a first line saying it ran, then
+    its output (`_ran` reads it back)."""
+    return (
+        f"{BOUNDED}\ncommand -v {tool} >/dev/null 2>&1 || exit 0\necho ran\n"
+        f"bounded {tool} {' '.join(args)}"
+    )
 
 
 def _smi(*args: str) -> str:
-    """A part running nvidia-smi where it is installed: a first line saying it ran, then its
-    output (`_ran` reads it back)."""
-    return f"{BOUNDED}\n{_SMI} || exit 0\necho ran\nbounded nvidia-smi {' '.join(args)}"
+    """A part running nvidia-smi where it is installed."""
+    return _tool("nvidia-smi", *args)
 
 
 def _ran(parts: Mapping[str, str], label: str) -> str | None:
-    """What nvidia-smi printed in a `_smi` part; None when it is not installed."""
+    """What the tool printed in a `_tool` part; None when it is not installed."""
     first, _, rest = (parts.get(label) or "").partition("\n")
     return rest if first == "ran" else None
 
@@ -42,9 +48,12 @@ def _refused(parse: Any, text: str | None) -> tuple[Any, str | None]:
 class NvidiaGpus(Sectioned[dict[str, Any]]):
     """The GPU query: whether nvidia-smi exists (`smi`); `nvidia-smi -L`'s GPUs with their MIG
     devices (`listing`, strict: gpu_parse.parse_smi_list); one `--query-gpu` row per GPU
-    (`gpus`); the loaded kernel module (/proc/driver/nvidia/version). `present`: the listing
-    names a GPU; `driver`: the driver version then (the query's, else the module's); `error`:
-    why no GPU is present. A tool's refusal is kept as `*_error`, never guessed around."""
+    (`gpus`); the loaded kernel module (/proc/driver/nvidia/version); what the container
+    toolkit sees (`toolkit_view`, `nvidia-container-cli info` where the toolkit is installed:
+    the only GPU view on Tegra/Jetson hosts, which have no nvidia-smi). `present`: the listing
+    names a GPU, or without nvidia-smi the toolkit lists a device; `driver`: the driver
+    version then (the query's, else the module's, else the toolkit's); `error`: why no GPU is
+    present. A tool's refusal is kept as `*_error`, never guessed around."""
 
     def command(self) -> str:
         return self.sectioned({
@@ -52,6 +61,7 @@ class NvidiaGpus(Sectioned[dict[str, Any]]):
             "query": _smi(gpu_parse.QUERY_GPU_COMMAND.removeprefix("nvidia-smi "), "2>&1"),
             "version": _smi("--version 2>/dev/null"),
             "module": "cat /proc/driver/nvidia/version 2>/dev/null",
+            "toolkit": _tool("nvidia-container-cli", "info 2>&1"),
         })  # fmt: skip
 
     @staticmethod
@@ -62,7 +72,8 @@ class NvidiaGpus(Sectioned[dict[str, Any]]):
         version, _ = _refused(gpu_parse.parse_smi_version, _ran(parts, "version"))
         module_text = parts.get("module") or ""
         module, module_error = _refused(gpu_parse.parse_proc_driver_version, module_text)
-        present = bool(listing)
+        view, view_error = _refused(gpu_parse.parse_container_cli_info, _ran(parts, "toolkit"))
+        present = bool(listing) or (listed is None and bool(view and view["devices"]))
         if present:
             error = None
         elif listed is None:
@@ -75,6 +86,7 @@ class NvidiaGpus(Sectioned[dict[str, Any]]):
         drivers += [g.get("driver_version") for g in gpus or []]
         l4t = bool(module) and gpu_parse.is_l4t_module(module, module_text)
         drivers.append(module.version if module and not l4t else None)
+        drivers.append(view["driver"] if view else None)
         return {
             "smi": listed is not None,
             "present": present,
@@ -85,6 +97,8 @@ class NvidiaGpus(Sectioned[dict[str, Any]]):
             "nvml_mismatch": gpu_parse.parse_nvml_mismatch(query or ""),
             "kernel_module": {**asdict(module), "l4t": l4t} if module else None,
             "kernel_module_error": module_error,
+            "toolkit_view": view,
+            "toolkit_view_error": view_error,
             "driver": next((d for d in drivers if d), None) if present else None,
             "error": error,
         }

@@ -71,18 +71,30 @@ def _health(health: Gpu) -> list[Gpu]:
     return list(health["health"])
 
 
-def _pci_key(pci: str) -> str:
-    """'00000000:2B:00.0', '0000:2b:00.0' and the Xid's '0000:2b:00' name the same GPU."""
-    match = re.search(r"([0-9a-f]{2}):([0-9a-f]{2})(?:\.\d)?$", pci.lower())
-    return f"{match[1]}:{match[2]}" if match else pci.lower()
+# A PCI address as nvidia-smi (8-hex domain, '00000009:01:00.0'), /proc/driver/nvidia and the
+# kernel log (4-hex domain, 'PCI:0009:01:00', with or without the function) print it.
+_PCI_ADDRESS = re.compile(
+    r"(?:pci:)?(?:([0-9a-f]{1,8}):)?([0-9a-f]{2}):([0-9a-f]{2})(?:\.[0-7])?", re.IGNORECASE
+)
+
+
+def pci_key(pci: str) -> str:
+    """One GPU's key, whoever printed its address: '00000009:01:00.0', '0009:01:00.0' and the
+    Xid's 'PCI:0009:01:00' are one GPU; '00000019:01:00.0' (another PCI domain, as on GH200
+    and GB200 boards) is another. The domain is kept and its width normalised."""
+    match = _PCI_ADDRESS.fullmatch(pci.strip())
+    if match is None:
+        return pci.strip().lower()
+    domain = int(match[1] or "0", 16)
+    return f"{domain:08x}:{match[2].lower()}:{match[3].lower()}"
 
 
 def _by_pci(health: Gpu) -> dict[str, Gpu]:
-    return {_pci_key(h["pci"]): h for h in _health(health) if h.get("pci")}
+    return {pci_key(h["pci"]): h for h in _health(health) if h.get("pci")}
 
 
 def _identify(health: Gpu, pci: str) -> str:
-    found = _by_pci(health).get(_pci_key(pci))
+    found = _by_pci(health).get(pci_key(pci))
     return _who(found) if found else f"GPU {pci}"
 
 
@@ -436,21 +448,22 @@ def _xid_remedy(xid: int, message: str) -> tuple[str, str]:
 
 def _kernel_log(_spec: Spec, read: Read) -> Iterator[Finding]:
     log, gpu = read(KernelLog), read(GpuHealth)
-    fallen: dict[str, list[str]] = {}
+    # Per GPU (its key): the address as first logged, for a GPU nvidia-smi no longer lists.
+    fallen: dict[str, tuple[str, list[str]]] = {}
     for event in log["fallen_off_bus"]:
-        fallen.setdefault(_pci_key(event["pci"]), []).append(event["line"])
+        fallen.setdefault(pci_key(event["pci"]), (event["pci"], []))[1].append(event["line"])
     by_code: dict[tuple[int, str], list[str]] = {}
     for event in log["xids"]:
         line = f"Xid ({event['pci']}): {event['xid']}, {event['message']}"
         if event["xid"] == 79:
-            fallen.setdefault(_pci_key(event["pci"]), []).append(line)
+            fallen.setdefault(pci_key(event["pci"]), (event["pci"], []))[1].append(line)
         else:
             remedy, _ = _xid_remedy(event["xid"], event["message"])
             by_code.setdefault((event["xid"], remedy), []).append(line)
-    for pci, lines in sorted(fallen.items()):
+    for key, (pci, lines) in sorted(fallen.items()):
         yield found(
             "gpu.fallen_off_bus",
-            subject((_by_pci(gpu).get(pci) or {}).get("pci") or pci),
+            subject((_by_pci(gpu).get(key) or {}).get("pci") or pci),
             "a GPU has fallen off the bus: the host no longer reaches it over PCIe",
             "GPU reachable",
             f"{_identify(gpu, pci)}; log: {_log(lines)}",
@@ -485,7 +498,9 @@ def _kernel_log(_spec: Spec, read: Read) -> Iterator[Finding]:
 
 def _presence(spec: Spec, read: Read) -> Iterator[Finding]:
     wanted, gpu = spec.get("gpu", "auto"), read(NvidiaGpus)
-    found_gpus = len(gpu["gpus"] or [])
+    # Without nvidia-smi (a Jetson) the container toolkit's devices are the GPUs there are.
+    view = gpu["toolkit_view"] if not gpu["smi"] else None
+    found_gpus = len(gpu["gpus"] or (view or {}).get("devices") or [])
     if wanted == "required" and not found_gpus:
         error = gpu["gpus_error"]
         yield found(

@@ -13,18 +13,31 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-# Fields the GPU query (facts.gpurig_nvidia.NvidiaGpus) asks nvidia-smi for; every one appears
-# in the recorded query-gpu captures.
+from gpurig.datafiles import table
+
+# Fields the GPU query (facts.gpurig_nvidia.NvidiaGpus) asks nvidia-smi for, in its order: the
+# query recorded on the lent H100 as it runs (noheader, nounits: columns by position), so its one
+# recording tests it as it is; fields past mig.mode.current are read by no rule yet.
 QUERY_GPU_FIELDS: tuple[str, ...] = (
     "index",
     "pci.bus_id",
     "name",
     "uuid",
+    "serial",
     "driver_version",
     "compute_cap",
     "memory.used",
     "memory.total",
     "mig.mode.current",
+    "persistence_mode",
+    "ecc.mode.current",
+    "pcie.link.gen.current",
+    "pcie.link.gen.max",
+    "pcie.link.width.current",
+    "pcie.link.width.max",
+    "temperature.gpu",
+    "power.draw",
+    "power.limit",
 )
 QUERY_GPU_COMMAND = (
     f"nvidia-smi --query-gpu={','.join(QUERY_GPU_FIELDS)} --format=csv,noheader,nounits"
@@ -74,11 +87,14 @@ class XidEvent:
 
 @dataclass(frozen=True)
 class TorchCapabilityWarning:
-    """torch's "GPU with CUDA capability sm_XY is not compatible" warning."""
+    """torch's warning that its build has no kernels for a GPU, in any of its wordings: the GPU,
+    its capability ('sm_120'), the build's capabilities where listed, and where a wording gives
+    them as a range instead, (minimum, maximum or None)."""
 
     gpu: str
     capability: str
     supported: list[str]
+    supported_range: tuple[str, str | None] | None = None
 
 
 def parse_proc_driver_version(text: str) -> KernelModule:
@@ -235,41 +251,51 @@ def parse_torch_arch_list(text: str) -> list[str]:
 
 
 def _sm(capability: str) -> str:
-    """'7.0' -> 'sm_70', '12.0' -> 'sm_120': torch's newer warnings print dotted capabilities."""
+    """'7.0' -> 'sm_70', '12.0' -> 'sm_120' (newer wordings print dotted capabilities); an
+    'sm_120' stays as it is."""
+    if capability.startswith("sm_"):
+        return capability
     major, _, minor = capability.partition(".")
     return f"sm_{major}{minor}"
 
 
-def parse_torch_capability_warning(text: str) -> TorchCapabilityWarning | None:
-    """torch's warning that the GPU's capability is missing from its build, else None.
+def _torch_says(kind: str) -> list[re.Pattern[str]]:
+    """The patterns gpurig/data/torch_warnings.yaml gives for one statement torch makes."""
+    return [re.compile(p, re.M) for p in table("torch_warnings.yaml")[kind]]
 
-    Three wordings across releases: 'X with CUDA capability sm_120 is not compatible ...
-    supports CUDA capabilities sm_50 ...' (1.x-2.8), 'Found GPU0 X which is of compute
-    capability (CC) 7.0. The following list shows the CCs ... - 7.5 which supports ...' (2.9+),
-    and 'Found GPU0 X which is of cuda capability 2.1. PyTorch no longer supports this GPU
-    because it is too old.' (1.0-era; no list, so `supported` is empty).
+
+def parse_torch_capability_warning(text: str) -> TorchCapabilityWarning | None:
+    """torch's warning that its build has no kernels for the GPU, else None.
+
+    Judged by what the text states, whichever of torch's wordings says it (all in
+    gpurig/data/torch_warnings.yaml): a GPU named with its capability, then the build's
+    capabilities as a list, a range, or not at all.
     """
-    # Lines may carry a journald prefix ('Oct 04 13:19:39 llm unit[394]: ').
-    gpu = re.search(
-        r"^(?:.*?\[\d+\]: )?(.+?) with CUDA capability (sm_\d+) is not compatible", text, re.M
-    )
-    supported = re.search(r"supports CUDA capabilities ((?:sm_\d+\w* ?)+)", text)
-    if gpu is not None and supported is not None:
-        return TorchCapabilityWarning(gpu[1], gpu[2], supported[1].split())
-    found = re.search(
-        r"Found GPU\d+ (.+?) which is of (?:compute capability \(CC\)|cuda capability) "
-        r"(\d+\.\d+)\.\s*(The following list|PyTorch no longer supports)",
-        text,
-    )
-    if found is None:
+    said = [m for p in _torch_says("gpu") if (m := p.search(text))]
+    if not said:
         return None
-    listed = re.findall(r"^- (\d+\.\d+) which supports", text, re.M)
-    return TorchCapabilityWarning(found[1], _sm(found[2]), [_sm(c) for c in listed])
+    first = min(said, key=lambda m: m.start())
+    supported = [
+        _sm(cap)
+        for p in _torch_says("supported")
+        for m in p.finditer(text)
+        for cap in m["list"].split()
+    ]
+    ranged = [m for p in _torch_says("supported_range") if (m := p.search(text))]
+    supported_range = None
+    if ranged:
+        bounds = ranged[0].groupdict()
+        maximum = bounds.get("maximum")
+        supported_range = (_sm(bounds["minimum"]), _sm(maximum) if maximum else None)
+    return TorchCapabilityWarning(
+        first["gpu"], _sm(first["capability"]), list(dict.fromkeys(supported)), supported_range
+    )
 
 
 def has_no_kernel_image_error(text: str) -> bool:
-    """Did CUDA report that no compiled kernel fits this GPU?"""
-    return "no kernel image is available for execution on the device" in text
+    """Does the text say no compiled kernel fits this GPU (CUDA's runtime error, or torch's own
+    words for it)?"""
+    return any(p.search(text) for p in _torch_says("no_kernels"))
 
 
 # Volatile (since the driver loaded) uncorrectable ECC counters, in each XML schema generation:
@@ -631,3 +657,40 @@ def parse_compute_apps(text: str) -> list[dict[str, Any]] | None:
         pid, used = (int(c) if c.isdigit() else None for c in cells[1:])
         apps.append({"gpu_uuid": cells[0], "pid": pid, "used_mib": used})
     return apps
+
+
+# A debug line `nvidia-container-cli -d` interleaves with the report ('I0114 04:33:38.55 ...').
+_CLI_DEBUG_RE = re.compile(r"[IWEF]\d{4} ")
+_CLI_DEVICE_FIELDS = {"Model", "GPU UUID", "Bus Location", "Architecture"}
+
+
+def parse_container_cli_info(text: str) -> dict[str, Any]:
+    """`nvidia-container-cli info`: what the container toolkit sees, which is what a container
+    gets (driver and CUDA versions, one dict per device); on Tegra/Jetson hosts, which have no
+    nvidia-smi, the only GPU view.
+
+    A field printed as `(null)` (C's printf of a NULL string: a Jetson has no NVRM version, bus
+    location or UUID) is absent, never a value. Raises when no 'NVRM version:' line is present
+    (the CLI failed and printed why instead).
+    """
+    info: dict[str, Any] = {"driver": None, "cuda": None, "devices": []}
+    reported = False
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if not sep or _CLI_DEBUG_RE.match(line):
+            continue
+        key, value = key.strip(), value.strip()
+        reported = reported or key == "NVRM version"
+        if value == "(null)":
+            continue
+        if key == "NVRM version":
+            info["driver"] = value
+        elif key == "CUDA version":
+            info["cuda"] = value
+        elif key == "Device Index":
+            info["devices"].append({"index": value})
+        elif info["devices"] and key in _CLI_DEVICE_FIELDS:
+            info["devices"][-1][key.lower().replace(" ", "_")] = value
+    if not reported:
+        raise ValueError("no 'NVRM version:' line in nvidia-container-cli info output")
+    return info

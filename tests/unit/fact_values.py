@@ -73,6 +73,7 @@ def gpu_values(
     modinfo: bool = False,
     module_built: str | None = None,
     dkms: str | None = None,
+    toolkit_info: str | None = None,
 ) -> dict[type, Any]:
     """Every GPU fact's value for one host, from recorded outputs (fixture names or text);
     nvidia-smi's parts are absent where `nvidia_smi` is False."""
@@ -82,6 +83,7 @@ def gpu_values(
         "query": smi(_text(query) or ""),
         "version": smi(_text(version) or ""),
         "module": _text(proc_version) or "",
+        "toolkit": _ran(_text(toolkit_info)),
     }
     units = {FABRIC_MANAGER: {"active": fabricmanager, "enabled": ""}} if fabricmanager else {}
     return {
@@ -101,6 +103,28 @@ def gpu_values(
         ),
         KernelLog: KernelLog.parse({"gpu_lines": _text(xid_lines) or ""}),
     }
+
+
+# Every reading of the lent H100 (tests/fixtures/gpu/*_h100_580.159.04_*), one machine, one day.
+LENT_H100: dict[str, Any] = {
+    "nvidia_smi": True,
+    "query": "nvidia-smi_query-gpu_csv-noheader_h100_580.159.04_health-fields.txt",
+    "version": "nvidia-smi--version_h100_580.159.04_vm.txt",
+    "smi_xml": "nvidia-smi-q-x_h100_580.159.04_vm.xml",
+    "proc_version": "proc_driver_nvidia_version_580.159.04_open_nixbld.txt",
+    "nvlink": "nvidia-smi_nvlink-s_h100-single_580.159.04_vm.txt",
+    "listing": "nvidia-smi-L_h100_580.159.04_vm.txt",
+    "xid_lines": "kernel_nvrm_boot_h100_580.159.04_vm.txt",
+    # Not recorded: the apps query. Its default table (nvidia-smi_h100_580.159.04_vm.txt) shows
+    # "No running processes found", for which the apps query prints nothing.
+    "compute_apps": "",
+    "uvm_device": "/dev/nvidia-uvm\n" in read_fixture("ls-dev-nvidia_h100_580.159.04_vm.txt"),
+}
+
+
+def lent_h100(**raw: Any) -> dict[type, Any]:
+    """The GPU facts' values parsed from the lent H100's recordings, `raw` replacing some."""
+    return gpu_values(**{**LENT_H100, **raw})
 
 
 def run_here(cls: type, env_path: str | None = None, **kwargs: Any) -> Any:

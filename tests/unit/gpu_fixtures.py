@@ -14,3 +14,12 @@ def read_fixture(name: str) -> str:
     while body < len(lines) and lines[body].startswith("# "):
         body += 1
     return "".join(lines[body:])
+
+
+def recorded_command(name: str) -> str:
+    """The command a fixture was recorded from (its `# command:` header line): a test can then
+    hold that gpurig runs exactly what was recorded."""
+    for line in (FIXTURES / name).read_text(encoding="utf-8").splitlines():
+        if line.startswith("# command: "):
+            return line.removeprefix("# command: ")
+    raise ValueError(f"{name} names no '# command:'")

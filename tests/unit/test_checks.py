@@ -1,7 +1,7 @@
 """check(): a clean host has no findings, and every check id has a case that fires it.
 
 The checks read the facts' values through a reader; the GPU facts of the clean host are parsed
-from a recorded L40S capture, not written by hand.
+from the lent H100's recordings, not written by hand.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from gpurig.node_checks import key_changed, unreachable
 from gpurig.plans import CHANGE_IDS
 from gpurig.rules import rules
 from gpurig.spec import normalise
-from tests.unit.fact_values import gpu_values, reader
+from tests.unit.fact_values import gpu_values, lent_h100, reader
 from tests.unit.gpu_fixtures import read_fixture
+from tests.unit.test_gpu_checks import FIRES_ON_RECORDING, NO_RECORDING
 
 DIGEST = "sha256:" + "a" * 64
 REF = "b" * 40
@@ -102,13 +103,6 @@ INSPECT: dict[str, Any] = {
 GiB = 1024**3
 DISK = {"path": "/", "exists": True, "mount": "/", "free_bytes": 100 * GiB,
         "inodes_total": 1000, "inodes_free": 500}  # fmt: skip
-# The GPU facts of a recorded L40S (its module line set to the recorded driver), not by hand.
-L40S = gpu_values(
-    query="nvidia-smi_query-gpu_csv_l40s_595.80.txt",
-    proc_version=read_fixture(
-        "proc_driver_nvidia_version_525.60.11_open_archlinux-no-date.txt"
-    ).replace("525.60.11", "595.80"),  # the module that matches the recorded driver
-)
 VALUES: dict[type, Any] = {
     Login: {"uid": 0, "user": "root", "sudo": False},
     HostMemory: {"total_bytes": 16 * GiB, "percpu": {"bytes": None, "source": None}},
@@ -121,7 +115,7 @@ VALUES: dict[type, Any] = {
     },
     CgroupMemory: {"limit": None, "oom_kill": 0},
     CgroupLeaks: {"count": None, "percpu": {"bytes": None, "source": None}},
-    **L40S,
+    **lent_h100(),  # the GPU facts of the lent H100, all recorded on it
 }
 
 Mutation = Callable[[dict[str, Any], dict[type, Any]], None]
@@ -174,10 +168,7 @@ CASES: dict[str, Mutation] = {
     "gpu.unexpected": _spec("gpu", "absent"),
     "compat.kernel_module": _set(NvidiaGpus, "kernel_module", "version", value="595.71.05"),
     "compat.driver_cuda": _set(ContainerTorch, "train", "cuda", value="13.9"),
-    "compat.torch_arch": _set(ContainerTorch, "train", "arch_list", value=["sm_90"]),
-    "gpu.throttle": _set(GpuHealth, "throttle", value={"00000000:01:00.0": ["hw_slowdown"]}),
-    "gpu.ecc": _set(GpuHealth, "ecc_uncorrectable", value={"00000000:01:00.0": 2}),
-    "gpu.zombie_vram": _set(NvidiaGpus, "gpus", 0, "memory.used", value="30000"),
+    "compat.torch_arch": _set(ContainerTorch, "train", "arch_list", value=["sm_80"]),
 }
 # Ids not produced by check(spec, read) mutations; each has its own test below.
 SEPARATE = {
@@ -187,9 +178,11 @@ SEPARATE = {
     "state.unreadable",  # test_faults_input.py and below
     "gpurig.internal_error",  # test_faults_input.py
 }
-# The GPU health checks have their own table of recorded cases (tests/unit/test_gpu_checks.py),
-# and so do the node health checks (tests/unit/test_node_checks.py).
-SEPARATE |= (set(gpu_checks.IDS) | set(node_checks.IDS) | {"container.oom_kill"}) - set(CASES)
+# Every GPU check id fires in tests/unit/test_gpu_checks.py's table, on a recording or, where
+# it names why none exists, on hand-set state; the node health checks have their own table of
+# cases (tests/unit/test_node_checks.py).
+SEPARATE |= set(FIRES_ON_RECORDING) | set(NO_RECORDING)
+SEPARATE |= (set(node_checks.IDS) | {"container.oom_kill"}) - set(CASES)
 
 
 def run(mutation: Mutation | None = None) -> list[Any]:
@@ -288,7 +281,7 @@ def test_same_filesystem_reported_once() -> None:
 def test_warnings_and_errors() -> None:
     severity = {fid: {f.severity for f in run(m) if f.id == fid} for fid, m in CASES.items()}
     assert severity["container.restarting"] == {"warn"}
-    assert severity["gpu.ecc"] == {"error"}
+    assert severity["gpu.missing"] == {"error"}
     assert severity["disk.free"] == {"error"}
 
 

@@ -2,41 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
 import pytest
-from gpu_fixtures import read_fixture
 
 from gpurig import gpu_checks, gpu_parse
 from gpurig.facts.gpurig_nvidia import GpuHealth, NvidiaGpus
 from gpurig.rules import rules
-from tests.unit.fact_values import gpu_values, reader
+from tests.unit.fact_values import gpu_values, lent_h100, reader
+from tests.unit.gpu_fixtures import read_fixture
 
 Values = dict[type, Any]
 
-H100 = {
-    "nvidia_smi": True,
-    "query": "nvidia-smi_query-gpu_csv_h100_580.159.04_health-fields.txt",
-    "smi_xml": "nvidia-smi-q-x_h100_580.159.04_vm.xml",
-    "proc_version": "proc_driver_nvidia_version_580.159.04_open_nixbld.txt",
-    "nvlink": "nvidia-smi_nvlink-s_h100-single_580.159.04_vm.txt",
-    "listing": "nvidia-smi-L_h100_580.159.04_vm.txt",
-    "xid_lines": "kernel_nvrm_boot_h100_580.159.04_vm.txt",
-    # The default table shows "No running processes found"; the apps query then prints nothing.
-    "compute_apps": "",
-}
-
-
-def gpu_facts(**raw: Any) -> Values:
-    """The GPU facts' values parsed from the lent H100's recordings, `raw` replacing some."""
-    devices = read_fixture("ls-dev-nvidia_h100_580.159.04_vm.txt")
-    return gpu_values(**{"uvm_device": "/dev/nvidia-uvm\n" in devices, **H100, **raw})
-
 
 def with_text_health(name: str, **raw: Any) -> Values:
-    """Facts whose health fields come from a recorded `nvidia-smi -q` text instead."""
-    gpu = gpu_facts(**raw)
+    """The lent H100's facts with health fields from another recorded `nvidia-smi -q` text."""
+    gpu = lent_h100(**raw)
     gpu[GpuHealth]["health"] = [asdict(h) for h in gpu_parse.parse_health_text(read_fixture(name))]
     return gpu
 
@@ -53,12 +36,12 @@ H100_SPEC = {"gpu_expect": {"count": 1, "model": "H100 80GB", "mig": "disabled"}
 
 
 def test_lent_h100_is_healthy_and_as_declared() -> None:
-    assert check(H100_SPEC, gpu_facts()) == []
+    assert check(H100_SPEC, lent_h100()) == []
 
 
 def test_count_and_model_name_the_gpus_found() -> None:
     spec = {"gpu_expect": {"count": 8, "model": "A100", "mig": "enabled"}}
-    findings = {f.id: f for f in check(spec, gpu_facts())}
+    findings = {f.id: f for f in check(spec, lent_h100())}
     assert set(findings) == {"gpu.count", "gpu.model", "gpu.mig_mode"}
     assert findings["gpu.count"].actual == "1: NVIDIA H100 80GB HBM3"
     assert "GPU-e547dfd8-4d29-222b-a7f7-9e8719a4fb76" in findings["gpu.model"].actual
@@ -91,15 +74,15 @@ def test_pcie_width_below_max_is_flagged_but_idle_gen_drop_is_not() -> None:
 
 
 def test_persistence_off_on_recorded_t4() -> None:
-    gpu = gpu_facts(smi_xml="nvidia-smi-q-x_tesla-t4_515.105.01_reindented.xml")
+    gpu = lent_h100(smi_xml="nvidia-smi-q-x_tesla-t4_515.105.01_reindented.xml")
     assert {"gpu.persistence", "gpu.pcie_link"} <= set(ids(check({}, gpu)))
 
 
 def test_nvlink_links_down() -> None:
-    down = gpu_facts(nvlink="nvidia-smi_nvlink-s_v100-sxm2_inactive_PARTIAL.txt")
+    down = lent_h100(nvlink="nvidia-smi_nvlink-s_v100-sxm2_inactive_PARTIAL.txt")
     (finding,) = [f for f in check({}, down) if f.id == "gpu.nvlink_down"]
     assert "links 3, 5" in finding.actual and finding.remediation == "reset-gpu"
-    up = gpu_facts(nvlink="nvidia-smi_nvlink-s_a100-sxm4-80gbx8_all-up.txt")
+    up = lent_h100(nvlink="nvidia-smi_nvlink-s_a100-sxm4-80gbx8_all-up.txt")
     assert "gpu.nvlink_down" not in ids(check({}, up))
 
 
@@ -116,16 +99,27 @@ def test_fabric_manager_needed_on_nvswitch_hosts() -> None:
 @pytest.mark.parametrize(
     ("log", "pci"),
     [
-        ("kernel_fallen-off-bus_no-xid_570.158.01_dmesg.txt", "GPU b3:00"),
-        ("kernel_xid_79_fallen-off-bus_rtx5080_journald.txt", "GPU 2b:00"),
-        ("kernel_fallen-off-bus_legacy-gpu-at_journald.txt", "GPU 01:00"),
+        ("kernel_fallen-off-bus_no-xid_570.158.01_dmesg.txt", "GPU 0000:b3:00.0;"),
+        ("kernel_xid_79_fallen-off-bus_rtx5080_journald.txt", "GPU 0000:2b:00.0;"),
+        ("kernel_fallen-off-bus_legacy-gpu-at_journald.txt", "GPU 0000:01:00.0;"),
     ],
 )
 def test_fallen_off_the_bus_with_or_without_an_xid_is_one_finding(log: str, pci: str) -> None:
-    findings = check({}, gpu_facts(xid_lines=log))
+    findings = check({}, lent_h100(xid_lines=log))
     (finding,) = [f for f in findings if f.id == "gpu.fallen_off_bus"]
     assert (finding.severity, finding.remediation) == ("error", "reboot")
     assert finding.actual.startswith(pci) and "fallen off the bus" in finding.actual
+
+
+def test_a_gpu_is_keyed_by_its_full_pci_address() -> None:
+    """nvidia-smi prints an 8-hex PCI domain, the kernel log a 4-hex one (with or without the
+    function); GH200 and GB200 boards put each GPU on bus 01 of its own domain. The addresses
+    are as nvidia-smi prints them on those boards (tests/fixtures holds no kernel log from one)."""
+    logged = ["PCI:0000:2b:00", "0000:2b:00.0", "00000000:2B:00.0"]
+    assert {gpu_checks.pci_key(p) for p in logged} == {"00000000:2b:00"}
+    assert gpu_checks.pci_key("PCI:0009:01:00") == gpu_checks.pci_key("00000009:01:00.0")
+    boards = ["00000008:01:00.0", "00000009:01:00.0", "00000018:01:00.0", "00000019:01:00.0"]
+    assert len({gpu_checks.pci_key(p) for p in boards}) == 4
 
 
 @pytest.mark.parametrize(
@@ -143,40 +137,42 @@ def test_fallen_off_the_bus_with_or_without_an_xid_is_one_finding(log: str, pci:
     ],
 )
 def test_xid_remediation_follows_the_catalog(log: str, expected: set[tuple[int, str, str]]) -> None:
-    findings = [f for f in check({}, gpu_facts(xid_lines=log)) if f.id == "gpu.xid"]
+    findings = [f for f in check({}, lent_h100(xid_lines=log)) if f.id == "gpu.xid"]
     got = {(int(f.message.split()[1]), f.severity, f.remediation) for f in findings}
     assert got == expected
     assert all("Xid (" in f.actual for f in findings)
 
 
 def test_nvml_mismatch_without_the_library_line_is_still_a_finding() -> None:
-    gpu = gpu_facts(query="driver_mismatch_nvml_no-library-line.txt", smi_xml=None)
+    gpu = lent_h100(query="driver_mismatch_nvml_no-library-line.txt", smi_xml=None)
     (finding,) = check(H100_SPEC, gpu)
     assert (finding.id, finding.remediation) == ("gpu.nvml_mismatch", "reboot")
     assert finding.actual == "NVML library (version not printed), kernel module 580.159.04"
-    versioned = gpu_facts(query="driver_mismatch_nvml-550.144.txt", smi_xml=None)
+    versioned = lent_h100(query="driver_mismatch_nvml-550.144.txt", smi_xml=None)
     assert "NVML library 550.144" in check({}, versioned)[0].actual
 
 
 def test_host_state_checks() -> None:
-    pending = gpu_facts(reboot_required=True, reboot_required_pkgs="linux-image-6.8.0-45\n")
+    pending = lent_h100(reboot_required=True, reboot_required_pkgs="linux-image-6.8.0-45\n")
     (finding,) = check({}, pending)
     assert (finding.id, finding.actual) == (
         "host.reboot_pending",
         "/var/run/reboot-required (linux-image-6.8.0-45)",
     )
-    no_uvm = gpu_facts(uvm_device=False)
+    no_uvm = lent_h100(uvm_device=False)
     assert ids(check({}, no_uvm)) == ["gpu.uvm_missing"]
-    unbuilt = gpu_facts(proc_version=None, modinfo=True, module_built="", smi_xml=None)
+    unbuilt = lent_h100(proc_version=None, modinfo=True, module_built="", smi_xml=None)
     assert ids(check({}, unbuilt)) == ["gpu.module_missing"]
     # A container without modinfo cannot tell: no finding.
-    assert check({}, gpu_facts(proc_version=None, smi_xml=None)) == []
+    assert check({}, lent_h100(proc_version=None, smi_xml=None)) == []
 
 
 # --- MIG: mode, slices, and a slice judged by its parent GPU ----------------------------------
 
 # One H100 with MIG on, recorded whole (utkuozdemir/nvidia_gpu_exporter captures): its query
-# row, its `nvidia-smi -L` (3g.40gb + 2g.20gb + 2 x 1g.10gb) and its `nvidia-smi -q`.
+# row, its `nvidia-smi -L` (3g.40gb + 2g.20gb + 2 x 1g.10gb) and its `nvidia-smi -q`. The query
+# row is the exporter's (`--format=csv`, a header and units, other fields): no MIG host was
+# recorded running gpurig's query, so this one is read by its header's names.
 MIG_H100 = {
     "nvidia_smi": True,
     "query": "nvidia-smi_query-gpu_csv_h100-mig_590.48.01.txt",
@@ -243,7 +239,7 @@ def test_slices_counted_by_profile_on_recorded_listings(
     listing: str, declared: dict[str, int], fires: bool
 ) -> None:
     wanted = [{"profile": p, "count": n} for p, n in declared.items()]
-    found = ids(check(expect(mig_slices=wanted), gpu_facts(listing=listing)))
+    found = ids(check(expect(mig_slices=wanted), lent_h100(listing=listing)))
     assert ("gpu.mig_slices" in found) is fires
 
 
@@ -316,4 +312,157 @@ def test_a_mig_gpu_without_slices_offers_no_capability() -> None:
     # Without a listing every GPU's own capability is judged, as before MIG was read.
     assert gpu_checks.job_capabilities(mig_h100(listing=None)[NvidiaGpus]) == ["9.0"]
     # A GPU with MIG off is judged by its own capability.
-    assert gpu_checks.job_capabilities(gpu_facts()[NvidiaGpus]) == ["9.0"]
+    assert gpu_checks.job_capabilities(lent_h100()[NvidiaGpus]) == ["9.0"]
+
+
+def test_a_jetson_without_nvidia_smi_has_the_gpu_its_container_toolkit_sees() -> None:
+    """Recorded Jetson AGX Xavier: no nvidia-smi; `nvidia-container-cli info` lists its GPU."""
+    jetson = gpu_values(
+        nvidia_smi=False,
+        toolkit_info="nvidia-container-cli_info_jetson-agx-xavier_null-fields.txt",
+    )
+    assert "gpu.missing" not in ids(check({"gpu": "required"}, jetson))
+    assert "gpu.missing" in ids(check({"gpu": "required"}, gpu_values(nvidia_smi=False)))
+
+
+# --- Every GPU check id fires: on a recording, or, where none exists, on hand-set state ------
+
+Case = tuple[dict[str, Any], Values]
+CAPPED = "nvidia-smi-q-d-power_4gpu_595.71.05_lowered-limit_PARTIAL.txt"
+MIG_SLICES_DECLARED = expect(mig_slices=[{"profile": "3g.20gb", "count": 2}])
+
+# The recorded state (spec, GPU facts) that fires each id.
+FIRES_ON_RECORDING: dict[str, Callable[[], Case]] = {
+    "gpu.missing": lambda: ({"gpu": "required"}, gpu_values(nvidia_smi=False)),
+    "gpu.unexpected": lambda: ({"gpu": "absent"}, lent_h100()),
+    "gpu.count": lambda: (expect(count=8), lent_h100()),
+    "gpu.model": lambda: (expect(model="A100"), lent_h100()),
+    "gpu.mig_mode": lambda: (expect(mig="enabled"), lent_h100()),
+    "gpu.mig_slices": lambda: (MIG_SLICES_DECLARED, mig_h100()),
+    "gpu.pcie_link": lambda: ({}, with_text_health("nvidia-smi-q_rtx4090_537.13_windows-wddm.txt")),
+    "gpu.nvlink_down": lambda: (
+        {}, lent_h100(nvlink="nvidia-smi_nvlink-s_v100-sxm2_inactive_PARTIAL.txt")
+    ),
+    "gpu.persistence": lambda: (
+        {}, lent_h100(smi_xml="nvidia-smi-q-x_tesla-t4_515.105.01_reindented.xml")
+    ),
+    "gpu.row_remap_pending": lambda: ({}, with_text_health("nvidia-smi-q_a10_535.129.03.txt")),
+    # A current limit of 500 W under a 700 W default. (The 2080 Ti table that draws 315 W over
+    # its 300 W cap cannot say it: a default table prints no default limit.)
+    "gpu.power_cap": lambda: ({}, with_text_health(CAPPED)),
+    "gpu.nvml_mismatch": lambda: (
+        {}, lent_h100(query="driver_mismatch_nvml-550.144.txt", smi_xml=None)
+    ),
+    "gpu.fallen_off_bus": lambda: (
+        {}, lent_h100(xid_lines="kernel_xid_79_fallen-off-bus_rtx5080_journald.txt")
+    ),
+    "gpu.xid": lambda: ({}, lent_h100(xid_lines="kernel_xid_119_gsp_rpc_timeout.txt")),
+}  # fmt: skip
+
+
+def _set_health(**fields: Any) -> Values:
+    """The lent H100 with some of its GPU's health fields set by hand."""
+    gpu = lent_h100()
+    gpu[GpuHealth]["health"][0] |= fields
+    return gpu
+
+
+def _set_gpu(key: str, value: Any) -> Values:
+    """The lent H100 with one of GpuHealth's per-GPU maps set by hand for its GPU."""
+    gpu = lent_h100()
+    gpu[GpuHealth][key] = {gpu[GpuHealth]["health"][0]["pci"]: value}
+    return gpu
+
+
+def _zombie() -> Values:
+    gpu = lent_h100()
+    gpu[NvidiaGpus]["gpus"][0]["memory.used"] = "30000"
+    return gpu
+
+
+# Ids no recording in tests/fixtures/gpu (nor any found in public issue threads and repositories)
+# shows: why, and the lent H100's recorded state with the fields that fire it set by hand.
+NO_RECORDING: dict[str, tuple[str, Callable[[], Case]]] = {
+    "gpu.thermal": (
+        "no recorded GPU at its slowdown temperature, at a T.Limit margin of 0 or with a thermal "
+        "slowdown active",
+        lambda: ({}, _set_health(tlimit_margin_c=0)),
+    ),
+    "gpu.recovery_action": (
+        "every recorded -q says 'GPU Recovery Action: None'",
+        lambda: ({}, _set_health(recovery_action="GPU Reset Required")),
+    ),
+    "gpu.ecc_mode_mixed": (
+        "no recorded -q with an ECC change pending or GPUs in different ECC modes",
+        lambda: ({}, _set_health(ecc_pending="Disabled")),
+    ),
+    "gpu.retired_pages_pending": (
+        "no recorded -q with 'Pending Page Retirement' (or 'Blacklist') 'Yes'",
+        lambda: ({}, _set_health(retired_pending=True)),
+    ),
+    "gpu.row_remap_failure": (
+        "no recorded -q with 'Remapping Failure Occurred: Yes' (the A10's rows only wait)",
+        lambda: ({}, _set_health(remap_failure=True)),
+    ),
+    "gpu.throttle": (
+        "no recorded -q -x with a hardware slowdown active (gpu_idle at most)",
+        lambda: ({}, _set_gpu("throttle", ["hw_slowdown"])),
+    ),
+    "gpu.ecc": (
+        "no recorded -q -x with a volatile uncorrectable ECC count above 0",
+        lambda: ({}, _set_gpu("ecc_uncorrectable", 2)),
+    ),
+    "gpu.zombie_vram": (
+        "no recorded query row with memory held and no compute process (the one loaded "
+        "recording has MIG on, which the rule leaves out)",
+        lambda: ({}, _zombie()),
+    ),
+    "gpu.mig_pending": (
+        "no recording of a GPU between `nvidia-smi -mig` and its reset",
+        lambda: ({}, _mig_modes("Disabled", "Enabled")),
+    ),
+    "gpu.fabric_manager": (
+        "no recorded NVSwitch host with its fabric manager stopped (the recorded H100x8 -q "
+        "says Fabric State Completed); its switch count and unit state are set",
+        lambda: ({}, with_text_health(
+            "nvidia-smi-q_h100x8_535.161.08.txt", nvswitch_devices=4, fabricmanager="inactive"
+        )),
+    ),
+    "gpu.uvm_missing": (
+        "no recorded host without /dev/nvidia-uvm",
+        lambda: ({}, lent_h100(uvm_device=False)),
+    ),
+    "host.reboot_pending": (
+        "no recorded /var/run/reboot-required",
+        lambda: ({}, lent_h100(reboot_required=True)),
+    ),
+    "gpu.module_missing": (
+        "no recorded host whose driver module is neither loaded nor built",
+        lambda: ({}, lent_h100(proc_version=None, modinfo=True, module_built="", smi_xml=None)),
+    ),
+}  # fmt: skip
+
+
+def _fires(check_id: str, case: Case) -> None:
+    spec, values = case
+    (finding,) = [f for f in check(spec, values) if f.id == check_id]
+    assert finding.expected and finding.actual and finding.fix
+    if check_id != "gpu.xid":  # an Xid's severity and remediation are its catalog bucket's
+        row = rules()["checks"][check_id]
+        assert (finding.severity, finding.remediation) == (row["severity"], row["remediation"])
+
+
+def test_every_gpu_id_fires_on_a_recording_or_says_why_none_exists() -> None:
+    assert set(FIRES_ON_RECORDING).isdisjoint(NO_RECORDING)
+    assert set(FIRES_ON_RECORDING) | set(NO_RECORDING) == set(gpu_checks.IDS)
+
+
+@pytest.mark.parametrize("check_id", sorted(FIRES_ON_RECORDING))
+def test_fires_on_a_recording(check_id: str) -> None:
+    _fires(check_id, FIRES_ON_RECORDING[check_id]())
+
+
+@pytest.mark.parametrize("check_id", sorted(NO_RECORDING), ids=lambda i: f"{i}-hand-set")
+def test_fires_on_hand_set_state_for_want_of_a_recording(check_id: str) -> None:
+    """The rule can fire; that a real GPU prints what fires it is not shown (NO_RECORDING)."""
+    _fires(check_id, NO_RECORDING[check_id][1]())

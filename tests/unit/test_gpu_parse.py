@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from gpu_fixtures import FIXTURES, read_fixture
+from gpu_fixtures import FIXTURES, read_fixture, recorded_command
 
 from gpurig import gpu_parse
+from gpurig.datafiles import table
 from gpurig.gpu_parse import (
     parse_ecc_uncorrectable,
     parse_proc_driver_version,
@@ -41,12 +42,31 @@ def test_proc_driver_version_rejects_other_text() -> None:
         parse_proc_driver_version(read_fixture("nvidia-smi_version_590.48.01.txt"))
 
 
-def test_query_gpu_command_uses_recorded_fields() -> None:
-    header = read_fixture("nvidia-smi_query-gpu_csv_h100-mig_590.48.01.txt").splitlines()[0]
-    recorded = {cell.split(" [")[0] for cell in header.split(", ")}
-    assert set(gpu_parse.QUERY_GPU_FIELDS) <= recorded
-    assert gpu_parse.QUERY_GPU_COMMAND.startswith("nvidia-smi --query-gpu=index,pci.bus_id,")
-    assert gpu_parse.QUERY_GPU_COMMAND.endswith(" --format=csv,noheader,nounits")
+LENT_H100_QUERY = "nvidia-smi_query-gpu_csv-noheader_h100_580.159.04_health-fields.txt"
+
+
+def test_the_gpu_query_is_the_recorded_one() -> None:
+    """The query runs as recorded on the lent H100: the same fields, noheader and nounits."""
+    assert recorded_command(LENT_H100_QUERY) == gpu_parse.QUERY_GPU_COMMAND
+
+
+def test_the_gpu_query_read_by_position_on_its_recording() -> None:
+    """Read by position, the query's own recording gives what the same machine's run with a
+    header gives by name (power.draw moved between the two runs)."""
+    (gpu,) = parse_query_gpu_csv(read_fixture(LENT_H100_QUERY))
+    assert (gpu["name"], gpu["serial"], gpu["driver_version"], gpu["compute_cap"]) == (
+        "NVIDIA H100 80GB HBM3", "1652724064200", "580.159.04", "9.0"
+    )  # fmt: skip
+    assert (gpu["memory.used"], gpu["memory.total"], gpu["mig.mode.current"]) == (
+        "0", "81559", "Disabled"
+    )  # fmt: skip
+    (named,) = parse_query_gpu_csv(
+        read_fixture("nvidia-smi_query-gpu_csv_h100_580.159.04_health-fields.txt")
+    )
+    assert {k: v for k, v in gpu.items() if k != "power.draw"} == {
+        k: v for k, v in named.items() if k != "power.draw"
+    }
+    assert (gpu["power.draw"], named["power.draw"]) == ("108.34", "109.38")
 
 
 def test_query_gpu_h100_mig_with_header_and_units() -> None:
@@ -388,48 +408,68 @@ def test_proc_version_open_and_jetson(name: str, version: str, l4t: bool) -> Non
     assert gpu_parse.is_l4t_module(module, text) is l4t
 
 
-@pytest.mark.parametrize(
-    ("name", "gpu", "capability", "supported"),
-    [
-        (
-            "torch_warning_v100_cc-list_2.7.txt",
-            "Tesla V100-PCIE-32GB",
-            "sm_70",
-            ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"],
-        ),
-        ("torch_warning_too-old_gt630m_1.0.1.txt", "GeForce GT 630M", "sm_21", []),
-    ],
-)
-def test_torch_capability_warning_other_wordings(
-    name: str, gpu: str, capability: str, supported: list[str]
-) -> None:
-    warning = gpu_parse.parse_torch_capability_warning(read_fixture(name))
-    assert warning == gpu_parse.TorchCapabilityWarning(gpu, capability, supported)
+# Each wording torch has printed (gpurig/data/torch_warnings.yaml), by its recorded case: what
+# the text states about the GPU and the build, whichever words state it.
+TORCH_WORDINGS = {
+    "too_old": ("GeForce GT 630M", "sm_21", [], None),
+    "too_old_minimum_3.5": ("GeForce GTX 660 Ti", "sm_30", [], ("sm_35", None)),
+    "too_old_minimum_of_build": ("GeForce GT 720", "sm_35", [], ("sm_37", None)),
+    "not_compatible_sm_list": (
+        "NVIDIA GeForce RTX 5090",
+        "sm_120",
+        ["sm_50", "sm_60", "sm_61", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
+        None,
+    ),
+    "minimum_and_maximum": ("NVIDIA RTX 6000 Ada Generation", "sm_89", [], ("sm_89", "sm_90")),
+    "compute_capability_cc_list": (
+        "Tesla V100-PCIE-32GB",
+        "sm_70",
+        ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"],
+        None,
+    ),
+    "no_kernels_for_this_gpu": ("NVIDIA GB10", "sm_121", [], None),
+}
+
+
+def test_every_torch_wording_has_its_case() -> None:
+    assert [w["id"] for w in table("torch_warnings.yaml")["wordings"]] == list(TORCH_WORDINGS)
+
+
+@pytest.mark.parametrize("wording", table("torch_warnings.yaml")["wordings"], ids=lambda w: w["id"])
+def test_torch_capability_warning_by_meaning(wording: dict[str, str]) -> None:
+    gpu, capability, supported, supported_range = TORCH_WORDINGS[wording["id"]]
+    warning = gpu_parse.parse_torch_capability_warning(read_fixture(wording["case"]))
+    assert warning == gpu_parse.TorchCapabilityWarning(gpu, capability, supported, supported_range)
+
+
+def test_no_kernels_in_cudas_words_and_torchs() -> None:
+    for case in (
+        "torch_error_no-kernel-image_rtx5090_journald-prefixed.txt",
+        "torch_warning_no-kernels_gb10_2.13.0.txt",
+    ):
+        assert gpu_parse.has_no_kernel_image_error(read_fixture(case))
+    assert not gpu_parse.has_no_kernel_image_error(
+        read_fixture("torch_warning_cc-range_rtx6000ada_source-build.txt")
+    )
 
 
 def test_compute_apps_rows_and_refusals() -> None:
     """`--query-compute-apps` rows typed; nvidia-smi's own failure is None (it could not say);
-    anything else is refused."""
-    rows = "GPU-e547dfd8-4d29-222b-a7f7-9e8719a4fb76, 4242, 30000\nGPU-x, 7, [N/A]\n"
+    anything else is refused. No host was recorded running this query with a process on it
+    (the lent H100 ran none): the rows are the cells of the same fields that the exporter's
+    loaded H100 capture recorded (with a header and units), as noheader,nounits prints them."""
+    recorded = parse_query_gpu_csv(
+        read_fixture("nvidia-smi_query-compute-apps_csv_h100-mig_load_590.48.01.txt")
+    )
+    rows = "".join(f"{a['gpu_uuid']}, {a['pid']}, {a['used_gpu_memory']}\n" for a in recorded)
     assert gpu_parse.parse_compute_apps(rows) == [
-        {"gpu_uuid": "GPU-e547dfd8-4d29-222b-a7f7-9e8719a4fb76", "pid": 4242, "used_mib": 30000},
-        {"gpu_uuid": "GPU-x", "pid": 7, "used_mib": None},
+        {"gpu_uuid": "GPU-00000000-0000-0000-0000-000000000000", "pid": pid, "used_mib": mib}
+        for pid, mib in ((21180, 2296), (21181, 1272), (21198, 7484))
     ]
     assert gpu_parse.parse_compute_apps("") == []
     assert gpu_parse.parse_compute_apps(read_fixture("driver_mismatch_nvml-570.124.txt")) is None
     with pytest.raises(ValueError, match="compute-apps row"):
         gpu_parse.parse_compute_apps("No running processes found")
-
-
-def test_query_gpu_health_fields_lent_h100() -> None:
-    (gpu,) = parse_query_gpu_csv(
-        read_fixture("nvidia-smi_query-gpu_csv_h100_580.159.04_health-fields.txt")
-    )
-    assert (gpu["serial"], gpu["pcie.link.width.current"], gpu["power.limit"]) == (
-        "1652724064200",
-        "16",
-        "700.00",
-    )
 
 
 def test_smi_version_lent_h100_capitalised_driver_label() -> None:

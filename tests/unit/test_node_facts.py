@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import shlex
 import shutil
 import socketserver
 import subprocess
@@ -40,7 +41,7 @@ from gpurig.facts.gpurig_nvidia import (
 from gpurig.facts.round_trip import HostState, Snapshot, Unreadable
 from gpurig.gpu_parse import QUERY_GPU_COMMAND
 from tests.unit.fact_values import run_here
-from tests.unit.gpu_fixtures import read_fixture
+from tests.unit.gpu_fixtures import read_fixture, recorded_command
 
 NODE_FACTS = (OsRelease, Login, CgroupMemory, CgroupLeaks, HostMemory, LoginShell, EngineVersions)
 GPU_FACTS = (NvidiaGpus, GpuHealth, GpuProcesses, NvlinkStatus, GpuDevices, RebootRequired,
@@ -125,43 +126,43 @@ def test_engine_socket_asks_a_real_socket_for_ping(
     }  # fmt: skip
 
 
-REPLAY = {
-    "--query-gpu": "nvidia-smi_query-gpu_csv_h100-mig_590.48.01.txt",
-    "--version": "nvidia-smi_version_590.48.01.txt",
-    "-q": "nvidia-smi-q-x_tesla-t4_515.105.01_reindented.xml",
-    "-L": "nvidia-smi-L_h100-80gb-mig_590.48.01.txt",
-}
+# The lent H100's recordings, each served only for the command it was recorded from.
+REPLAY = (
+    "nvidia-smi_query-gpu_csv-noheader_h100_580.159.04_health-fields.txt",
+    "nvidia-smi--version_h100_580.159.04_vm.txt",
+    "nvidia-smi-q-x_h100_580.159.04_vm.xml",
+    "nvidia-smi-L_h100_580.159.04_vm.txt",
+    "nvidia-smi_nvlink-s_h100-single_580.159.04_vm.txt",
+)
 
 
 def test_gpu_facts_parse_recorded_outputs_through_their_commands(tmp_path: Path) -> None:
-    """A stand-in nvidia-smi replays recorded files; each fact's own command runs it, and its
-    process() parses what came back."""
+    """A stand-in nvidia-smi replays recorded files, each only for the arguments it was recorded
+    with (anything else fails); each fact's own command runs it, and its process() parses what
+    came back. GpuProcesses is not run: its query was never recorded on this machine."""
     bin_dir = Path(bare_path(tmp_path, ("sh", "cat", "sed", "timeout")))
-    replays = tmp_path / "replay"
-    replays.mkdir()
-    for flag, name in REPLAY.items():
-        (replays / flag.strip("-")).write_text(read_fixture(name))
+    cases = ""
+    for name in REPLAY:
+        (tmp_path / name).write_text(read_fixture(name))
+        args = recorded_command(name).removeprefix("nvidia-smi ")
+        cases += f"  {shlex.quote(args)}) cat {tmp_path / name} ;;\n"
     (bin_dir / "nvidia-smi").write_text(
-        "#!/bin/sh\n"
-        f"case $1 in --query-gpu=*) cat {replays}/query-gpu ;; -q) cat {replays}/q ;;\n"
-        f"  -L) cat {replays}/L ;; --version) cat {replays}/version ;; esac\n"
+        f'#!/bin/sh\ncase "$*" in\n{cases}  *) echo "not recorded: $*"; exit 9 ;;\nesac\n'
     )
     (bin_dir / "nvidia-smi").chmod(0o755)
     path = str(bin_dir)
     gpu = run_here(NvidiaGpus, env_path=path)
-    assert (gpu["present"], gpu["driver"], gpu["error"]) == (True, "590.48.01", None)
-    assert gpu["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"
-    assert gpu["gpus"][0]["mig.mode.current"] == "Enabled"
+    assert (gpu["present"], gpu["driver"], gpu["error"]) == (True, "580.159.04", None)
+    (row,) = gpu["gpus"]
+    assert (row["name"], row["compute_cap"], row["mig.mode.current"]) == (
+        "NVIDIA H100 80GB HBM3", "9.0", "Disabled"
+    )  # fmt: skip
     (listed,) = gpu["listing"]
-    assert (listed["name"], listed["uuid"]) == (gpu["gpus"][0]["name"], gpu["gpus"][0]["uuid"])
-    assert [d["profile"] for d in listed["mig"]] == ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
-    assert listed["mig"][3] == {
-        "index": 3, "profile": "1g.10gb", "uuid": "MIG-00000003-0000-0000-0000-000000000003"
-    }  # fmt: skip
+    assert (listed["name"], listed["uuid"], listed["mig"]) == (row["name"], row["uuid"], [])
     health = run_here(GpuHealth, env_path=path)
-    assert health["throttle"] == {"00000000:00:1E.0": []}
-    assert health["ecc_uncorrectable"] == {"00000000:00:1E.0": 0}
-    assert run_here(GpuProcesses, env_path=path) == []
+    assert health["health"][0]["pci"] == row["pci.bus_id"] == "00000000:00:06.0"
+    assert health["throttle"] == {"00000000:00:06.0": ["gpu_idle"]}
+    assert health["ecc_uncorrectable"] == {"00000000:00:06.0": 0}
     assert run_here(NvlinkStatus, env_path=path) == []
 
 

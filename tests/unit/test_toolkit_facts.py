@@ -193,3 +193,36 @@ def test_podman_with_gpu_generates_cdi_for_its_driver():
     found = changes({"engine": "podman", "gpu": "auto", "nvidia_toolkit": TOOLKIT}, H100)
     assert [c.id for c in found] == [*INSTALL, "toolkit.cdi"]
     assert found[-1].data["driver"] == "590.48.01"
+
+
+def test_the_toolkit_view_is_the_gpu_view_of_a_jetson_without_nvidia_smi():
+    """Recorded `nvidia-container-cli info` on a Jetson AGX Xavier: no nvidia-smi, and the
+    fields the CLI could not read printed as (null), which are absent, never values."""
+    jetson = "nvidia-container-cli_info_jetson-agx-xavier_null-fields.txt"
+    gpus = NvidiaGpus.parse({"toolkit": "ran\n" + read_fixture(jetson)})
+    assert (gpus["smi"], gpus["present"], gpus["driver"], gpus["error"]) == (
+        False, True, None, None
+    )  # fmt: skip
+    assert gpus["toolkit_view"] == {
+        "driver": None,
+        "cuda": "10.0",
+        "devices": [{"index": "0", "model": "Xavier", "architecture": "7.2"}],
+    }
+
+
+def test_the_toolkit_view_beside_nvidia_smi_and_its_refusal():
+    info = "nvidia-container-cli_info_gtx1080-maxq_390.87.txt"
+    view = gpus_from(H100_LIST, version=H100_VERSION, toolkit=info)["toolkit_view"]
+    assert (view["driver"], view["cuda"]) == ("390.87", "9.1")
+    assert view["devices"][0]["bus_location"] == "00000000:01:00.0"
+    failed = gpus_from(
+        H100_LIST, toolkit="nvidia-container-cli_error_mig-device-unknown_530.30.02.txt"
+    )
+    assert failed["toolkit_view"] is None and "NVRM version" in failed["toolkit_view_error"]
+    assert gpus_from(H100_LIST)["toolkit_view"] is None  # the toolkit is not installed
+
+
+def test_the_toolkit_is_asked_only_where_installed_and_bounded():
+    part = NvidiaGpus().command()
+    assert "command -v nvidia-container-cli >/dev/null 2>&1 || exit 0" in part
+    assert "bounded nvidia-container-cli info 2>&1" in part
