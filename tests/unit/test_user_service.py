@@ -15,9 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from gpurig.change import findings
 from gpurig.deploys.engine import USER_START
+from gpurig.deploys.lock import hold_command, not_own
 from gpurig.facts.gpurig_cleanup import CoreFiles
 from gpurig.facts.gpurig_user import Commands, UserCoreFiles, UserPodman
+from gpurig.plans.engine import plan as engine_plan
+from gpurig.report import one_line
+from gpurig.spec import normalise
 
 # `podman system service --time=0 unix://PATH`: serve _ping on PATH until killed. Run by the
 # system's python3: the user may not reach the test's own interpreter.
@@ -128,6 +133,29 @@ def test_a_directory_of_another_account_is_left_alone(shell) -> None:
             == f"gpurig: {supervised} is not this user's directory; left alone"
         )
         assert read(run, UserPodman())["supervised_dir"] == 0
+    finally:
+        supervised.rmdir()
+
+
+def test_the_lock_in_a_directory_of_another_account_says_what_drift_says(shell) -> None:
+    """The converge's lock and `up --local` met another account's runtime directory and said
+    `exit 1, said ''` (field note): they name it, and its owner, in drift's own words."""
+    run, supervised = shell
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a directory of another account")
+    supervised.mkdir(mode=0o755)  # root's, as another user's would be
+    try:
+        spec = normalise({"scope": "user", "engine": "podman"})
+        held = run(hold_command(spec, sudo=False))
+        assert held.returncode == 1, held.stderr
+        said = not_own(held.stdout.strip())
+
+        def host(cls: type, **kwargs: object) -> object:  # drift's reads of the same node
+            return read(run, cls(), **kwargs) if cls in (UserPodman, Commands) else cls().default()
+
+        [drift] = [f for f in findings(engine_plan(spec, host)) if f.id == "engine.user_service"]
+        assert said == one_line(drift)
+        assert f"{supervised}: a directory of " in said and "found a directory of uid 0" in said
     finally:
         supervised.rmdir()
 
