@@ -48,7 +48,9 @@ def hold_command(spec: Mapping[str, Any], sudo: bool, as_root: bool = True) -> s
         script = f"umask 077 && {private} && lock={LOCK} && {hold}"
     else:
         script = f'umask 077 && lock={USER_LOCK} && mkdir -p "${{lock%/*}}" && {hold}'
-    return f"{'sudo -n ' if sudo else ''}sh -c {shlex.quote(script)}"
+    # sudo is asked first with stdin closed: a refusal (its password line) comes back at once,
+    # not once the lock's open stdin ends.
+    return f"{'sudo -n true </dev/null && sudo -n ' if sudo else ''}sh -c {shlex.quote(script)}"
 
 
 def not_own(answer: str) -> str | None:
