@@ -26,23 +26,30 @@ spec = host.data.get("spec")  # normalised when the inventory was loaded (gpurig
 allow = str(host.data.get("allow_recreate", "")).lower() in ("1", "true", "yes")
 busy = lock.hold()
 if busy:
-    refuse(name="One converge at a time", reason=busy)
-try:
-    snapshot.load(converge_reads(spec, allow))
+    # Nothing more is read: a host whose lock was refused (sudo asking for a password, another
+    # account's runtime directory) says why once, in gpurig's words. The refusal needs no sudo.
+    refuse(name="One converge at a time", reason=busy, _sudo=False)
+else:
+    try:
+        snapshot.load(converge_reads(spec, allow))
 
-    # Secrets first: their sources are checked before anything on the host changes. Code and
-    # its environments, then the engine and compose, the driver held before the toolkit;
-    # cleanup runs last before containers start, so nothing launched by this run is mistaken
-    # for a leftover.
-    secrets(spec)
-    packages(spec)
-    core_dumps(spec)
-    repos(spec)
-    engine(spec)
-    compose(spec)
-    driver(spec)
-    nvidia_toolkit(spec)
-    cleanup(spec)
-    containers(spec, allow)
-except Unreadable as exc:  # what this host printed: it fails alone (raised, it stops every host)
-    refuse(name="Read the host", reason=f"the host's output could not be read: {exc}")
+        # Secrets first: their sources are checked before anything on the host changes. Code
+        # and its environments, then the engine and compose, the driver held before the
+        # toolkit; cleanup runs last before containers start, so nothing launched by this run
+        # is mistaken for a leftover.
+        secrets(spec)
+        packages(spec)
+        core_dumps(spec)
+        repos(spec)
+        engine(spec)
+        compose(spec)
+        driver(spec)
+        nvidia_toolkit(spec)
+        cleanup(spec)
+        containers(spec, allow)
+    except Unreadable as exc:  # what this host printed: it fails alone (raised, it stops all)
+        refuse(
+            name="Read the host",
+            reason=f"the host's output could not be read: {exc}",
+            _sudo=False,
+        )

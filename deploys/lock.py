@@ -15,8 +15,13 @@ from typing import Any
 
 from paramiko.ssh_exception import SSHException
 from pyinfra import host
+from pyinfra.connectors.util import SUDO_PASSWORD_REQUIRED_LINES
 
-from gpurig.user_scope import is_user, lock_command
+from gpurig.change import findings
+from gpurig.node_checks import sudo_refused_message
+from gpurig.plans.engine import squatted
+from gpurig.report import one_line
+from gpurig.user_scope import NOT_OWN, is_user, lock_command
 
 # In a directory only root may enter: any local user could otherwise hold the lock.
 LOCK_DIR = "/run/gpurig"
@@ -43,7 +48,31 @@ def hold_command(spec: Mapping[str, Any], sudo: bool, as_root: bool = True) -> s
         script = f"umask 077 && {private} && lock={LOCK} && {hold}"
     else:
         script = f'umask 077 && lock={USER_LOCK} && mkdir -p "${{lock%/*}}" && {hold}'
-    return f"{'sudo -n ' if sudo else ''}sh -c {shlex.quote(script)}"
+    # sudo is asked first with stdin closed: a refusal (its password line) comes back at once,
+    # not once the lock's open stdin ends.
+    return f"{'sudo -n true </dev/null && sudo -n ' if sudo else ''}sh -c {shlex.quote(script)}"
+
+
+def not_own(answer: str) -> str | None:
+    """Why the user's lock was refused, in drift's words, when the lock command's answer says
+    the runtime directory is not the user's (user_scope.NOT_OWN); None for any other answer."""
+    match = NOT_OWN.fullmatch(answer)
+    if match is None:
+        return None
+    owner, user, directory = match.groups()
+    if owner == "missing":
+        return f"{directory}, {user}'s runtime directory, is missing and could not be made"
+    return one_line(findings([squatted(directory, owner, user)])[0])
+
+
+def _sudo_refused(channel: object) -> bool:
+    """Whether the lock command's stderr (its first few hundred bytes) is sudo asking for a
+    password."""
+    data = b""
+    while channel.recv_stderr_ready() and len(data) < 512:  # type: ignore[attr-defined]
+        data += channel.recv_stderr(512 - len(data))  # type: ignore[attr-defined]
+    lines = data.decode("utf-8", "replace").splitlines()
+    return any(line.strip() in SUDO_PASSWORD_REQUIRED_LINES for line in lines)
 
 
 def first_line(channel: object, limit: int = 64) -> bytes | None:
@@ -74,19 +103,25 @@ def hold() -> str | None:
         channel = client.get_transport().open_session(timeout=TIMEOUT)
         channel.settimeout(TIMEOUT)
         channel.exec_command(hold_command(host.data.get("spec") or {}, sudo, as_root))
-        answer = first_line(channel)
+        answer = first_line(channel, 320)  # a NOT_OWN line names a directory
         if answer == HELD:
             _HELD[host.name] = channel
             return None
         status = channel.exit_status if channel.status_event.wait(TIMEOUT) else None
+        asked = sudo and _sudo_refused(channel)
         channel.close()
     except (OSError, EOFError, SSHException) as exc:
         return f"could not take the converge lock {where}: {exc or type(exc).__name__}"
+    if asked:
+        return sudo_refused_message(host.name)
+    said = (answer or b"").decode("utf-8", "replace")
+    refused = not_own(said)
+    if refused is not None:
+        return refused
     if status == BUSY:
         return (
             f"another converge is running on this host (it holds {where}); try again when it ends"
         )
     if answer is None and status is None:
         return f"could not take the converge lock {where}: no answer within {TIMEOUT} s"
-    said = (answer or b"").decode("utf-8", "replace")[:40]
-    return f"could not take the converge lock {where} (exit {status}, said {said!r}; flock?)"
+    return f"could not take the converge lock {where} (exit {status}, said {said[:40]!r}; flock?)"

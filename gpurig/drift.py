@@ -161,7 +161,9 @@ def report(result: Probed, scope: Scope = EVERYTHING) -> HostReport:
     """One host's report; nothing a host printed can stop the others' reports."""
     name = result.host.name
     if result.connect_error is not None:
-        return HostReport(name, False, [connect_failure(result.host, result.connect_error)])
+        # A host whose sudo asked for a password answered SSH: reachable, though not read.
+        answered = result.connect_error == SUDO_PASSWORD
+        return HostReport(name, answered, [connect_failure(result.host, result.connect_error)])
     if not result.state:
         why = "the host printed nothing (timeout, or a shell error)"
         return HostReport(name, True, [unreadable("state", RuntimeError(why))])

@@ -70,8 +70,6 @@ from gpurig.user_scope import is_user
 
 Status = Literal["ok", "warn", "FAIL"]
 
-# Headroom a new host must have when its groups declare no `checks` (DESIGN's example values).
-DEFAULT_CHECKS: dict[str, Any] = {"disk_free_min": "50g", "inodes_free_min_pct": 10}
 # Releases the deploys are written and tested for: (first, last) VERSION_ID, inclusive.
 SUPPORTED_OS = {"debian": ((11,), (13,)), "ubuntu": ((20, 4), (24, 4))}
 
@@ -251,11 +249,13 @@ def host_checks(host: Host, read: Reader) -> list[Check]:
     """Judge a new host through `read`: OS, root, headroom, GPU and compat, engine, cgroup
     limits. A check whose facts the host's output made unreadable fails, saying so.
 
-    Headroom, GPU and compat verdicts are drift's own checks (gpurig.checks), so onboarding and the
-    daily drift check cannot disagree; the rest is what only a new host needs. Every read is
-    made whatever was read before, so recording this lists all it needs (`preflight_reads`).
+    Headroom, GPU and compat verdicts are drift's own checks (gpurig.checks) on the spec as
+    the inventory loaded it, defaults included (no default of onboarding's own), so onboarding
+    and the daily drift check cannot disagree; the rest is what only a new host needs. Every
+    read is made whatever was read before, so recording this lists all it needs
+    (`preflight_reads`).
     """
-    spec = normalise({**host.spec, "checks": {**DEFAULT_CHECKS, **(host.spec.get("checks") or {})}})
+    spec = normalise(host.spec)
     findings = check(spec, read)
     judges: list[tuple[str, Callable[[], Check]]] = [
         ("os", lambda: _os(spec, read)),

@@ -79,6 +79,12 @@ def _what(f: Finding) -> list[str]:
     return [*said, *(f"{d.field}: expected {d.expected}; found {d.actual}" for d in f.differences)]
 
 
+def one_line(f: Finding) -> str:
+    """A finding in the table's words on one line: what the converge and `up --local` say
+    when they meet a cause drift explains."""
+    return "; ".join([_headline(f), *_what(f), _fix(f)])
+
+
 def to_json(reports: Sequence[HostReport]) -> str:
     """`{"hosts": [{"name", "reachable", "findings": [{"id", "severity", "message", "expected",
     "actual", "fix", "remediation", "subject", "action", "differences"}]}]}`."""

@@ -81,7 +81,7 @@ def root_environment() -> Iterator[None]:
 def node_lock(spec: Mapping[str, Any], wait: float = LOCK_WAIT) -> Iterator[None]:
     """Hold the converge lock of this node (the user's own with scope: user), waiting while
     another converge holds it: the command deploys/lock.py runs over SSH, run here."""
-    from gpurig.deploys.lock import BUSY, hold_command
+    from gpurig.deploys.lock import BUSY, hold_command, not_own
 
     deadline = time.monotonic() + wait
     while True:
@@ -93,13 +93,13 @@ def node_lock(spec: Mapping[str, Any], wait: float = LOCK_WAIT) -> Iterator[None
             text=True,
         )
         assert held.stdout is not None and held.stdin is not None
-        if held.stdout.readline().strip() == "held":
+        answer = held.stdout.readline(320).strip()
+        if answer == "held":
             break
         _, said = held.communicate()
         if held.returncode != BUSY:
-            # The lock command's own line (a runtime directory another account made), or why.
-            why = said.strip().splitlines()[-1:] or [f"exit {held.returncode}"]
-            raise UpError(f"could not take this node's converge lock: {why[0]}")
+            last = said.strip().splitlines()[-1:] or [f"exit {held.returncode}"]
+            raise UpError(not_own(answer) or f"could not take this node's converge lock: {last[0]}")
         if time.monotonic() > deadline:
             raise UpError(f"another converge held this node's lock for over {wait:.0f} s")
         time.sleep(1)

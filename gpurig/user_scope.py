@@ -17,6 +17,7 @@ plans read by the spec alone, so no command can wait for a fact to name the path
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -31,21 +32,22 @@ SOCKET = f"{RUNTIME_DIR}/podman/podman.sock"
 PID_FILE = "gpurig-podman.pid"
 
 
+# What the lock command prints when the runtime directory is not the user's own: its owner's
+# uid, `link` or `missing` (it could not be made), the user's name and the directory.
+NOT_OWN = re.compile(r"not-own (link|missing|[0-9]{1,10}) ([A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}) "
+                     r"(/[^\x00-\x1f\x7f]{1,200})")  # fmt: skip
+
+
 # One converge at a time per user and node: a lock in the user's (node-local) runtime
-# directory, made if missing and used only when it is the user's own. Any account can make
-# /tmp/podman-run-UID first (no path only this user may create outlives the login session on a
-# node without linger): then one line on stderr names the account, in drift's words
-# (`engine.user_service`), and the command exits 1.
+# directory, made if missing and used only when it is the user's own.
 def lock_command(busy: int, command: str) -> str:
-    """`command` run under the user's converge lock (flock exits `busy` when it is held)."""
+    """`command` run under the user's converge lock (flock exits `busy` when it is held);
+    where the runtime directory is not the user's, a NOT_OWN line and exit 1."""
     return (
         f'run={RUNTIME_DIR}; if [ ! -L "$run" ] && mkdir -p -m 700 "$run" 2>/dev/null && '
         f'[ -O "$run" ]; then exec flock -n -E {busy} "$run/gpurig-converge.lock" {command}; fi; '
-        'if [ -L "$run" ]; then found="a symbolic link"; '
-        """else found=$(stat -c 'a %F of uid %u' "$run" 2>/dev/null) || found=nothing; fi; """
-        """echo "gpurig: engine.user_service: $run: expected a directory of $(id -un)'s, found """
-        "$found: leave it alone (another account made it): ask the cluster's admins to "
-        'remove it" >&2; exit 1'
+        'owner=link; [ -L "$run" ] || owner=$(stat -c %u "$run" 2>/dev/null) || owner=missing; '
+        'echo "not-own $owner $(id -un) $run"; exit 1'
     )
 
 

@@ -175,22 +175,26 @@ def _user_unit(state: Mapping[str, Any], sock: str) -> list[Change]:
     ]
 
 
+def squatted(directory: str, owner: int | str, user: str) -> Change:
+    """The user's runtime directory made by another account (`owner`: its uid, or "link"):
+    drift's finding, and what the converge's lock and `up --local` say on meeting it."""
+    found = "a symbolic link" if owner == "link" else f"a directory of uid {owner}"
+    return Change(
+        "engine.user_service",
+        f"podman system service ({directory}/podman/podman.sock)",
+        f"{directory}: a directory of {user}'s",
+        found,
+        "leave it alone (another account made it): ask the cluster's admins to remove it; "
+        "gpurig will not put the user's socket there",
+        refused=True,
+    )
+
+
 def _user_service(state: Mapping[str, Any], sock: str) -> list[Change]:
     """Not lingering: gpurig's own `podman system service --time=0`, one per user and node."""
     owner, subject = state["supervised_dir"], f"podman system service ({sock})"
     if owner == "link" or owner not in (None, state["uid"]):
-        found = "a symbolic link" if owner == "link" else f"a directory of uid {owner}"
-        return [
-            Change(
-                "engine.user_service",
-                subject,
-                f"{state['runtime_dir']}: a directory of {state['user']}'s",
-                found,
-                "leave it alone (another account made it): ask the cluster's admins to remove "
-                "it; gpurig will not put the user's socket there",
-                refused=True,
-            )
-        ]
+        return [squatted(state["runtime_dir"], owner, state["user"])]
     if state["answers"]:
         return []
     if state["service"] is not None:

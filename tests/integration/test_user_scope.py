@@ -280,6 +280,30 @@ def test_drift_local_as_the_user(alice: Sandbox, inventory: Path):
     assert host["findings"] == []  # no host.not_root: a user reads as itself by design
 
 
+def test_another_accounts_runtime_directory_is_said_alike_everywhere(alice: Sandbox, inventory):
+    """Another account made alice's runtime directory: drift explains it (engine.user_service),
+    and the converge and `gpurig up --local` say it in the same words (they said `exit 1, said
+    ''; flock?` and `could not take this node's converge lock (exit 1)`)."""
+    run = f"/tmp/podman-run-{uid(alice)}"
+    ssh(alice, HOST, f"mv {run} {run}.aside && install -d -m 755 {run}")  # root's, not hers
+    try:
+        proc = gpurig("drift", str(inventory), "--limit", LOGIN, "--format", "json")
+        [host] = json.loads(proc.stdout)["hosts"]
+        [found] = [f for f in host["findings"] if f["id"] == "engine.user_service"]
+        assert (proc.returncode, found["actual"]) == (1, "a directory of uid 0")
+        words = f"expected {found['expected']}; found {found['actual']}; [by-hand] {found['fix']}"
+        done = converge([inventory], limit=[LOGIN])
+        assert done.returncode != 0 and words in done.stderr, done.stderr[-3000:]
+        assert "flock?" not in done.stderr
+        up = as_alice_on_host(alice, "gpurig up --local --spec ~/node.yaml")
+        assert (up.returncode, up.stdout) == (1, "")
+        [line] = up.stderr.splitlines()
+        assert words in line, line
+    finally:
+        ssh(alice, HOST, f"rm -rf {run} && mv {run}.aside {run}")
+    assert drift(inventory) == (0, set())
+
+
 def test_validate_refuses_root_only_items_for_the_user(alice: Sandbox, tmp_path: Path):
     spec = {"scope": "user", "engine": "docker", "packages": ["tmux"],
             "nvidia_toolkit": {"version": "1.17.8-1"}, "driver": {"version": "580.95.05",

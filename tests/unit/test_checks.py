@@ -228,6 +228,24 @@ def test_finding_fires(finding_id: str) -> None:
         assert (f.action, f.remediation) == ("manual", rules()["checks"][f.id]["remediation"])
 
 
+# Checks of a state the spec declares. DESIGN (Findings): what the spec declares and the host
+# does not do is `error`, whether the converge fixes it or only a person can (`warn` is advice
+# about what the spec does not declare).
+DECLARED = {
+    "core_dumps.login_shell",  # core_dumps: disabled, and a login shell still gets cores
+    "gpu.unexpected",  # gpu: absent, and the host has GPUs
+    "gpu.missing",  # gpu: required, and the host has none
+    "disk.free",  # checks.disk_free_min
+    "disk.inodes",  # checks.inodes_free_min_pct
+}
+
+
+@pytest.mark.parametrize("finding_id", sorted(DECLARED))
+def test_a_declared_state_not_in_effect_is_an_error(finding_id: str) -> None:
+    [fired] = [f for f in run(CASES[finding_id]) if f.id == finding_id]
+    assert fired.severity == "error"
+
+
 def test_an_unreadable_fact_spoils_only_the_rules_reading_it() -> None:
     """One state.unreadable naming the fact, however many rules read it; the other rules
     still judge (here the disk)."""

@@ -14,6 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from gpurig.cli import main
+from gpurig.drift import judge
 from gpurig.facts.gpurig_container import CpuQuota
 from gpurig.facts.gpurig_node import (
     CgroupLeaks,
@@ -40,6 +41,7 @@ from gpurig.onboard import (
     render_checks,
     split_address,
 )
+from gpurig.spec import normalise
 from tests.unit.fact_values import gpu_values, reader
 from tests.unit.ssh_server import generate_key, ssh_server
 
@@ -185,7 +187,7 @@ def test_checks_fail_each_thing_wrong() -> None:
     sudoer = checks({}, facts(Login={"uid": 1000, "user": "ubuntu", "sudo": True}))
     assert sudoer["root"].status == "ok"
     full = facts(DiskSpace=[{**facts()[DiskSpace][0], "free_bytes": 10 * GiB}])
-    assert checks({}, full)["disk"].status == "FAIL"  # below the 50g default
+    assert checks({"checks": {"disk_free_min": "50g"}}, full)["disk"].status == "FAIL"
     assert checks({"checks": {"disk_free_min": "5g"}}, full)["disk"].status == "ok"
     no_gpu = checks({"gpu": "required"}, facts())["gpu"]
     assert no_gpu.status == "FAIL" and "GPU" in no_gpu.detail
@@ -194,6 +196,36 @@ def test_checks_fail_each_thing_wrong() -> None:
     limited = checks({"engine": "docker"}, pod)["cgroup"]
     assert limited.status == "warn" and "memory 64 GiB, 8 CPUs" in limited.detail
     assert checks({"engine": "none"}, pod)["cgroup"].status == "ok"
+
+
+# A 12 GiB tmpfs /tmp (Debian 13 sizes /tmp to half of RAM) beside a roomy root filesystem.
+SMALL_TMP = [
+    facts()[DiskSpace][0],
+    {"path": "/tmp", "exists": True, "mount": "/tmp", "free_bytes": 12 * GiB,
+     "inodes_total": 1000, "inodes_free": 999},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("declared", "verdict"),
+    [({}, "ok"), ({"checks": {"inodes_free_min_pct": 10}}, "ok"),
+     ({"checks": {"disk_free_min": "50g"}}, "FAIL"), ({"checks": {"disk_free_min": "10g"}}, "ok")],
+)  # fmt: skip
+def test_onboarding_and_drift_give_a_small_tmp_one_verdict(
+    declared: dict[str, Any], verdict: str
+) -> None:
+    """Onboarding judges headroom as drift does, on the spec the inventory loaded: nothing
+    declared is nothing judged (field note: a 12 GiB tmpfs /tmp refused by onboarding alone)."""
+    values = facts(DiskSpace=SMALL_TMP)
+    host = new_host({"gpu": "absent", **declared})
+    onboarding = {c.name: c for c in host_checks(host, reader(values))}["disk"]
+
+    def everything(cls: type, **_: Any) -> Any:  # drift reads every plan's facts too
+        return values[cls] if cls in values else cls().default()
+
+    drift = [f for f in judge(normalise(host.spec), everything) if f.id.startswith("disk.")]
+    assert onboarding.status == verdict
+    assert ("FAIL" if drift else "ok") == verdict
 
 
 def test_a_check_whose_facts_are_unreadable_fails_saying_so() -> None:

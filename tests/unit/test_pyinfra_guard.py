@@ -125,7 +125,7 @@ def test_the_lock_answer_is_one_short_line_within_a_timeout() -> None:
 
 
 def test_drift_says_sudo_wanted_a_password_not_that_the_host_is_unreachable() -> None:
-    from gpurig.drift import SUDO_PASSWORD, connect_failure
+    from gpurig.drift import SUDO_PASSWORD, Probed, connect_failure, report
     from gpurig.inventory import load_inventory_text
 
     text = "version: 1\nhosts:\n  a100-1: {address: 203.0.113.7, ssh: {user: alice}}\n"
@@ -134,3 +134,6 @@ def test_drift_says_sudo_wanted_a_password_not_that_the_host_is_unreachable() ->
     assert finding.id == "host.sudo_password" and finding.severity == "error"
     assert "never sends one" in finding.message and "scope: user" in finding.fix
     assert connect_failure(host, "timed out").id == "host.unreachable"
+    # The host answered SSH: reachable, not read (field note: `reachable: false`).
+    assert report(Probed(host, None, SUDO_PASSWORD)).reachable
+    assert not report(Probed(host, None, "timed out")).reachable

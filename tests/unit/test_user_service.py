@@ -7,7 +7,6 @@ second service."""
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -16,12 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from gpurig.change import findings
 from gpurig.deploys.engine import USER_START
-from gpurig.deploys.lock import BUSY
+from gpurig.deploys.lock import hold_command, not_own
 from gpurig.facts.gpurig_cleanup import CoreFiles
 from gpurig.facts.gpurig_user import Commands, UserCoreFiles, UserPodman
-from gpurig.up import UpError, node_lock
-from gpurig.user_scope import lock_command
+from gpurig.plans.engine import plan as engine_plan
+from gpurig.report import one_line
+from gpurig.spec import normalise
 
 # `podman system service --time=0 unix://PATH`: serve _ping on PATH until killed. Run by the
 # system's python3: the user may not reach the test's own interpreter.
@@ -136,30 +137,25 @@ def test_a_directory_of_another_account_is_left_alone(shell) -> None:
         supervised.rmdir()
 
 
-def test_a_runtime_directory_another_account_made_is_named_by_the_lock(
-    shell, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Any account can make /tmp/podman-run-UID first: the user's `up` says who, in drift's
-    words, instead of an exit status."""
+def test_the_lock_in_a_directory_of_another_account_says_what_drift_says(shell) -> None:
+    """The converge's lock and `up --local` met another account's runtime directory and said
+    `exit 1, said ''` (field note): they name it, and its owner, in drift's own words."""
     run, supervised = shell
     if os.geteuid() != 0:
         pytest.skip("needs root to make a directory of another account")
-    supervised.mkdir(mode=0o700)  # root's, as another user's would be
-    said = (
-        f"gpurig: engine.user_service: {supervised}: expected a directory of nobody's, found a "
-        "directory of uid 0: leave it alone (another account made it): ask the cluster's "
-        "admins to remove it"
-    )
+    supervised.mkdir(mode=0o755)  # root's, as another user's would be
     try:
-        refused = run(lock_command(BUSY, "true"))
-        assert (refused.returncode, refused.stderr.strip()) == (1, said)
-        as_user = f"setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups sh -c " + (
-            shlex.quote(lock_command(BUSY, "true"))
-        )
-        monkeypatch.setattr("gpurig.deploys.lock.hold_command", lambda spec, sudo: as_user)
-        with pytest.raises(UpError) as raised, node_lock({"scope": "user"}):
-            pass
-        assert str(raised.value) == f"could not take this node's converge lock: {said}"
+        spec = normalise({"scope": "user", "engine": "podman"})
+        held = run(hold_command(spec, sudo=False))
+        assert held.returncode == 1, held.stderr
+        said = not_own(held.stdout.strip())
+
+        def host(cls: type, **kwargs: object) -> object:  # drift's reads of the same node
+            return read(run, cls(), **kwargs) if cls in (UserPodman, Commands) else cls().default()
+
+        [drift] = [f for f in findings(engine_plan(spec, host)) if f.id == "engine.user_service"]
+        assert said == one_line(drift)
+        assert f"{supervised}: a directory of " in said and "found a directory of uid 0" in said
     finally:
         supervised.rmdir()
 

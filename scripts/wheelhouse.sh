@@ -1,0 +1,34 @@
+#!/bin/sh
+# Builds the wheelhouse a node installs gpurig from without reaching PyPI (README: Installing
+# gpurig on a node): gpurig's wheel, its locked runtime dependencies as wheels checked against
+# uv.lock's hashes, and their requirements.txt, all in DIR. Run it from the checkout after
+# `sh scripts/setup.sh`, where PyPI (or the site's mirror) is reachable; the wheels fit nodes
+# with this machine's Python version and architecture.
+set -eu
+if [ $# -ne 1 ]; then
+    echo "usage: sh scripts/wheelhouse.sh DIR" >&2
+    exit 2
+fi
+mkdir -p "$1"
+out=$(cd "$1" && pwd)
+cd "$(dirname "$0")/.."
+
+# uv as the user has it, else where setup.sh put it.
+PATH="$PATH:$PWD/.tools/uv/bin"
+if ! command -v uv >/dev/null 2>&1; then
+    echo "wheelhouse: uv not found: run sh scripts/setup.sh first" >&2
+    exit 1
+fi
+export UV_PYTHON_DOWNLOADS=never
+
+rm -f "$out"/gpurig-*.whl
+uv build --quiet --wheel --out-dir "$out"
+uv export --quiet --frozen --no-dev --no-emit-project --format requirements-txt \
+    -o "$out/requirements.txt"
+# pip downloads by hash; a throwaway venv brings its own pip (python3-venv, setup.sh's).
+pip=$(mktemp -d)
+trap 'rm -rf "$pip"' EXIT
+python3 -m venv "$pip"
+"$pip/bin/pip" download --quiet --no-deps --require-hashes --only-binary :all: \
+    -r "$out/requirements.txt" -d "$out"
+echo "wheelhouse: $out: $(ls "$out"/*.whl | wc -l) wheels and requirements.txt"
