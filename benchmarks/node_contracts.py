@@ -1,0 +1,136 @@
+"""gpurig's node contracts side by side with LBNL NHC 1.4.3 on the same kinds of checks, run on
+this machine (issue 28: a Prolog runs at every job start on every node).
+
+    sudo .venv/bin/python benchmarks/node_contracts.py [--pairs 10] [--top 10]
+
+Runs in pairs, interleaved, so both see the same load: NHC (benchmarks/nhc, vendored from its
+1.4.3 release under its licence) with a configuration of matching checks (root filesystem
+mounted read-write, disk and inode headroom, free memory, load, the core pattern), and
+`python -I -m gpurig drift --local --spec SPEC --mode MODE` for npd and prolog with a spec
+declaring core dumps and disk headroom (what those checks judge). Then `gpurig up --local` with
+nothing to do (a spec whose converge has nothing to change here). Prints the medians of wall
+time, CPU time (user + system, the process and its children) and the largest process's peak
+RSS, their ratios to NHC, the read script's time per section, and the `-X importtime` entries
+with the largest cumulative time. Nothing on this machine is changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NHC = ROOT / "benchmarks" / "nhc"
+GOAL_RATIO = 2.0
+GOAL_MIB = 30
+UP_GOAL_S = 0.3
+NHC_CONF = """\
+* || check_fs_mount_rw -f /
+* || check_fs_free / 1%
+* || check_fs_ifree / 1%
+* || check_hw_physmem_free 1kB
+* || check_ps_loadavg 1000
+* || check_file_contents /proc/sys/kernel/core_pattern '*'
+"""
+SPEC = "engine: none\ncore_dumps: disabled\nchecks: {disk_free_min: 1g, inodes_free_min_pct: 1}\n"
+UP_SPEC = "engine: none\nscope: user\n"
+
+
+def measure(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds and the largest process's peak RSS (MiB) of one run."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    _, _, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = 0  # reaped by wait4
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def gpurig(*args: str) -> list[str]:
+    return [sys.executable, "-I", "-m", "gpurig", *args]
+
+
+def section_times(spec: Path, mode: str) -> list[tuple[str, float]]:
+    """Each section of the mode's read script run alone: (fact, seconds)."""
+    sys.path.insert(0, str(ROOT))
+    from gpurig import node_modes
+    from gpurig.drift import drift_reads
+    from gpurig.inventory import load_spec_file
+    from gpurig.node_run import scope
+
+    host = load_spec_file(spec, "bench")
+    times = []
+    for cls, kwargs in drift_reads(host.spec, scope(node_modes.mode(mode))):
+        command = cls().command(**kwargs)
+        start = time.perf_counter()
+        subprocess.run(["/bin/sh", "-c", command], capture_output=True, cwd="/")
+        times.append((cls.__name__, time.perf_counter() - start))
+    return times
+
+
+def import_top(argv: list[str], top: int) -> list[str]:
+    """The `-X importtime` entries with the largest cumulative time."""
+    proc = subprocess.run(
+        [argv[0], "-X", "importtime", *argv[1:]], capture_output=True, text=True, cwd=ROOT
+    )
+    rows = []
+    for line in proc.stderr.splitlines():
+        parts = line.split("|")
+        if line.startswith("import time:") and parts[1].strip().isdigit():
+            rows.append((int(parts[1]), parts[2].strip()))
+    return [f"{us / 1000:8.1f} ms  {name}" for us, name in sorted(rows, reverse=True)[:top]]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=10)
+    parser.add_argument("--top", type=int, default=10)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        conf, spec, up_spec = Path(tmp, "nhc.conf"), Path(tmp, "node.yaml"), Path(tmp, "up.yaml")
+        conf.write_text(NHC_CONF)
+        spec.write_text(SPEC)
+        up_spec.write_text(UP_SPEC)
+        nhc = ["bash", str(NHC / "nhc"), "-D", str(NHC), "-c", str(conf), "-l", "/dev/null"]
+        nhc += ["-t", "10"]
+        commands = {
+            "NHC 1.4.3": nhc,
+            "gpurig npd": gpurig("drift", "--local", "--spec", str(spec), "--mode", "npd"),
+            "gpurig prolog": gpurig("drift", "--local", "--spec", str(spec), "--mode", "prolog"),
+            "gpurig up --local (no-op)": gpurig("up", "--local", "--spec", str(up_spec)),
+        }
+        env = {**os.environ, "INCDIR": str(NHC / "scripts"), "NHC_RM": "none"}
+        for argv in commands.values():  # warm caches and bytecode; the spec's verdict kept
+            measure(argv, env)
+        runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in commands}
+        for _ in range(args.pairs):
+            for name, argv in commands.items():
+                runs[name].append(measure(argv, env))
+        medians = {
+            name: tuple(statistics.median(r[i] for r in found) for i in range(3))
+            for name, found in runs.items()
+        }
+        base = medians["NHC 1.4.3"]
+        print(f"medians of {args.pairs} interleaved runs; goals: within {GOAL_RATIO}x NHC's wall,")
+        print(f"under {GOAL_MIB} MiB; up --local no-op under {UP_GOAL_S} s")
+        print(f"{'':<28}{'wall s':>8}{'CPU s':>8}{'MiB':>7}{'x wall':>8}{'x CPU':>7}{'x MiB':>7}")
+        for name, (wall, cpu, mib) in medians.items():
+            ratios = f"{wall / base[0]:>8.1f}{cpu / base[1]:>7.1f}{mib / base[2]:>7.1f}"
+            print(f"{name:<28}{wall:>8.3f}{cpu:>8.3f}{mib:>7.1f}{ratios}")
+        for mode in ("npd", "prolog"):
+            print(f"\nread script sections ({mode}), each run alone:")
+            for fact, seconds in section_times(spec, mode):
+                print(f"  {seconds * 1000:8.1f} ms  {fact}")
+        print("\nlargest imports (cumulative), gpurig npd:")
+        for line in import_top(commands["gpurig npd"], args.top):
+            print(f"  {line}")
+
+
+if __name__ == "__main__":
+    main()
