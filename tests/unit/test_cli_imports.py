@@ -50,10 +50,11 @@ def patched():
 """
 
 
-def loaded_by(args: list[str], tmp_path: Path, exit_code: int = 0) -> tuple[set[str], bool]:
+def loaded_by(args: list[str], tmp_path: Path, exit_code: int | None = 0) -> tuple[set[str], bool]:
     """Modules loaded after `gpurig ARGS` ran to its exit, and whether gevent was patched in.
     The command must exit with `exit_code`: one that stopped early (a usage error, a crash
-    turned into an exit) loads little, and would pass for a lean one."""
+    turned into an exit) loads little, and would pass for a lean one. None: the verdict is this
+    machine's (a node contract judging it), and the caller shows the work was done."""
     (tmp_path / "gevent_state.py").write_text(GEVENT_STATE)
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, json.dumps(args)],
@@ -64,7 +65,7 @@ def loaded_by(args: list[str], tmp_path: Path, exit_code: int = 0) -> tuple[set[
         check=True,
     )
     result = json.loads(proc.stdout.splitlines()[-1])
-    assert result["code"] == exit_code, proc.stdout[-2000:]
+    assert exit_code is None or result["code"] == exit_code, proc.stdout[-2000:]
     return set(result["modules"]), result["patched"]
 
 
@@ -202,8 +203,8 @@ def test_node_contracts_load_no_ssh_stack_and_no_schema_engine(
     spec = tmp_path / "node.yaml"
     spec.write_text("engine: none\ncore_dumps: disabled\nchecks: {disk_free_min: 1m}\n")
     args = ["drift", "--local", "--spec", str(spec), *(["--mode", mode] if mode else [])]
-    loaded_by(args, tmp_path)  # the first run validates the spec (and may load jsonschema)
-    modules, patched = loaded_by(args, tmp_path)
+    loaded_by(args, tmp_path, None)  # the first run validates the spec (may load jsonschema)
+    modules, patched = loaded_by(args, tmp_path, None)  # the reader's modules: it judged
     assert {"gpurig.drift", "gpurig.local_read", "gpurig.facts.round_trip"} <= modules
     assert not patched
     assert sorted(m for m in modules if m.split(".")[0] in NODE_FORBIDDEN) == []
