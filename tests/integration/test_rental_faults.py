@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,40 +30,59 @@ pytestmark = pytest.mark.disruptive  # mounts, stand-ins and link cuts, each und
 FULL, FLEET = "full-1", ["fleet-001", "fleet-002", "fleet-003"]
 VICTIM = FLEET[-1]
 HOLDER = "/usr/local/sbin/unattended-upgr"  # a copy of python3: `ps` and apt name it so
-# Holds dpkg's or apt's locks as apt does (fcntl), for argv[1] seconds each: argv[2:] paths.
+HELD = "/run/gpurig-holds"
+# Holds dpkg's or apt's locks as apt does (fcntl) until the test lets go: once it holds every
+# lock (argv[1:]) it makes HELD.<its pid>, and it ends when that file is removed.
 HOLD_LOCKS = (
-    "import fcntl, sys, time\n"
-    "files = [open(p, 'w') for p in sys.argv[2:]]\n"
+    "import fcntl, os, sys, time\n"
+    "files = [open(p, 'w') for p in sys.argv[1:]]\n"
     "[fcntl.lockf(f, fcntl.LOCK_EX) for f in files]\n"
-    "time.sleep(float(sys.argv[1]))\n"
+    f"held = '{HELD}.%d' % os.getpid()\n"
+    "open(held, 'w').close()\n"
+    "while os.path.exists(held):\n"
+    "    time.sleep(0.05)\n"
 )
 TINY = "/mnt/gpurig-tiny"
 
 
-def pyinfra(inventory: Path, limit: str, *args: str, data: dict[str, str] | None = None,
-            ) -> subprocess.CompletedProcess[str]:  # fmt: skip
-    """`pyinfra -y ARGS inventory.py deploys/gpu_host.py` for one host, as a user runs it."""
+def pyinfra_call(inventory: Path, limit: str, *args: str, data: dict[str, str] | None = None,
+                 ) -> dict[str, Any]:  # fmt: skip
+    """subprocess's arguments for `pyinfra -y ARGS inventory.py deploys/gpu_host.py` on one
+    host, as a user runs it."""
     argv = [sys.executable, "-m", "pyinfra", "-y", *args, "--limit", limit]
     for key, value in (data or {}).items():
         argv += ["--data", f"{key}={value}"]
     env = {**os.environ, "GPURIG_INVENTORY": str(inventory)}
-    return subprocess.run([*argv, "inventory.py", "deploys/gpu_host.py"], cwd=REPO_ROOT,
-                          env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+    return {"args": [*argv, "inventory.py", "deploys/gpu_host.py"], "cwd": REPO_ROOT, "env": env}
 
 
-def hold_locks(sandbox: Sandbox, seconds: float, *locks: str) -> int:
+def wait_until(condition: Callable[[], bool], what: str, seconds: float = 300,
+               run: subprocess.Popen[str] | None = None) -> None:  # fmt: skip
+    """Poll `condition` (each step of a fault waits on what it needs, never on a time window);
+    fail naming `what` after `seconds`, or at once when `run`, which should get there, ends."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        ended = run is not None and run.poll() is not None
+        assert not ended or condition(), f"the run ended (exit {run.returncode}) before {what}"
+        assert time.monotonic() < deadline, f"not within {seconds} s: {what}"
+        time.sleep(0.1)
+
+
+def hold_locks(sandbox: Sandbox, *locks: str) -> int:
     """Start the stand-in on the full host; its pid once it holds every lock."""
     shell = remote(sandbox, FULL)
     shell.check_output(f"install -m 755 /usr/bin/python3 {HOLDER}")
     script = HOLD_LOCKS.replace("'", "'\"'\"'")
     pid = shell.check_output(
-        f"nohup {HOLDER} -c '{script}' {seconds} {' '.join(locks)} >/dev/null 2>&1 & echo $!"
+        f"nohup {HOLDER} -c '{script}' {' '.join(locks)} >/dev/null 2>&1 & echo $!"
     )
-    for _ in range(50):  # until the locks show in /proc/locks (POSIX, WRITE) under its pid
-        if shell.run(f"grep -q ' POSIX .* WRITE {pid} ' /proc/locks").rc == 0:
-            return int(pid)
-        time.sleep(0.1)
-    raise AssertionError("the stand-in never took the locks")
+    wait_until(lambda: shell.run(f"test -e {HELD}.{pid}").rc == 0, "the stand-in holds", 60)
+    return int(pid)
+
+
+def release(sandbox: Sandbox, *holders: int) -> None:
+    """The stand-ins let go of their locks and end."""
+    remote(sandbox, FULL).run("rm -f " + " ".join(f"{HELD}.{pid}" for pid in holders))
 
 
 def alive(sandbox: Sandbox, pid: int) -> bool:
@@ -77,32 +96,40 @@ def apt_inventory(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 def test_a_held_dpkg_lock_is_waited_for_naming_it(
-    sandbox: Sandbox, apt_inventory: Path, faults: Any
+    sandbox: Sandbox, apt_inventory: Path, faults: Any, tmp_path: Path
 ):
-    """unattended-upgrades after boot: the lists lock for 10 s, dpkg's frontend lock for 25 s.
-    The converge waits (saying for what), installs, and the holder ends on its own."""
+    """unattended-upgrades after boot: apt's lists lock and dpkg's frontend lock, each held
+    until the converge is seen waiting for it. The converge says what it waits for and who
+    holds it, installs once both are free, and kills neither holder."""
     shell = remote(sandbox, FULL)
     shell.run("apt-get remove -y -q tree >/dev/null 2>&1")
-    lists = hold_locks(sandbox, 10, "/var/lib/apt/lists/lock")
-    frontend = hold_locks(sandbox, 25, "/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock")
+    lists = hold_locks(sandbox, "/var/lib/apt/lists/lock")
+    frontend = hold_locks(sandbox, "/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock")
     faults.injected += 2
-    start = time.monotonic()
-    run = pyinfra(apt_inventory, FULL, "-vvv", data={"apt_lock_wait": "120"})
-    took = time.monotonic() - start
-    log = run.stdout + run.stderr
-    assert run.returncode == 0, log[-3000:]
-    said = "\n".join(line for line in log.splitlines() if ">>>" not in line)  # not commands
-    waiting = "gpurig: waiting up to 120 s for another apt or dpkg to finish (unattended-"
-    assert f"{waiting}upgrades holds their locks for minutes after boot): E: Could not get lock " \
-        "/var/lib/apt/lists/lock. It is held by process" in said, said[-3000:]  # fmt: skip
-    assert "Waiting for cache lock: Could not get lock /var/lib/dpkg/lock-frontend. It is held " \
-        "by process" in said  # fmt: skip
-    assert "(unattended-upgr)" in said
-    assert took >= 20, took  # it waited for the holder
-    first = next(line for line in said.splitlines() if "gpurig: waiting" in line)
-    print(f"\nwaited {took:.0f} s; said: {first.strip()[:200]}")
+    waiting = (  # gpurig's line, with the refusal apt gave it (not the -vvv echo of the command)
+        "gpurig: waiting up to 120 s for another apt or dpkg to finish (unattended-upgrades "
+        "holds their locks for minutes after boot): E: Could not get lock "
+        f"/var/lib/apt/lists/lock. It is held by process {lists} (unattended-upgr)"
+    )
+    log = tmp_path / "converge.log"
+    with log.open("w") as out:
+        run = subprocess.Popen(**pyinfra_call(apt_inventory, FULL, "-vvv",
+                                              data={"apt_lock_wait": "120"}),
+                               stdout=out, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    try:
+        wait_until(lambda: waiting in log.read_text(), "gpurig said what it waits for", run=run)
+        assert alive(sandbox, lists) and not shell.package("tree").is_installed
+        release(sandbox, lists)  # the lists are refreshed, then the install meets dpkg's lock
+        installing = "pgrep -a -x apt-get | grep -q ' install '"
+        wait_until(lambda: shell.run(installing).rc == 0, "the install waits for dpkg", run=run)
+        assert alive(sandbox, frontend) and not shell.package("tree").is_installed
+    finally:
+        release(sandbox, lists, frontend)
+        run.wait(timeout=600)
+    said = log.read_text()
+    assert run.returncode == 0, said[-3000:]
     assert shell.package("tree").is_installed
-    assert not alive(sandbox, lists) and not alive(sandbox, frontend)  # ended on their own
+    print(f"\nsaid: {next(line for line in said.splitlines() if waiting in line).strip()[:200]}")
 
 
 def test_a_lock_held_past_the_wait_fails_naming_the_lock_and_kills_nothing(
@@ -110,7 +137,7 @@ def test_a_lock_held_past_the_wait_fails_naming_the_lock_and_kills_nothing(
 ):
     shell = remote(sandbox, FULL)
     shell.run("apt-get remove -y -q tree >/dev/null 2>&1")
-    holder = hold_locks(sandbox, 120, "/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock")
+    holder = hold_locks(sandbox, "/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock")
     faults.injected += 1
     try:
         start = time.monotonic()
@@ -129,7 +156,7 @@ def test_a_lock_held_past_the_wait_fails_naming_the_lock_and_kills_nothing(
         )
         assert not shell.package("tree").is_installed
     finally:
-        shell.run(f"kill {holder}")
+        release(sandbox, holder)
 
 
 @pytest.fixture
@@ -218,13 +245,14 @@ def restore(sandbox: Sandbox, name: str, target: str) -> None:
                               f"{target}")  # fmt: skip
 
 
+def on_host(sandbox: Sandbox, name: str, path: str) -> Path:
+    """`path` on fleet host `name`, from here (through its namespace's root): reachable when
+    the host's link is down."""
+    return Path(f"/proc/{sandbox.state.hosts[name].pid}/root{path}")
+
+
 def wait_for_marker(sandbox: Sandbox, name: str) -> None:
-    record = sandbox.state.hosts[name]
-    marker = Path(f"/proc/{record.pid}/root{MARKER}")
-    deadline = time.monotonic() + 120
-    while not marker.exists():
-        assert time.monotonic() < deadline, f"{name} never reached the held command"
-        time.sleep(0.1)
+    wait_until(on_host(sandbox, name, MARKER).exists, f"{name} reached the held command", 120)
 
 
 @pytest.mark.parametrize(
@@ -250,12 +278,8 @@ def test_an_interrupted_converge_leaves_no_half_file_and_the_next_run_completes(
     target = SFTP if where == "upload" else "/usr/bin/install"
     stand_in(sandbox, name, target)
     try:
-        env = {**os.environ, "GPURIG_INVENTORY": str(inventory)}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "pyinfra", "-y", "--limit", name, "inventory.py",
-             "deploys/gpu_host.py"],
-            cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        proc = subprocess.Popen(**pyinfra_call(inventory, name), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)  # fmt: skip
         wait_for_marker(sandbox, name)
         proc.send_signal(sig)
         status = proc.wait(timeout=60)
@@ -297,16 +321,19 @@ def test_a_host_whose_link_goes_down_mid_read_fails_alone_within_its_timeout(
     sandbox: Sandbox, tmp_path: Path, faults: Any
 ):
     """`gpurig drift` over three fleet hosts; the victim's link goes down while its read is
-    under way (a stand-in nvidia-smi holds the probe there for 3 s). The victim fails within
-    the read timeout, the other two are reported as they are."""
+    under way (a stand-in nvidia-smi holds the probe there until the link is down). The victim
+    fails within the read timeout, the other two are reported as they are."""
     inventory = write_inventory(sandbox, tmp_path / "inv.yaml",
                                 {name: {"core_dumps": "disabled"} for name in FLEET})  # fmt: skip
     shell = remote(sandbox, VICTIM)
-    # The probe's first nvidia-smi marks the read as under way and takes 3 s; later ones fail
-    # at once (no GPU): unreachable or not, the victim's read would end well within the timeout.
-    smi = f"#!/bin/sh\n[ -e {MARKER} ] && exit 1\ntouch {MARKER}\nsleep 3\n"
-    shell.check_output(f"rm -f {MARKER}; printf '%s' '{smi}' > /usr/local/bin/nvidia-smi && "
-                       "chmod 755 /usr/local/bin/nvidia-smi")  # fmt: skip
+    # The probe's first nvidia-smi marks the read as under way and holds until the test, the
+    # link cut, removes the marker; later ones fail at once (no GPU): were the victim still
+    # reachable, its read would end at once, well within the timeout.
+    smi = (f"#!/bin/sh\n[ -e {MARKER}.done ] && exit 1\ntouch {MARKER}.done {MARKER}\n"
+           f"while [ -e {MARKER} ]; do sleep 0.1; done\n")  # fmt: skip
+    smi_path = "/usr/local/bin/nvidia-smi"
+    shell.check_output(f"rm -f {MARKER} {MARKER}.done; printf '%s' '{smi}' > {smi_path} && "
+                       f"chmod 755 {smi_path}")  # fmt: skip
     veth = sandbox.state.hosts[VICTIM].veth
     try:
         start = time.monotonic()
@@ -318,12 +345,13 @@ def test_a_host_whose_link_goes_down_mid_read_fails_alone_within_its_timeout(
         wait_for_marker(sandbox, VICTIM)
         subprocess.run(["ip", "link", "set", veth, "down"], check=True)
         cut = time.monotonic()
+        on_host(sandbox, VICTIM, MARKER).unlink()  # the read goes on, its link gone
         faults.injected += 1
         out, err = proc.communicate(timeout=DRIFT_TIMEOUT + 120)
         took = time.monotonic() - cut
     finally:
         subprocess.run(["ip", "link", "set", veth, "up"], check=True)
-        shell.run(f"rm -f /usr/local/bin/nvidia-smi {MARKER}")
+        shell.run(f"rm -f {smi_path} {MARKER} {MARKER}.done")
     assert proc.returncode == 1, err[-3000:]
     hosts = {h["name"]: h for h in json.loads(out)["hosts"]}
     victim_ids = [f["id"] for f in hosts[VICTIM]["findings"]]
@@ -352,7 +380,9 @@ def test_a_vvv_log_of_a_real_converge_confirms_no_guess_of_the_secret(
         "core_dumps": "disabled",
         "secrets": [{"src": str(src), "dest": "/root/.gpurig-pin"}]}})  # fmt: skip
     assert converge([inventory], limit=[name]).returncode == 0
-    run = pyinfra(inventory, name, "-vvv")  # the host's copy is current: digests compared
+    # The host's copy is current: digests compared.
+    run = subprocess.run(**pyinfra_call(inventory, name, "-vvv"), capture_output=True, text=True,
+                         timeout=900)  # fmt: skip
     log = run.stdout + run.stderr
     assert run.returncode == 0, log[-3000:]
     assert "/usr/bin/python3 -I -S -c" in log and re.search(r"public [0-9a-f]{400,}", log)

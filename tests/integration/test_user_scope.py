@@ -174,7 +174,18 @@ class Row:
     exit_code: int = 1  # leftovers are warnings: drift exits 0
 
 
+def until(condition: str, seconds: int = 60) -> str:
+    """A command that returns once the shell test `condition` holds (a row's hand change waits
+    for what it caused, not for a guessed time), failing after `seconds`."""
+    return f"timeout {seconds} sh -c {shlex.quote(f'until {condition}; do sleep 0.1; done')}"
+
+
 SOCKET = f"{SUPERVISED}/podman/podman.sock"
+SERVICE = "'[s]ystem service --time=0'"  # as pgrep -f matches it, and not this line's own shell
+SERVICE_GONE = until(f"! pgrep -u {USER} -f {SERVICE} >/dev/null")
+# Lingering off, as the reader sees it: logind's flag file gone. (The user's manager need not
+# stop: in the sandbox it was still active 60 s later, so the row waits on the flag alone.)
+LINGER_OFF = until(f"[ ! -e /var/lib/systemd/linger/{USER} ]")
 LINGERING = "/run/user/$(id -u)/podman/podman.sock"
 RUNTIME_UP = "podman --remote ps --format '{{.Names}}' | grep -qx runtime"
 PING = '[ "$(curl -s --max-time 5 --unix-socket {} http://d/_ping)" = OK ]'
@@ -182,10 +193,10 @@ ROWS: dict[str, Row] = {
     # Every process of the service: podman re-executes itself in its user namespace, and the
     # child, not the pid file's parent, serves the socket (killing the parent alone left the
     # socket answering in some runs).
-    "socket stopped": Row(["pkill -u alice -f '[s]ystem service --time=0'; sleep 2"],
+    "socket stopped": Row([f"pkill -u alice -f {SERVICE}", SERVICE_GONE],
                           {"engine.user_service"}, check=[PING.format(SOCKET)]),
     "stale socket file": Row(
-        ["pkill -KILL -u alice -f '[s]ystem service --time=0'; sleep 1", f"test -S {SOCKET}"],
+        [f"pkill -KILL -u alice -f {SERVICE}", SERVICE_GONE, f"test -S {SOCKET}"],
         {"engine.user_service"}, check=[PING.format(SOCKET), RUNTIME_UP]),
     "DOCKER_HOST line removed": Row(
         ["sed -i '/^DOCKER_HOST=/d' ~/.profile"], {"engine.docker_host"},
@@ -208,8 +219,8 @@ ROWS: dict[str, Row] = {
                f'! pgrep -u alice -f "[u]nix://{SUPERVISED}"',
                PING.format(LINGERING),
                f"[ \"$(bash -lc 'echo $DOCKER_HOST')\" = unix://{LINGERING} ]"]),
-    "lingering turned off (the user's processes end)": Row(
-        [], {"engine.user_service"}, root=[f"loginctl disable-linger {USER}; sleep 2"],
+    "lingering turned off": Row(
+        [], {"engine.user_service"}, root=[f"loginctl disable-linger {USER}", LINGER_OFF],
         check=[PING.format(SOCKET), RUNTIME_UP]),
 }  # fmt: skip
 

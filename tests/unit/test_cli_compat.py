@@ -36,12 +36,17 @@ def test_warn_exits_zero_with_findings() -> None:
 def test_fail_exits_one() -> None:
     code, out = _run("--driver", "570.124.04", "--kernel-module", "570.124.06", "--json")
     assert code == 1
-    doc = json.loads(out)
-    assert doc["verdict"] == "fail"
-    assert doc["findings"][0] == {
-        "id": "compat.kernel_module",
-        "severity": "error",
-        "message": doc["findings"][0]["message"],
+    assert json.loads(out) == {
+        "verdict": "fail",
+        "findings": [
+            {
+                "id": "compat.kernel_module",
+                "severity": "error",
+                # Each version named in its role: the loaded module, then the user-space driver.
+                "message": "loaded kernel module 570.124.06 differs from user-space driver "
+                "570.124.04: nvidia-smi and CUDA fail with 'Driver/library version mismatch'",
+            }
+        ],
     }
 
 

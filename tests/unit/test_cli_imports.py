@@ -26,6 +26,8 @@ HEAVY = [
     "gpurig.facts",
     "gpurig.deploys",
 ]
+# A torch arch list judged on a GPU's capability (either alone is a usage error: exit 2).
+ON_H100 = ["--arch-list", "sm_80,sm_90", "--capability", "9.0"]
 PROBE = """
 import json, sys
 from gevent_state import patched
@@ -33,9 +35,10 @@ sys.argv = ["gpurig", *json.loads(sys.argv[1])]
 from gpurig.entry import main
 try:
     main()
-except SystemExit:
-    pass
-print(json.dumps({"modules": sorted(sys.modules), "patched": patched()}))
+    code = 0
+except SystemExit as exit:
+    code = exit.code or 0
+print(json.dumps({"modules": sorted(sys.modules), "patched": patched(), "code": code}))
 """
 # Imported by PROBE from a temporary directory: whether gevent patched sockets, without
 # importing gevent when nothing else did.
@@ -47,8 +50,11 @@ def patched():
 """
 
 
-def loaded_by(args: list[str], tmp_path: Path) -> tuple[set[str], bool]:
-    """Modules loaded after `gpurig ARGS` ran to its exit, and whether gevent was patched in."""
+def loaded_by(args: list[str], tmp_path: Path, exit_code: int | None = 0) -> tuple[set[str], bool]:
+    """Modules loaded after `gpurig ARGS` ran to its exit, and whether gevent was patched in.
+    The command must exit with `exit_code`: one that stopped early (a usage error, a crash
+    turned into an exit) loads little, and would pass for a lean one. None: the verdict is this
+    machine's (a node contract judging it), and the caller shows the work was done."""
     (tmp_path / "gevent_state.py").write_text(GEVENT_STATE)
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, json.dumps(args)],
@@ -59,6 +65,7 @@ def loaded_by(args: list[str], tmp_path: Path) -> tuple[set[str], bool]:
         check=True,
     )
     result = json.loads(proc.stdout.splitlines()[-1])
+    assert exit_code is None or result["code"] == exit_code, proc.stdout[-2000:]
     return set(result["modules"]), result["patched"]
 
 
@@ -67,19 +74,21 @@ def heavy(modules: set[str]) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "args",
+    ("args", "exit_code"),
     [
-        ["--version"],
-        ["--help"],
-        ["sandbox", "--help"],
-        ["validate", str(EXAMPLE)],
-        ["compat", "--driver", "570.124.04", "--cuda", "12.8", "--capability", "9.0"],
-        ["compat", "--driver", "535.54.03", "--cuda", "12.8", "--json"],
+        (["--version"], 0),
+        (["--help"], 0),
+        (["sandbox", "--help"], 0),
+        (["validate", str(EXAMPLE)], 0),
+        (["compat", "--driver", "570.124.04", "--cuda", "12.8", *ON_H100], 0),
+        (["compat", "--driver", "575.57.08", "--cuda", "13.0", "--json"], 1),  # judged: fail
     ],
     ids=["version", "help", "sandbox-help", "validate", "compat", "compat-json-fail"],
 )
-def test_offline_commands_load_nothing_heavy(args: list[str], tmp_path: Path) -> None:
-    modules, patched = loaded_by(args, tmp_path)
+def test_offline_commands_load_nothing_heavy(
+    args: list[str], exit_code: int, tmp_path: Path
+) -> None:
+    modules, patched = loaded_by(args, tmp_path, exit_code)
     assert heavy(modules) == []
     assert not patched
 
@@ -194,8 +203,8 @@ def test_node_contracts_load_no_ssh_stack_and_no_schema_engine(
     spec = tmp_path / "node.yaml"
     spec.write_text("engine: none\ncore_dumps: disabled\nchecks: {disk_free_min: 1m}\n")
     args = ["drift", "--local", "--spec", str(spec), *(["--mode", mode] if mode else [])]
-    loaded_by(args, tmp_path)  # the first run validates the spec (and may load jsonschema)
-    modules, patched = loaded_by(args, tmp_path)
+    loaded_by(args, tmp_path, None)  # the first run validates the spec (may load jsonschema)
+    modules, patched = loaded_by(args, tmp_path, None)  # the reader's modules: it judged
     assert {"gpurig.drift", "gpurig.local_read", "gpurig.facts.round_trip"} <= modules
     assert not patched
     assert sorted(m for m in modules if m.split(".")[0] in NODE_FORBIDDEN) == []

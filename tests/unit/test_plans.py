@@ -34,11 +34,10 @@ from gpurig.facts.gpurig_user import (
     UserRaySessions,
 )
 from gpurig.plans import CHANGE_IDS, compose, core_dumps, driver, engine, plan_host, toolkit
-from gpurig.plans.repos import env_marker
 from gpurig.plans.secrets import PUBLIC, local_digest, shared_key
 from gpurig.rules import one_per_cause
 from gpurig.spec import normalise
-from gpurig.user_scope import DOCKER_HOST_LINES, REGISTRIES
+from gpurig.user_scope import REGISTRIES
 
 PLANS_DIR = Path(__file__).resolve().parents[2] / "gpurig" / "plans"
 DIGEST = "sha256:" + "a" * 64
@@ -123,19 +122,55 @@ def inspect_for(kind: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def wanted_files(spec: dict[str, Any]) -> dict[str, str | None]:
+# What a converged host holds in each file the plans manage, written out here and not taken
+# from the plans (whose output would otherwise agree with itself): as limits.conf(5),
+# systemd-system.conf(5), NVIDIA's container toolkit install guide (the apt source line),
+# apt_preferences(5), unattended-upgrades' Package-Blacklist and containers-registries.conf(5)
+# spell them. A plan that starts writing something else finds drift here.
+NO_CORES = "# Managed by gpurig: no core dumps.\n"
+REGISTRY = '# Managed by gpurig.\n[[registry]]\nlocation = "10.0.0.5:5000"\ninsecure = true\n\n'
+SYSTEM_FILES = {
+    "/etc/security/limits.d/90-gpurig-core.conf": f"{NO_CORES}*    -    core    0\n"
+    "root -    core    0\n",
+    "/etc/profile.d/gpurig-core.sh": f"{NO_CORES}ulimit -S -c 0 2>/dev/null || true\n",
+    "/etc/systemd/system.conf.d/90-gpurig-core.conf": f"{NO_CORES}[Manager]\nDefaultLimitCORE=0\n",
+    "/etc/apt/sources.list.d/nvidia-container-toolkit.list": "# Managed by gpurig.\n"
+    "deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg] "
+    "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /\n",
+    "/etc/apt/preferences.d/nvidia-container-toolkit": "# Managed by gpurig: the NVIDIA container "
+    "toolkit at one version.\nPackage: nvidia-container-toolkit nvidia-container-toolkit-base "
+    f"libnvidia-container-tools libnvidia-container1\nPin: version {VERSION}\n"
+    "Pin-Priority: 1001\n",
+    "/etc/apt/apt.conf.d/99gpurig-nvidia-driver": "// Managed by gpurig: unattended-upgrades "
+    "leaves the NVIDIA driver alone (each entry\n// is a regular expression matched at the start "
+    'of a package name).\nUnattended-Upgrade::Package-Blacklist {\n    "nvidia-";\n'
+    '    "libnvidia-";\n    "libcuda1$";\n    "libnvcuvid1$";\n    "cuda-drivers";\n'
+    '    "xserver-xorg-video-nvidia";\n    "firmware-nvidia-gsp";\n};\n',
+}
+PODMAN_FILES = {
+    "/etc/containers/registries.conf.d/90-gpurig.conf": REGISTRY,
+    "/etc/profile.d/gpurig-docker-host.sh": "# Managed by gpurig: docker CLI and SDK use Podman."
+    "\nexport DOCKER_HOST=unix:///run/podman/podman.sock\n",
+    "/usr/share/containers/oci/hooks.d/oci-nvidia-hook.json": None,  # CDI instead
+}
+USER_FILES = {"~/.config/containers/registries.conf.d/90-gpurig.conf": REGISTRY}
+# gpurig's blocks in a user's login file, as a converged host's ~/.profile holds them.
+PROFILE_BLOCKS = {
+    "core_dumps": ["ulimit -S -c 0 2>/dev/null || true"],
+    "docker_host": [
+        'DOCKER_HOST="unix://$(if [ -e "/var/lib/systemd/linger/$(id -un)" ]; then echo '
+        '"/run/user/$(id -u)"; else echo "/tmp/podman-run-$(id -u)"; fi)/podman/podman.sock"',
+        'CONTAINER_HOST="$DOCKER_HOST"',
+        "export DOCKER_HOST CONTAINER_HOST",
+    ],
+}
+
+
+def wanted_files(kind: str) -> dict[str, str | None]:
     """Every file the plans manage, with the content a converged host has (None: absent)."""
-    if spec["scope"] == "user":
-        return {REGISTRIES: engine.podman_registries(spec["insecure_registries"])}
-    files: dict[str, str | None] = dict(core_dumps.MANAGED_FILES)
-    files[toolkit.SOURCES_LIST] = toolkit.sources_list(spec["nvidia_toolkit"]["repo"])
-    files[toolkit.PREFERENCES] = toolkit.preferences(toolkit.packages(), VERSION)
-    files[driver.UNATTENDED] = driver.unattended_conf()
-    if spec["engine"] == "podman":
-        files[engine.PODMAN_REGISTRIES] = engine.podman_registries(spec["insecure_registries"])
-        files[engine.DOCKER_HOST_PROFILE] = engine.DOCKER_HOST_LINE
-        files[toolkit.OCI_HOOK] = None
-    return files
+    if kind == "user":
+        return USER_FILES
+    return {**SYSTEM_FILES, **(PODMAN_FILES if kind == "podman" else {})}
 
 
 def converged(kind: str) -> dict[str, Any]:
@@ -143,7 +178,7 @@ def converged(kind: str) -> dict[str, Any]:
     spec = spec_for(kind)
     files = {
         path: {"sha256": hashlib.sha256(c.encode()).hexdigest(), "mode": "644", "owner": "root"}
-        for path, c in wanted_files(spec).items()
+        for path, c in wanted_files(kind).items()
         if c is not None
     }
     dest = spec["secrets"][0]["dest"]
@@ -170,7 +205,8 @@ def converged(kind: str) -> dict[str, Any]:
         "units": {"systemd": True, "units": {u: {"active": "active", "enabled": "enabled"}
                                               for u in ("docker", "podman.socket")}},
         "daemon_json": {"insecure-registries": ["10.0.0.5:5000"], "log-driver": "local",
-                        "runtimes": engine.NVIDIA_RUNTIME},
+                        "runtimes": {"nvidia": {"path": "nvidia-container-runtime",
+                                                "args": []}}},
         "gpu": {"smi": True, "present": True, "gpus": ["NVIDIA H100 80GB HBM3"],
                 "driver": "590.48.01", "error": None},
         "keyring": {"sha256": "c" * 64, "recorded_sha256": "c" * 64,
@@ -179,7 +215,7 @@ def converged(kind: str) -> dict[str, Any]:
         "repo": {"exists": True, "checkout": True, "head": REF, "origin": "https://x/code.git",
                  "has_ref": True, "dirt": [], "eol_only": [], "local": [], "crlf": [],
                  "attributes": list(LF_ATTRIBUTES), "lockfile_sha256": LOCK, "venv": True,
-                 "installed": env_marker(LOCK, ["torch"]), "writers": ["0", "0", "0"]},
+                 "installed": f"{LOCK} keep=torch", "writers": ["0", "0", "0"]},
         "ray": {"running": [], "latest": None, "sessions": {}},
         "cores": {},
         "finders": {},
@@ -193,8 +229,7 @@ def converged(kind: str) -> dict[str, Any]:
                         "supervised_dir": 1000, "service": 4242, "socket": "socket",
                         "answers": True},
         "profile": {"file": ".profile", "exists": True, "damaged": [],
-                    "blocks": {"core_dumps": [core_dumps.PROFILE.splitlines()[-1]],
-                               "docker_host": list(DOCKER_HOST_LINES)}},
+                    "blocks": copy.deepcopy(PROFILE_BLOCKS)},
     }  # fmt: skip
 
 
