@@ -45,7 +45,15 @@ UP_SPEC = "engine: none\nscope: user\n"
 def measure(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds and the largest process's peak RSS (MiB) of one run."""
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    # Each in a session of its own, as slurmd and NPD start them (NHC, not a session leader,
+    # re-executes itself through setsid(1), which forks: its parent's time is not its own).
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
     _, _, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = 0  # reaped by wait4
