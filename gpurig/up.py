@@ -81,7 +81,7 @@ def root_environment() -> Iterator[None]:
 def node_lock(spec: Mapping[str, Any], wait: float = LOCK_WAIT) -> Iterator[None]:
     """Hold the converge lock of this node (the user's own with scope: user), waiting while
     another converge holds it: the command deploys/lock.py runs over SSH, run here."""
-    from gpurig.deploys.lock import BUSY, hold_command, not_own
+    from gpurig.converge_lock import BUSY, hold_command, not_own
 
     deadline = time.monotonic() + wait
     while True:

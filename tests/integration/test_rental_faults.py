@@ -22,7 +22,7 @@ import yaml
 from support import REPO_ROOT, Sandbox, remote, write_inventory
 
 from gpurig.converge import converge
-from gpurig.deploys.lock import LOCK
+from gpurig.converge_lock import LOCK
 from tests.logguess import guesses_confirmed
 
 pytestmark = pytest.mark.disruptive  # mounts, stand-ins and link cuts, each undone after

@@ -196,13 +196,19 @@ def test_one_plugin_scan_answers_gevent_as_a_scan_would_and_is_undone() -> None:
 NODE_FORBIDDEN = ["pyinfra", "gevent", "paramiko", "invoke", "jsonschema"]
 
 
-@pytest.mark.parametrize("mode", ["prolog", "healthcheck", "npd", None])
+@pytest.mark.parametrize("mode", ["prolog", "healthcheck", "npd", None, "up"])
 def test_node_contracts_load_no_ssh_stack_and_no_schema_engine(
     mode: str | None, tmp_path: Path
 ) -> None:
+    """Each contract, and `up --local` on a node with nothing to change (a user-scope spec
+    with no engine: nothing to converge anywhere), reads and judges with the core alone."""
     spec = tmp_path / "node.yaml"
-    spec.write_text("engine: none\ncore_dumps: disabled\nchecks: {disk_free_min: 1m}\n")
-    args = ["drift", "--local", "--spec", str(spec), *(["--mode", mode] if mode else [])]
+    if mode == "up":
+        spec.write_text("engine: none\nscope: user\n")
+        args = ["up", "--local", "--spec", str(spec)]
+    else:
+        spec.write_text("engine: none\ncore_dumps: disabled\nchecks: {disk_free_min: 1m}\n")
+        args = ["drift", "--local", "--spec", str(spec), *(["--mode", mode] if mode else [])]
     loaded_by(args, tmp_path, None)  # the first run validates the spec (may load jsonschema)
     modules, patched = loaded_by(args, tmp_path, None)  # the reader's modules: it judged
     assert {"gpurig.drift", "gpurig.local_read", "gpurig.facts.round_trip"} <= modules

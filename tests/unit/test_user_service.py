@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from gpurig.change import findings
+from gpurig.converge_lock import hold_command, not_own
 from gpurig.deploys.engine import USER_START
-from gpurig.deploys.lock import hold_command, not_own
 from gpurig.facts.gpurig_cleanup import CoreFiles
 from gpurig.facts.gpurig_user import Commands, UserCoreFiles, UserPodman
 from gpurig.plans.engine import plan as engine_plan
