@@ -6,8 +6,8 @@ in as many remote commands as drift has facts, against drift's one."""
 from collections.abc import Mapping
 from typing import Any
 
-from gpurig.drift import drift_reads
-from gpurig.spec import normalise
+from gpurig.checks.judge import drift_reads
+from gpurig.spec.model import normalise
 
 
 def checks(spec: Mapping[str, Any]) -> list[str]:

@@ -40,11 +40,11 @@ from pathlib import Path
 import yaml
 
 from benchmarks.checks import checks
-from gpurig.inventory import load_inventory
-from gpurig.pyinfra_inventory import known_hosts_line
+from gpurig.remote.pyinfra_inventory import known_hosts_line
 from gpurig.sandbox import manager
 from gpurig.sandbox.services import url
 from gpurig.sandbox.state import load, locate
+from gpurig.spec.inventory import load_inventory
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

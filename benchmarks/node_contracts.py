@@ -67,10 +67,10 @@ def gpurig(*args: str) -> list[str]:
 def section_times(spec: Path, mode: str) -> list[tuple[str, float]]:
     """Each section of the mode's read script run alone: (fact, seconds)."""
     sys.path.insert(0, str(ROOT))
-    from gpurig import node_modes
-    from gpurig.drift import drift_reads
-    from gpurig.inventory import load_spec_file
-    from gpurig.node_run import scope
+    from gpurig.checks.judge import drift_reads
+    from gpurig.node import modes as node_modes
+    from gpurig.node.run import scope
+    from gpurig.spec.inventory import load_spec_file
 
     host = load_spec_file(spec, "bench")
     times = []

@@ -13,7 +13,7 @@ machine) of each, the interpreter's own start-up for scale, and the `python -X i
 entries with the largest cumulative time for each command.
 
 Drift's row is its start-up before the first connection: the console script with gevent patched
-in (`gpurig drift --help` stops there), then the modules `gpurig.cli.drift` imports. Beside it,
+in (`gpurig drift --help` stops there), then the modules `gpurig.cli.main.drift` imports. Beside it,
 the part no gpurig module chooses: gevent patched and pyinfra's API (with paramiko) alone.
 """
 
@@ -38,16 +38,17 @@ GPURIG = Path(sys.executable).with_name("gpurig")
 EXAMPLE = ROOT / "inventories" / "examples" / "example.yaml"
 GOAL_S = 0.3
 DRIFT_GOAL_S = 0.4
-# What `gpurig drift` has imported when it starts reading hosts (see gpurig.cli.drift).
+# What `gpurig drift` has imported when it starts reading hosts (see gpurig.cli.main.drift).
 DRIFT_IMPORTS = """
 import sys
 sys.argv = ["gpurig", "drift", "--help"]
-from gpurig.entry import main
+from gpurig.cli.entry import main
 try:
     main()
 except SystemExit:
     pass
-import gpurig.remote_drift, gpurig.inventory, gpurig.pyinfra_inventory, gpurig.report
+import gpurig.remote.drift, gpurig.remote.pyinfra_inventory
+import gpurig.report.render, gpurig.spec.inventory
 """
 CONNECTING_FLOOR = "from gevent import monkey; monkey.patch_all(); import pyinfra.api"
 

@@ -8,8 +8,8 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import OperationError
 
-from gpurig.change import Change
 from gpurig.deploys.snapshot import changing
+from gpurig.plans.change import Change
 
 
 def start(changes: Sequence[Change], idle: str) -> bool:

@@ -9,11 +9,11 @@ from typing import Any
 
 from pyinfra.api import deploy, operation
 
-from gpurig.change import Change
 from gpurig.deploys.changes import apply
 from gpurig.deploys.snapshot import read
 from gpurig.facts.gpurig_cleanup import RAY_PROCESSES
 from gpurig.plans import cleanup as plan
+from gpurig.plans.change import Change
 
 # A core file is still an ELF file right before it goes (a name alone proves nothing).
 ELF = '[ "$(od -An -tx1 -N4 "$p" | tr -d " \\n")" = 7f454c46 ] && '

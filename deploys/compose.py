@@ -9,11 +9,11 @@ from typing import Any
 
 from pyinfra.api import deploy, operation
 
-from gpurig.change import Change
 from gpurig.deploys.changes import apply
 from gpurig.deploys.packages import install
 from gpurig.deploys.snapshot import read
 from gpurig.plans import compose as plan
+from gpurig.plans.change import Change
 from gpurig.plans.compose import PLUGIN
 
 

@@ -9,11 +9,11 @@ from typing import Any
 
 from pyinfra.api import QuoteString, StringCommand, deploy, operation
 
-from gpurig.container import env_file_content, run_argv
 from gpurig.deploys import writes
 from gpurig.deploys.changes import start
 from gpurig.deploys.snapshot import read
 from gpurig.plans import containers as plan
+from gpurig.spec.container import env_file_content, run_argv
 
 
 def run_command(data: dict[str, Any], stage: str) -> StringCommand:

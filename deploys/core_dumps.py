@@ -6,12 +6,12 @@ from typing import Any
 
 from pyinfra.api import deploy, operation
 
-from gpurig.change import Change
 from gpurig.deploys.changes import apply
 from gpurig.deploys.snapshot import read
 from gpurig.deploys.writes import put, put_home, remove, write_block
 from gpurig.plans import core_dumps as plan
-from gpurig.user_scope import is_user
+from gpurig.plans.change import Change
+from gpurig.spec.user_scope import is_user
 
 
 def write(change: Change):

@@ -8,12 +8,12 @@ from typing import Any
 
 from pyinfra.api import OperationError, deploy, operation
 
-from gpurig.change import Change
 from gpurig.deploys.changes import apply
 from gpurig.deploys.core_dumps import write
 from gpurig.deploys.packages import apt
 from gpurig.deploys.snapshot import read
 from gpurig.plans import driver as plan
+from gpurig.plans.change import Change
 from gpurig.plans.driver import PACKAGE_NAME
 
 

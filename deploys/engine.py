@@ -17,7 +17,7 @@ from gpurig.deploys.snapshot import read
 from gpurig.deploys.writes import put
 from gpurig.plans import engine as plan
 from gpurig.plans.engine import DAEMON_JSON
-from gpurig.user_scope import PID_FILE, SERVICE_SH, is_user
+from gpurig.spec.user_scope import PID_FILE, SERVICE_SH, is_user
 
 DAEMON_KEYS = ("engine.insecure_registries", "toolkit.runtime", "engine.daemon_json")
 

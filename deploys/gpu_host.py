@@ -22,7 +22,7 @@ from gpurig.deploys.toolkit import nvidia_toolkit
 from gpurig.facts.round_trip import Unreadable
 from gpurig.plans import converge_reads
 
-spec = host.data.get("spec")  # normalised when the inventory was loaded (gpurig.spec)
+spec = host.data.get("spec")  # normalised when the inventory was loaded (gpurig.spec.model)
 allow = str(host.data.get("allow_recreate", "")).lower() in ("1", "true", "yes")
 busy = lock.hold()
 if busy:

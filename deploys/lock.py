@@ -13,8 +13,8 @@ from paramiko.ssh_exception import SSHException
 from pyinfra import host
 from pyinfra.connectors.util import SUDO_PASSWORD_REQUIRED_LINES
 
-from gpurig.converge_lock import BUSY, LOCK, hold_command, not_own
-from gpurig.node_checks import sudo_refused_message
+from gpurig.checks.node import sudo_refused_message
+from gpurig.node.lock import BUSY, LOCK, hold_command, not_own
 
 TIMEOUT = 30  # seconds for the host to answer
 HELD = b"held"

@@ -10,10 +10,10 @@ from typing import Any
 from pyinfra import host
 from pyinfra.api import deploy, operation
 
-from gpurig.change import Change
 from gpurig.deploys.changes import apply
 from gpurig.deploys.snapshot import read
 from gpurig.plans import packages as plan
+from gpurig.plans.change import Change
 
 # Seconds each apt command waits for another apt or dpkg to release its locks (override per
 # run: `--data apt_lock_wait=SECONDS`).

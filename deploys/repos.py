@@ -10,13 +10,13 @@ from typing import Any
 
 from pyinfra.api import deploy, operation
 
-from gpurig.change import Change
 from gpurig.deploys import writes
 from gpurig.deploys.changes import start
 from gpurig.deploys.packages import install
 from gpurig.deploys.snapshot import read
 from gpurig.facts.gpurig_repo import GIT_CHANGES, LF_ATTRIBUTES, LF_PATTERNS, LOCK_MARKER
 from gpurig.plans import repos as plan
+from gpurig.plans.change import Change
 from gpurig.plans.repos import env_marker, split_credential
 
 # Drops the requirements (and their `--hash` continuation lines) of kept packages; names are

@@ -9,13 +9,13 @@ from typing import Any
 
 from pyinfra.api import deploy, operation
 
-from gpurig.change import Change
 from gpurig.deploys.changes import apply
 from gpurig.deploys.core_dumps import write
 from gpurig.deploys.packages import apt, apt_get, install
 from gpurig.deploys.snapshot import read
 from gpurig.facts.gpurig_toolkit import CDI_MARKER
 from gpurig.plans import toolkit as plan
+from gpurig.plans.change import Change
 from gpurig.plans.engine import toolkit_wanted
 from gpurig.plans.toolkit import CDI_SPEC, KEYRING, KEYRING_RECORD, packages
 

@@ -23,7 +23,7 @@ from typing import Any
 from pyinfra import logger
 from pyinfra.api import FileUploadCommand, StringCommand
 
-from gpurig.user_scope import BEGIN, END, LOGIN_FILE_SH, shell_path
+from gpurig.spec.user_scope import BEGIN, END, LOGIN_FILE_SH, shell_path
 
 STAGE_DIR = "/tmp"
 

@@ -2,7 +2,7 @@
 container, or on the host) and `dcgmi diag -r 1` when DCGM is installed.
 
 Run only on a host whose GPU query (facts.gpurig_nvidia.NvidiaGpus) lists a GPU; judged by
-gpurig.acceptance, which never trusts what it parses.
+gpurig.read.acceptance, which never trusts what it parses.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import secrets
 import shlex
 from typing import Any
 
-from gpurig.acceptance import ACCEPTANCE_SCRIPT, parse_result
 from gpurig.facts.gpurig_container import ThroughUserSocket
 from gpurig.facts.reader import Reader
+from gpurig.read.acceptance import ACCEPTANCE_SCRIPT, parse_result
 
 DCGMI_TIMEOUT = 300  # level 1 takes under a minute (DCGM's docs); a hung diag must not hang us
 MAX_OUTPUT = 65536

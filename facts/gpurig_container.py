@@ -9,10 +9,10 @@ import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from gpurig import node_parse
 from gpurig.facts.reader import Reader
 from gpurig.facts.round_trip import BOUNDED, Sectioned
-from gpurig.user_scope import CONTAINER_HOST
+from gpurig.read import node_parse
+from gpurig.spec.user_scope import CONTAINER_HOST
 
 # The OOM kill count of process $1's memory cgroup, found in /proc/PID/cgroup (`0::PATH` on
 # v2, the line naming the memory controller on v1).

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from gpurig.facts.reader import Reader
-from gpurig.user_scope import shell_path
+from gpurig.spec.user_scope import shell_path
 
 _ROW = re.compile(r"(?P<i>\d+) (?P<sha>[0-9a-f]{64}) (?P<mode>[0-7]{1,4}) (?P<owner>\S+)")
 # RFC 3526, section 3: the 2048-bit MODP group (group 14, as SSH's diffie-hellman-group14 uses

@@ -11,8 +11,8 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpurig import node_parse
 from gpurig.facts.round_trip import BOUNDED, Sectioned, part_text
+from gpurig.read import node_parse
 
 # `df -P`'s line for one file system: name (may hold blanks), four numbers, capacity, mount.
 _DF_LINE = re.compile(r"(?P<fs>.+?)\s+(?P<total>\d+)\s+(?P<used>\d+)\s+(?P<avail>\d+)\s+"

@@ -2,7 +2,7 @@
 module) that the plans, the checks, the fleet view, onboarding and acceptance all read; the GPU
 health readings the checks judge; and what the container toolkit deploy reads (keyring, CDI
 spec). Each is one small command batched into the host's one round trip; parsers live in
-gpurig.gpu_parse and are tested on recordings from real GPU machines."""
+gpurig.read.gpu_parse and are tested on recordings from real GPU machines."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from gpurig import gpu_parse
 from gpurig.facts.round_trip import BOUNDED, Sectioned, part_text
+from gpurig.read import gpu_parse
 
 
 def _tool(tool: str, *args: str) -> str:

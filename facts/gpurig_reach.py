@@ -1,9 +1,9 @@
 """What onboarding's preflight reads to judge whether the host reaches its sources.
 
 `AptSources` prints the host's apt source files and apt's proxy settings (parsed strictly by
-gpurig.sources); `Reach` tries a TCP connection to each checked endpoint from the host itself,
-all at once, each bounded by the timeout, so a blocked network costs one timeout, not one per
-source and never apt's minutes of retries.
+gpurig.read.sources); `Reach` tries a TCP connection to each checked endpoint from the
+host itself, all at once, each bounded by the timeout, so a blocked network costs one timeout,
+not one per source and never apt's minutes of retries.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from gpurig.facts.reader import Reader
 from gpurig.facts.round_trip import section, sections
-from gpurig.sources import Endpoint, checked_host
+from gpurig.read.sources import Endpoint, checked_host
 
 SOURCE_FILES = (
     "/etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources"

@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpurig import node_parse
 from gpurig.facts.reader import Reader
 from gpurig.facts.round_trip import BOUNDED, Sectioned, part_text
+from gpurig.read import node_parse
 
 GIT_CHANGES = Path(__file__).with_name("git_changes.sh").read_text(encoding="utf-8")
 WRITERS = Path(__file__).with_name("writers.sh").read_text(encoding="utf-8")

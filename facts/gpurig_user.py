@@ -1,4 +1,4 @@
-"""What a user-scope converge reads as the login user (gpurig.user_scope): which tools are on
+"""What a user-scope converge reads as the login user (gpurig.spec.user_scope): which tools are on
 its PATH, and the user's rootless Podman API: lingering, the `systemd --user` manager and its
 podman.socket, gpurig's supervised service, the socket and whether it answers `_ping`."""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from gpurig.facts.gpurig_cleanup import CoreFiles, RaySessions
 from gpurig.facts.reader import Reader
-from gpurig.user_scope import LOGIN_FILE_SH, RUNTIME_DIR, SERVICE_SH
+from gpurig.spec.user_scope import LOGIN_FILE_SH, RUNTIME_DIR, SERVICE_SH
 
 # A tool name as it may reach `command -v` (the plans name them; nothing from a host).
 _TOOL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")

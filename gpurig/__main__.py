@@ -1,5 +1,5 @@
 """`python -m gpurig`, the same as the `gpurig` console script."""
 
-from gpurig.entry import main
+from gpurig.cli.entry import main
 
 main()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from gpurig.converge import parse_results
+from gpurig.remote.converge import parse_results
 from gpurig.sandbox.manager import Paths
 from gpurig.sandbox.services import url
 from gpurig.sandbox.state import load, locate

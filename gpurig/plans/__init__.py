@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpurig.change import Change
-from gpurig.container import FIELD_NAMES
 from gpurig.facts.round_trip import Read, required_reads
 from gpurig.plans import (
     cleanup,
@@ -27,6 +25,8 @@ from gpurig.plans import (
     secrets,
     toolkit,
 )
+from gpurig.plans.change import Change
+from gpurig.spec.container import FIELD_NAMES
 
 Reader = Callable[..., Any]
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpurig.change import Change
 from gpurig.facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCache, RaySessions
 from gpurig.facts.gpurig_user import UserCoreFiles, UserRaySessions
-from gpurig.user_scope import is_user
+from gpurig.plans.change import Change
+from gpurig.spec.user_scope import is_user
 
 FLASHINFER_CACHE = "~/.cache/flashinfer"
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpurig.change import Change
 from gpurig.facts.gpurig_files import FileDigests
+from gpurig.plans.change import Change
 from gpurig.plans.packages import missing
 
 # The first of the docker CLI's system plugin directories (docker/cli, cli-plugins/manager).

@@ -8,12 +8,12 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpurig.change import Change
-from gpurig.container import diff_container
 from gpurig.facts.gpurig_container import USER_SOCKET, ContainerInspect, CpuQuota
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.gpurig_user import UserPodman
-from gpurig.user_scope import CONTAINER_HOST, is_user
+from gpurig.plans.change import Change
+from gpurig.spec.container import diff_container
+from gpurig.spec.user_scope import CONTAINER_HOST, is_user
 
 OPT_IN = "pyinfra inventory.py deploys/gpu_host.py --data allow_recreate=true"
 
@@ -51,7 +51,7 @@ def _one(
     gpu_check: bool, allow_recreate: bool, user: bool = False,
 ) -> list[Change]:  # fmt: skip
     # `env`: what goes before each engine command (scope: user: the user's API socket);
-    # `spec`: the container as it is run (gpurig.container.run_argv).
+    # `spec`: the container as it is run (gpurig.spec.container.run_argv).
     data = {"container": name, "engine": engine, "image": wanted["image"], "spec": wanted,
             "env": CONTAINER_HOST if user else "",
             "gpu_check": gpu_check and wanted["gpus"] != "none"}  # fmt: skip

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpurig.change import Change
 from gpurig.facts.gpurig_user import LoginProfile
+from gpurig.plans.change import Change
 from gpurig.plans.files import managed
 from gpurig.plans.profile import block
-from gpurig.user_scope import is_user
+from gpurig.spec.user_scope import is_user
 
 # pam_limits reads limits.d for sessions that go through PAM; `*` does not cover root.
 LIMITS = "# Managed by gpurig: no core dumps.\n*    -    core    0\nroot -    core    0\n"

@@ -11,12 +11,12 @@ from collections.abc import Callable, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
 
-from gpurig.change import Change
-from gpurig.datafiles import table
+from gpurig.data.tables import table
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.gpurig_packages import DriverPackages
+from gpurig.plans.change import Change
 from gpurig.plans.files import managed
-from gpurig.user_scope import is_user
+from gpurig.spec.user_scope import is_user
 
 UNATTENDED = "/etc/apt/apt.conf.d/99gpurig-nvidia-driver"
 # What a host-provided name must look like before it reaches a command line.

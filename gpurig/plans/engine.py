@@ -9,14 +9,14 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpurig.change import Change
 from gpurig.facts.gpurig_json import JsonFile
 from gpurig.facts.gpurig_units import Units
 from gpurig.facts.gpurig_user import LoginProfile, UserPodman
+from gpurig.plans.change import Change
 from gpurig.plans.files import managed
 from gpurig.plans.packages import missing
 from gpurig.plans.profile import block
-from gpurig.user_scope import DOCKER_HOST_LINES, REGISTRIES, is_user
+from gpurig.spec.user_scope import DOCKER_HOST_LINES, REGISTRIES, is_user
 
 PODMAN_SOCKET = "/run/podman/podman.sock"
 DOCKER_HOST_PROFILE = "/etc/profile.d/gpurig-docker-host.sh"

@@ -6,8 +6,8 @@ import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpurig.change import Change
 from gpurig.facts.gpurig_files import FileDigests
+from gpurig.plans.change import Change
 
 
 def managed(

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpurig.change import Change
 from gpurig.facts.gpurig_packages import DebStatus
 from gpurig.facts.gpurig_user import Commands
+from gpurig.plans.change import Change
 
 
 def missing(

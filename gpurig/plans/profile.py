@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpurig.change import Change
+from gpurig.plans.change import Change
 
 
 def block(

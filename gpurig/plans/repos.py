@@ -9,11 +9,11 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpurig.change import Change
 from gpurig.facts.gpurig_repo import LF_ATTRIBUTES, RepoState
+from gpurig.plans.change import Change
 from gpurig.plans.packages import missing
-from gpurig.redact import redacted
-from gpurig.user_scope import is_user
+from gpurig.report.redact import redacted
+from gpurig.spec.user_scope import is_user
 
 # An http(s) URL's userinfo (RFC 3986 3.2.1), which git sends as the HTTP credential.
 _HTTP_USERINFO = re.compile(r"(?P<scheme>https?://)(?P<info>[^/?#@]+)@(?P<host>[^/?#]*)")

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from gpurig.change import Change
 from gpurig.facts.gpurig_files import MODP_2048, SecretDigests
+from gpurig.plans.change import Change
 
 # This run's Diffie-Hellman private value (never printed, never sent) and its public value.
 _PRIVATE = secrets.randbits(256)

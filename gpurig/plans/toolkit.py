@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpurig.change import Change
-from gpurig.datafiles import table
+from gpurig.data.tables import table
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.gpurig_packages import DebStatus
 from gpurig.facts.gpurig_toolkit import CdiSpec, ToolkitKeyring
+from gpurig.plans.change import Change
 from gpurig.plans.engine import toolkit_wanted
 from gpurig.plans.files import managed
 from gpurig.plans.packages import missing

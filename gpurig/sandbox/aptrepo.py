@@ -15,7 +15,7 @@ import tempfile
 from email.utils import formatdate
 from pathlib import Path
 
-from gpurig.datafiles import table
+from gpurig.data.tables import table
 from gpurig.fsutil import atomic_write
 from gpurig.sandbox.proc import SandboxError, run, spawn_daemon
 

@@ -18,14 +18,14 @@ import pytest
 from support import Sandbox, Upstream, finding_ids, gpurig, host_spec, remote, write_inventory
 from test_user_scope import ROWS as USER_ROWS
 
-from gpurig.checks import CHECK_IDS
-from gpurig.converge import converge
+from gpurig.checks.all import CHECK_IDS
 from gpurig.plans import CHANGE_IDS
 from gpurig.plans.compose import PLUGIN
 from gpurig.plans.core_dumps import MANAGED_FILES
 from gpurig.plans.driver import UNATTENDED
 from gpurig.plans.engine import DOCKER_HOST_PROFILE, PODMAN_REGISTRIES
 from gpurig.plans.toolkit import KEYRING, OCI_HOOK, SOURCES_LIST, packages
+from gpurig.remote.converge import converge
 from gpurig.sandbox import aptrepo
 
 DOCKER, PODMAN, POD = "full-2", "full-3", "fleet-002"

@@ -33,7 +33,7 @@ from support import (
     write_inventory,
 )
 
-from gpurig.converge import converge
+from gpurig.remote.converge import converge
 from tests.lockproject import make_project, make_wheel
 
 FLEET_HOST, FULL_HOST = "fleet-001", "full-1"

@@ -23,7 +23,7 @@ from support import (
     write_inventory,
 )
 
-from gpurig.converge import converge
+from gpurig.remote.converge import converge
 
 DOCKER, PODMAN = "full-2", "full-3"
 

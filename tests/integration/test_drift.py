@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support import Sandbox, finding_ids, gpurig, host_spec, remote, write_inventory
 
-from gpurig.converge import converge
+from gpurig.remote.converge import converge
 
 HOST = "full-3"  # the Podman host of test_converge.py, with the socket and a container
 

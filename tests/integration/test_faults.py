@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from support import FULL, REPO_ROOT, Sandbox, remote, write_inventory
 
-from gpurig.converge import ConvergeResult, converge
+from gpurig.remote.converge import ConvergeResult, converge
 from gpurig.sandbox.proc import kill
 
 HOSTS = [f"fleet-{i:03d}" for i in range(1, 11)]

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from support import REPO_ROOT, Sandbox, gpurig, remote, write_inventory
 
-from gpurig.converge import converge, parse_results
+from gpurig.remote.converge import converge, parse_results
 from gpurig.sandbox.keys import public_key
 
 VICTIM, OTHER = "fleet-002", "fleet-003"

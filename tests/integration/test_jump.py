@@ -17,14 +17,14 @@ import pytest
 import yaml
 from support import Sandbox, gpurig, remote
 
-from gpurig.converge import converge
-from gpurig.hostkeys import changed_message
-from gpurig.inventory import load_inventory
-from gpurig.remote_drift import run_drift
+from gpurig.remote.converge import converge
+from gpurig.remote.drift import run_drift
 from gpurig.sandbox.keys import ensure_keypair, public_key
 from gpurig.sandbox.leftovers import leftovers
 from gpurig.sandbox.proc import kill, wait_port_in
 from gpurig.sandbox.state import index_dir
+from gpurig.spec.hostkeys import changed_message
+from gpurig.spec.inventory import load_inventory
 
 NODES = ["node-001", "node-002"]
 TIMEOUT = 5

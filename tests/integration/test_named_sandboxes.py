@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support import Sandbox, gpurig, remote, run_verify, write_inventory
 
-from gpurig.converge import converge
+from gpurig.remote.converge import converge
 from gpurig.sandbox.leftovers import leftovers
 
 HOSTS = ["fleet-001", "full-1"]

@@ -19,9 +19,9 @@ import testinfra
 import yaml
 from support import Sandbox, gpurig, host_spec
 
-from gpurig.converge import converge
-from gpurig.hostkeys import changed_message
+from gpurig.remote.converge import converge
 from gpurig.sandbox.keys import ensure_keypair, public_key
+from gpurig.spec.hostkeys import changed_message
 
 HOST = "full-4"
 TIMEOUT = 5

@@ -21,8 +21,8 @@ import pytest
 import yaml
 from support import REPO_ROOT, Sandbox, remote, write_inventory
 
-from gpurig.converge import converge
-from gpurig.converge_lock import LOCK
+from gpurig.node.lock import LOCK
+from gpurig.remote.converge import converge
 from tests.logguess import guesses_confirmed
 
 pytestmark = pytest.mark.disruptive  # mounts, stand-ins and link cuts, each undone after
@@ -310,9 +310,9 @@ DRIFT = f"""
 from gevent import monkey
 monkey.patch_all()
 import sys
-import gpurig.drift
-gpurig.drift.PROBE_TIMEOUT = {DRIFT_TIMEOUT}
-from gpurig.cli import main
+import gpurig.checks.judge
+gpurig.checks.judge.PROBE_TIMEOUT = {DRIFT_TIMEOUT}
+from gpurig.cli.main import main
 main(sys.argv[1:])
 """
 

@@ -13,7 +13,7 @@ import testinfra
 import yaml
 from support import FLEET, FULL, Sandbox, run_verify, write_inventory
 
-from gpurig.converge import converge
+from gpurig.remote.converge import converge
 from gpurig.sandbox.leftovers import leftovers
 from gpurig.sandbox.services import SERVICES
 

@@ -39,8 +39,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from support import REPO_ROOT, Sandbox, remote, write_inventory
 
-from gpurig.converge import converge
 from gpurig.fsutil import xdg_dir
+from gpurig.remote.converge import converge
 from gpurig.sandbox import slurm
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slurm]

@@ -15,8 +15,8 @@ import pytest
 import testinfra
 from support import Sandbox, write_inventory
 
-from gpurig.converge import converge
 from gpurig.plans.toolkit import CDI_SPEC, KEYRING, SOURCES_LIST, packages, sources_list
+from gpurig.remote.converge import converge
 from gpurig.sandbox import aptrepo
 
 DOCKER, PODMAN = "full-2", "full-3"

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from support import FLEET, FULL, REPO_ROOT, Sandbox, Upstream, gpurig, write_inventory
 
-from gpurig.converge import converge
+from gpurig.remote.converge import converge
 
 USER, HOST = "alice", "full-1"
 LOGIN = f"{HOST}-{USER}"  # the sandbox inventory's entry for alice (scope: user)

@@ -7,6 +7,7 @@ import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gpurig.checks.gpu import FABRIC_MANAGER
 from gpurig.facts.gpurig_nvidia import (
     GpuDevices,
     GpuHealth,
@@ -19,7 +20,6 @@ from gpurig.facts.gpurig_nvidia import (
 )
 from gpurig.facts.gpurig_units import Units
 from gpurig.facts.round_trip import Unreadable
-from gpurig.gpu_checks import FABRIC_MANAGER
 from tests.unit.gpu_fixtures import read_fixture
 
 # Keyword arguments that name which of several reads of one fact is meant.

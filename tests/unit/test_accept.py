@@ -12,11 +12,12 @@ import pytest
 from click.testing import CliRunner
 from gpu_fixtures import read_fixture
 
-from gpurig import accept, acceptance
-from gpurig.cli import main
+from gpurig.cli.main import main
 from gpurig.facts.gpurig_acceptance import Acceptance
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
-from gpurig.inventory import load_inventory_text
+from gpurig.onboard import accept
+from gpurig.read import acceptance
+from gpurig.spec.inventory import load_inventory_text
 
 H100 = acceptance.parse_result(read_fixture("acceptance_h100_580.159.04_vm.jsonl").splitlines()[0])
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB6w8YgX1fT9tJmA1q0N3s0p2Yk6mVn2r8xqB5b3QdJc"

@@ -8,7 +8,7 @@ import sys
 import pytest
 from gpu_fixtures import read_fixture
 
-from gpurig import acceptance
+from gpurig.read import acceptance
 
 RECORDED = [
     acceptance.parse_result(line)

@@ -12,8 +12,12 @@ from typing import Any
 
 import pytest
 
-from gpurig import compat, compat_checks, container_checks, fleet, gpu_checks, node_checks
-from gpurig.checks import CHECK_IDS, check
+from gpurig.checks import container as container_checks
+from gpurig.checks import gpu as gpu_checks
+from gpurig.checks import node as node_checks
+from gpurig.checks.all import CHECK_IDS, check, compat, compat_checks
+from gpurig.checks.node import key_changed, unreachable
+from gpurig.checks.rules import rules
 from gpurig.facts.gpurig_container import ContainerInspect, ContainerTorch
 from gpurig.facts.gpurig_node import (
     CgroupLeaks,
@@ -26,10 +30,9 @@ from gpurig.facts.gpurig_node import (
 )
 from gpurig.facts.gpurig_nvidia import GpuHealth, NvidiaGpus
 from gpurig.facts.round_trip import Unreadable
-from gpurig.node_checks import key_changed, unreachable
 from gpurig.plans import CHANGE_IDS
-from gpurig.rules import rules
-from gpurig.spec import normalise
+from gpurig.report import fleet
+from gpurig.spec.model import normalise
 from tests.unit.fact_values import gpu_values, lent_h100, reader
 from tests.unit.gpu_fixtures import read_fixture
 from tests.unit.test_gpu_checks import FIRES_ON_RECORDING, NO_RECORDING

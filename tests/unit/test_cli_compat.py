@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from gpurig.cli import main
+from gpurig.cli.main import main
 
 
 def _run(*args: str) -> tuple[int, str]:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from gpurig.cli import main
-from gpurig.inventory import Host, SshSettings
-from gpurig.remote_drift import run_drift
+from gpurig.cli.main import main
+from gpurig.remote.drift import run_drift
+from gpurig.spec.inventory import Host, SshSettings
 
 BAD = Path(__file__).parent / "bad_inventories" / "size-without-unit.yaml"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.startup_bench import DRIFT_IMPORTS
-from gpurig.entry import CONNECTING, command_name
+from gpurig.cli.entry import CONNECTING, command_name
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "inventories" / "examples" / "example.yaml"
@@ -32,7 +32,7 @@ PROBE = """
 import json, sys
 from gevent_state import patched
 sys.argv = ["gpurig", *json.loads(sys.argv[1])]
-from gpurig.entry import main
+from gpurig.cli.entry import main
 try:
     main()
     code = 0
@@ -96,7 +96,7 @@ def test_offline_commands_load_nothing_heavy(
 def test_validate_loads_the_inventory_checker(tmp_path: Path) -> None:
     """The probe sees real work: validate imports what it validates with."""
     modules, _ = loaded_by(["validate", str(EXAMPLE)], tmp_path)
-    assert {"gpurig.inventory", "jsonschema"} <= modules
+    assert {"gpurig.spec.inventory", "jsonschema"} <= modules
 
 
 def test_apt_repository_reads_the_package_list_without_the_evaluator() -> None:
@@ -134,21 +134,21 @@ def test_command_name_is_the_first_word_that_is_not_an_option(
 @pytest.mark.parametrize("args", [["--version"], ["validate", str(EXAMPLE)]])
 def test_the_sandbox_group_loads_only_when_named(args: list[str], tmp_path: Path) -> None:
     modules, _ = loaded_by(args, tmp_path)
-    assert "gpurig.cli_sandbox" not in modules
+    assert "gpurig.cli.sandbox" not in modules
     named, _ = loaded_by(["sandbox", "--help"], tmp_path)
-    assert "gpurig.cli_sandbox" in named
+    assert "gpurig.cli.sandbox" in named
 
 
 def test_the_judges_do_not_load_the_inventory_validator() -> None:
-    """Sizes come from gpurig.units: judging a host's state needs no jsonschema or ruamel."""
+    """Sizes come from gpurig.spec.units: judging a host's state needs no jsonschema or ruamel."""
     code = (
-        "import sys, gpurig.checks, gpurig.plans, gpurig.textfile, gpurig.node_modes;"
+        "import sys, gpurig.checks.all, gpurig.plans, gpurig.report.textfile, gpurig.node.modes;"
         " print(' '.join(sys.modules))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     modules = set(proc.stdout.split())
-    assert "gpurig.node_checks" in modules
-    assert not {"gpurig.inventory", "jsonschema", "ruamel"} & modules
+    assert "gpurig.checks.node" in modules
+    assert not {"gpurig.spec.inventory", "jsonschema", "ruamel"} & modules
 
 
 def test_drift_starts_without_the_converge_or_the_other_commands() -> None:
@@ -162,13 +162,13 @@ def test_drift_starts_without_the_converge_or_the_other_commands() -> None:
         check=True,
     )
     modules = set(json.loads(proc.stdout.splitlines()[-1]))
-    assert {"gpurig.remote_drift", "gevent", "pyinfra.api"} <= modules
+    assert {"gpurig.remote.drift", "gevent", "pyinfra.api"} <= modules
     unneeded = [
         "gpurig.deploys",
         "gpurig.sandbox",
-        "gpurig.cli_sandbox",
-        "gpurig.onboard",
-        "gpurig.pin",
+        "gpurig.cli.sandbox",
+        "gpurig.onboard.onboard",
+        "gpurig.onboard.pin",
     ]
     assert [m for m in modules if any(m == u or m.startswith(f"{u}.") for u in unneeded)] == []
 
@@ -178,7 +178,7 @@ def test_one_plugin_scan_answers_gevent_as_a_scan_would_and_is_undone() -> None:
     the same entry points for each group, and the real function back afterwards."""
     from importlib import metadata
 
-    from gpurig.cooperative import one_plugin_scan
+    from gpurig.remote.cooperative import one_plugin_scan
 
     scan = metadata.entry_points
     groups = ["console_scripts", "pyinfra.connectors", "gevent.plugins.monkey.will_patch_all"]
@@ -211,6 +211,6 @@ def test_node_contracts_load_no_ssh_stack_and_no_schema_engine(
         args = ["drift", "--local", "--spec", str(spec), *(["--mode", mode] if mode else [])]
     loaded_by(args, tmp_path, None)  # the first run validates the spec (may load jsonschema)
     modules, patched = loaded_by(args, tmp_path, None)  # the reader's modules: it judged
-    assert {"gpurig.drift", "gpurig.local_read", "gpurig.facts.round_trip"} <= modules
+    assert {"gpurig.checks.judge", "gpurig.read.local", "gpurig.facts.round_trip"} <= modules
     assert not patched
     assert sorted(m for m in modules if m.split(".")[0] in NODE_FORBIDDEN) == []

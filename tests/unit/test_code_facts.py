@@ -25,7 +25,7 @@ from gpurig.plans import cleanup as cleanup_plan
 from gpurig.plans import repos as repos_plan
 from gpurig.plans.repos import env_marker
 from gpurig.plans.secrets import PUBLIC, local_digest, shared_key
-from gpurig.spec import normalise
+from gpurig.spec.model import normalise
 from tests.lockproject import make_project
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "code"

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from gpu_fixtures import read_fixture
 
-from gpurig import compat, gpu_parse
-from gpurig.compat import check_driver_cuda, check_kernel_module, check_torch_arch, judge
-from gpurig.datafiles import table
+from gpurig.checks import compat
+from gpurig.checks.compat import check_driver_cuda, check_kernel_module, check_torch_arch, judge
+from gpurig.data.tables import table
+from gpurig.read import gpu_parse
 
 
 def _rows() -> list[dict[str, str]]:

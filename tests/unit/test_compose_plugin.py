@@ -14,7 +14,7 @@ from test_plans import converged, reader
 
 from gpurig.deploys.compose import fetch_plugin
 from gpurig.plans import compose, plan_host
-from gpurig.spec import normalise
+from gpurig.spec.model import normalise
 
 
 def test_the_default_url_is_docker_s_release_asset_for_the_version():

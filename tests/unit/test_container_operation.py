@@ -20,8 +20,8 @@ from gpurig.facts.gpurig_container import USER_SOCKET, ContainerInspect, CpuQuot
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.gpurig_user import UserPodman
 from gpurig.plans.containers import plan, usable_cpus
-from gpurig.spec import normalise
-from gpurig.user_scope import CONTAINER_HOST
+from gpurig.spec.model import normalise
+from gpurig.spec.user_scope import CONTAINER_HOST
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "engine"
 

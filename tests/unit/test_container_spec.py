@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gpurig.container import (
+from gpurig.spec.container import (
     FIELD_NAMES,
     FieldDiff,
     actual_gpus,
@@ -17,8 +17,8 @@ from gpurig.container import (
     env_file_content,
     run_argv,
 )
-from gpurig.inventory import schema
-from gpurig.spec import normalise
+from gpurig.spec.inventory import schema
+from gpurig.spec.model import normalise
 
 
 def test_every_container_key_is_a_field_or_converge_policy() -> None:

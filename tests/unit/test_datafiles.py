@@ -7,7 +7,7 @@ from importlib import resources
 import pytest
 import yaml
 
-from gpurig.datafiles import table
+from gpurig.data.tables import table
 
 DATA = resources.files("gpurig") / "data"
 NAMES = sorted(p.name for p in DATA.iterdir() if p.name.endswith(".yaml"))

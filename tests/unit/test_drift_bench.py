@@ -18,10 +18,10 @@ import pytest
 
 from benchmarks import drift_bench as bench
 from benchmarks.drift_bench import Cell, Run
-from gpurig.inventory import load_inventory
 from gpurig.sandbox import manager
 from gpurig.sandbox.keys import ensure_keypair, public_key
 from gpurig.sandbox.state import HostRecord, State
+from gpurig.spec.inventory import load_inventory
 
 
 @pytest.fixture
@@ -185,8 +185,8 @@ def test_the_baselines_run_drifts_own_reads_one_command_each(
     import yaml
 
     from benchmarks.checks import checks
-    from gpurig.drift import drift_reads
-    from gpurig.spec import normalise
+    from gpurig.checks.judge import drift_reads
+    from gpurig.spec.model import normalise
 
     spec = {"packages": ["git"], "core_dumps": "disabled", "checks": {"disk_free_min": "1g"}}
     endpoints = {"fleet-001": ("127.0.0.1", 40001), "fleet-002": ("127.0.0.1", 40002)}

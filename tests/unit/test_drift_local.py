@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gpurig.cli import main
-from gpurig.drift import drift_local
-from gpurig.inventory import Host, SshSettings
-from gpurig.remote_drift import run_drift
-from gpurig.report import FORMATS, render
+from gpurig.cli.main import main
+from gpurig.node.read import drift_local
+from gpurig.remote.drift import run_drift
+from gpurig.report.render import FORMATS, render
+from gpurig.spec.inventory import Host, SshSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 # dpkg is Essential on every Debian and Ubuntu host (the hosts gpurig converges).

@@ -4,8 +4,8 @@ converge failed until someone ran `systemctl reset-failed` by hand."""
 
 from __future__ import annotations
 
-from gpurig.change import Change
 from gpurig.deploys.engine import start_unit, write_daemon_json
+from gpurig.plans.change import Change
 
 
 def test_start_and_restart_reset_the_failed_state_first():

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
+from gpurig.checks.judge import drift_reads, evaluate
 from gpurig.deploys import cleanup
-from gpurig.drift import drift_reads, evaluate
 from gpurig.facts.gpurig_cleanup import CoreFiles, EditableFinders
 from gpurig.facts.gpurig_node import CgroupLeaks
 from gpurig.facts.round_trip import HostState, Unreadable, read_key
 from gpurig.plans import cleanup as cleanup_plan
-from gpurig.spec import normalise
+from gpurig.spec.model import normalise
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ELF_CORE = b"\x7fELF\x02\x01\x01" + b"\x00" * 9 + b"\x04\x00" + b"\x00" * 46
@@ -150,7 +150,7 @@ def test_no_secret_value_or_plain_digest_reaches_any_output(tmp_path: Path, faul
     import hashlib
 
     from gpurig.plans import secrets as secrets_plan
-    from gpurig.report import HostReport, render
+    from gpurig.report.render import HostReport, render
 
     value = "hf_0123456789abcdefSECRET"
     src, dest = tmp_path / "token", tmp_path / "dest"
@@ -182,9 +182,9 @@ from pyinfra_cli.cli import _set_verbosity
 set_formatter(click.style)
 set_echo(click.echo)  # as pyinfra's CLI: -vv and -vvv print commands and output through it
 from gpurig.facts.round_trip import HostState
-from gpurig.drift import drift_reads
-from gpurig.inventory import load_spec_file
-from gpurig.spec import normalise
+from gpurig.checks.judge import drift_reads
+from gpurig.spec.inventory import load_spec_file
+from gpurig.spec.model import normalise
 import logging
 logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
 inventory = Inventory((["@local"], {}))
@@ -193,7 +193,7 @@ host = inventory.get_host("@local")
 host.connect()
 spec = normalise({"secrets": [{"src": sys.argv[1], "dest": sys.argv[2]}]})
 values = host.get_fact(HostState, reads=drift_reads(spec))
-from gpurig.drift import evaluate
+from gpurig.checks.judge import evaluate
 print("FINDINGS", [f.id for f in evaluate(spec, values)])
 """
 

@@ -23,15 +23,21 @@ from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 from ruamel.yaml import YAML
 
-from gpurig.cli import main
-from gpurig.finding import Difference, Finding
-from gpurig.inventory import InventoryError, format_path, load_inventory, load_spec_file, schema
-from gpurig.onboard import Check, render_checks
-from gpurig.pin import PinInputError, pin_text
-from gpurig.pyinfra_inventory import load_groups
-from gpurig.report import HostReport, render, to_json, to_junit, to_markdown, to_table
-from gpurig.safe_yaml import MAX_BYTES, MAX_DEPTH
-from gpurig.textsafe import UNSAFE, visible
+from gpurig.checks.finding import Difference, Finding
+from gpurig.cli.main import main
+from gpurig.onboard.onboard import Check, render_checks
+from gpurig.onboard.pin import PinInputError, pin_text
+from gpurig.remote.pyinfra_inventory import load_groups
+from gpurig.report.render import HostReport, render, to_json, to_junit, to_markdown, to_table
+from gpurig.report.textsafe import UNSAFE, visible
+from gpurig.spec.inventory import (
+    InventoryError,
+    format_path,
+    load_inventory,
+    load_spec_file,
+    schema,
+)
+from gpurig.spec.safe_yaml import MAX_BYTES, MAX_DEPTH
 
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = Path(sys.executable).with_name("pyinfra")

@@ -6,8 +6,8 @@ import json
 
 from gpu_fixtures import read_fixture
 
-from gpurig import fleet
-from gpurig.gpu_parse import parse_smi_header
+from gpurig.read.gpu_parse import parse_smi_header
+from gpurig.report import fleet
 
 
 def host(table: str, kernel: str, image: str) -> dict[str, object]:

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from gpurig import gpu_checks, gpu_parse
+from gpurig.checks import gpu as gpu_checks
+from gpurig.checks.rules import rules
 from gpurig.facts.gpurig_nvidia import GpuHealth, NvidiaGpus
-from gpurig.rules import rules
+from gpurig.read import gpu_parse
 from tests.unit.fact_values import gpu_values, lent_h100, reader
 from tests.unit.gpu_fixtures import read_fixture
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpurig import gpu_parse
-from gpurig.inventory import InventoryError, load_inventory_text, schema
+from gpurig.read import gpu_parse
+from gpurig.spec.inventory import InventoryError, load_inventory_text, schema
 
 BASE = """\
 version: 1

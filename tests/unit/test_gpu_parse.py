@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from gpu_fixtures import FIXTURES, read_fixture, recorded_command
 
-from gpurig import gpu_parse
-from gpurig.datafiles import table
-from gpurig.gpu_parse import (
+from gpurig.data.tables import table
+from gpurig.read import gpu_parse
+from gpurig.read.gpu_parse import (
     parse_ecc_uncorrectable,
     parse_proc_driver_version,
     parse_query_gpu_csv,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from gpurig.checks import check
-from gpurig.drift import drift_reads, evaluate, fleet_facts
+from gpurig.checks.all import check
+from gpurig.checks.judge import drift_reads, evaluate, fleet_facts
 from gpurig.facts.gpurig_container import ContainerInspect, ContainerTorch
 from gpurig.facts.gpurig_files import FileDigests, SecretDigests
 from gpurig.facts.gpurig_node import CgroupLeaks, OsRelease
@@ -25,7 +25,7 @@ from gpurig.facts.round_trip import (
     required_reads,
 )
 from gpurig.plans import converge_reads, plan_host
-from gpurig.spec import normalise
+from gpurig.spec.model import normalise
 
 SPEC = normalise(
     {
@@ -158,7 +158,7 @@ def test_fleet_facts_come_from_the_same_read():
 def test_onboardings_own_reads_judge_a_host_with_a_declared_container(engine: str):
     """Onboarding records only its checks' reads before converging: judging them here, for
     real, finds every read it makes (a spec with a container once raised KeyError)."""
-    from gpurig.onboard import host_checks, preflight_reads
+    from gpurig.onboard.onboard import host_checks, preflight_reads
     from tests.unit.test_onboard import new_host
 
     host = new_host({**SPEC, "engine": engine, "podman_socket": engine == "podman"})
@@ -173,8 +173,8 @@ def test_onboardings_own_reads_judge_a_host_with_a_declared_container(engine: st
 def test_a_read_missing_from_the_snapshot_is_gpurigs_bug_not_the_hosts():
     """A KeyError in gpurig (a read its own recording did not list) fails tests, and in a run
     is reported as gpurig's own bug, never as the host's unreadable output."""
-    from gpurig.drift import Probed, report
-    from gpurig.inventory import Host, SshSettings
+    from gpurig.checks.judge import Probed, report
+    from gpurig.spec.inventory import Host, SshSettings
 
     _, values = run_here(drift_reads(SPEC))
     del values[read_key(NvidiaGpus, {})]
@@ -190,10 +190,10 @@ def test_a_fact_failing_on_its_own_is_gpurigs_bug_not_the_hosts():
     """A parser's refusal (ValueError, an XML ParseError) is the host's odd output; any other
     exception in a fact's process() is gpurig's bug: raised as FactFailed by the snapshot,
     gpurig.internal_error in a run, never state.unreadable."""
-    from gpurig.drift import Probed, report
+    from gpurig.checks.judge import Probed, report
     from gpurig.facts.gpurig_nvidia import KernelLog
     from gpurig.facts.round_trip import FactFailed
-    from gpurig.inventory import Host, SshSettings
+    from gpurig.spec.inventory import Host, SshSettings
 
     def broken(parts: Any) -> Any:
         return parts["no such part"]  # KeyError: the fact's own bug

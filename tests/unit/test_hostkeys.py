@@ -10,19 +10,18 @@ import paramiko
 import pytest
 from click.testing import CliRunner
 
-from gpurig.cli import main
-from gpurig.converge import converge
-from gpurig.hostkeys import (
+from gpurig.cli.main import main
+from gpurig.remote.converge import converge
+from gpurig.remote.drift import run_drift
+from gpurig.remote.key_scan import fetch_host_key, host_key_line
+from gpurig.spec.hostkeys import (
     changed_message,
-    fetch_host_key,
     fingerprint,
-    host_key_line,
     is_mismatch,
     jump_key_refusal,
     mismatched_hosts,
 )
-from gpurig.inventory import load_inventory
-from gpurig.remote_drift import run_drift
+from gpurig.spec.inventory import load_inventory
 from tests.unit.ssh_server import generate_key, ssh_server
 
 

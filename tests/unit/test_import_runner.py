@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from gpurig import node_checks
+from gpurig.checks import node as node_checks
 from gpurig.facts.gpurig_repo import EnvImports
-from gpurig.spec import normalise
+from gpurig.spec.model import normalise
 from tests.unit.fact_values import reader, run_here
 
 NOBODY, OTHER = 65534, 65533  # uids that own nothing on a Debian machine

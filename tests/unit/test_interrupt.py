@@ -10,7 +10,7 @@ import sys
 import pytest
 
 WAIT = (
-    "from gpurig.interrupt import install; install(); import time; "
+    "from gpurig.remote.interrupt import install; install(); import time; "
     "print('ready', flush=True); time.sleep(60)"
 )
 

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from gpurig.inventory import (
+from gpurig.spec.inventory import (
     InventoryError,
     deep_merge,
     format_path,
     load_inventory,
     mount_problem,
 )
-from gpurig.spec import normalise
+from gpurig.spec.model import normalise
 
 DIGEST = "sha256:" + "0" * 64
 

@@ -14,7 +14,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from ruamel.yaml import YAML
 
-from gpurig.inventory import InventoryError, load_inventory
+from gpurig.spec.inventory import InventoryError, load_inventory
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = sorted((Path(__file__).parent / "bad_inventories").glob("*.yaml"))

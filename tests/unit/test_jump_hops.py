@@ -19,13 +19,13 @@ import yaml
 from click.testing import CliRunner
 from pyinfra.api.connectors import get_all_connectors
 
-from gpurig.cli import main
-from gpurig.converge import converge
-from gpurig.hostkeys import changed_message
-from gpurig.inventory import load_inventory
-from gpurig.jump import LOGINS, JumpConnector
-from gpurig.pyinfra_inventory import JUMP_CONNECTOR
-from gpurig.remote_drift import run_drift
+from gpurig.cli.main import main
+from gpurig.remote.converge import converge
+from gpurig.remote.drift import run_drift
+from gpurig.remote.jump import LOGINS, JumpConnector
+from gpurig.remote.pyinfra_inventory import JUMP_CONNECTOR
+from gpurig.spec.hostkeys import changed_message
+from gpurig.spec.inventory import load_inventory
 from tests.unit.ssh_server import LoginNodeLog, generate_key, login_node, ssh_server
 
 NODES = [f"node-{i}" for i in range(1, 6)]

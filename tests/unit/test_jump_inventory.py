@@ -10,9 +10,9 @@ from pathlib import Path
 
 from pyinfra.api import Inventory as PyinfraInventory
 
-from gpurig.inventory import Jump, load_inventory
-from gpurig.jump import JumpConnector
-from gpurig.pyinfra_inventory import pyinfra_groups, pyinfra_hosts
+from gpurig.remote.jump import JumpConnector
+from gpurig.remote.pyinfra_inventory import pyinfra_groups, pyinfra_hosts
+from gpurig.spec.inventory import Jump, load_inventory
 
 LOGIN_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKswQKA/As8u2Q0Gc1qWDzk+UhfqSF14YObfvwkjkE2q"
 NODE_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGf6yiVzEMx0ZKyYTc8kd7xoZGVUm6RvKtmkKAaB3Trd"

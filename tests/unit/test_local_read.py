@@ -1,4 +1,4 @@
-"""The node's own read (gpurig.local_read), run for real here: bounded in time, in bytes and
+"""The node's own read (gpurig.read.local), run for real here: bounded in time, in bytes and
 in lines, its process group killed past its time, and never kept waiting by a child that left
 its session holding the pipe."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gpurig import bounds
-from gpurig.local_read import Flood, lines, run_bounded
+from gpurig.read import bounds
+from gpurig.read.local import Flood, lines, run_bounded
 
 
 def alive(tag: str) -> bool:

@@ -19,15 +19,17 @@ from typing import Any
 
 import pytest
 
-from gpurig import container_checks, node_checks, node_parse
-from gpurig.checks import CHECK_IDS
+from gpurig.checks import container as container_checks
+from gpurig.checks import node as node_checks
+from gpurig.checks.all import CHECK_IDS
+from gpurig.checks.rules import rules
 from gpurig.facts.gpurig_container import ContainerInspect
 from gpurig.facts.gpurig_node import CgroupLeaks, CgroupMemory, HostMemory, Login, LoginShell
 from gpurig.facts.gpurig_repo import EnvImports
 from gpurig.facts.round_trip import required_reads
-from gpurig.inventory import schema
-from gpurig.rules import rules
-from gpurig.spec import normalise
+from gpurig.read import node_parse
+from gpurig.spec.inventory import schema
+from gpurig.spec.model import normalise
 from tests.unit.fact_values import reader, run_here
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "node"
@@ -184,7 +186,7 @@ def judge(*changes: tuple[type, str, Any]) -> list[Any]:
 
 
 def judged(spec: dict[str, Any], read: Any) -> list[Any]:
-    """The node rules and the containers' running state, as gpurig.checks runs them."""
+    """The node rules and the containers' running state, as gpurig.checks.all runs them."""
     rules = (*node_checks.RULES, *node_checks.IMPORTS, *container_checks.CONTAINER_RULES)
     return [finding for rule in rules for finding in rule(spec, read)]
 

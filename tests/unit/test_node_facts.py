@@ -39,7 +39,7 @@ from gpurig.facts.gpurig_nvidia import (
     RebootRequired,
 )
 from gpurig.facts.round_trip import HostState, Snapshot, Unreadable
-from gpurig.gpu_parse import QUERY_GPU_COMMAND
+from gpurig.read.gpu_parse import QUERY_GPU_COMMAND
 from tests.unit.fact_values import run_here
 from tests.unit.gpu_fixtures import read_fixture, recorded_command
 

@@ -1,4 +1,4 @@
-"""The node contracts (gpurig/node_modes.py): what each mode reads and reports, its verdict,
+"""The node contracts (gpurig/node/modes.py): what each mode reads and reports, its verdict,
 exit statuses, NPD's line, the drain reason, `scontrol show node` read strictly, and what the
 health check does to a node in each state. `gpurig drift --local --mode` on this machine too."""
 
@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gpurig import node_modes
-from gpurig.checks import CHECK_IDS
-from gpurig.cli import main
-from gpurig.finding import Finding
-from gpurig.node_checks import unreachable
-from gpurig.node_modes import NodeState, health_action, mode, parse_node
+from gpurig.checks.all import CHECK_IDS
+from gpurig.checks.finding import Finding
+from gpurig.checks.node import unreachable
+from gpurig.cli.main import main
+from gpurig.node import modes as node_modes
+from gpurig.node.modes import NodeState, health_action, mode, parse_node
 from gpurig.plans import CHANGE_IDS, PLANS
-from gpurig.report import HostReport
+from gpurig.report.render import HostReport
 
-PLANS_DIR = Path(node_modes.__file__).parent / "plans"
+PLANS_DIR = Path(node_modes.__file__).parents[1] / "plans"
 HOSTILE = "\x1b[2J evil\nline ) Reason=x [root@2020-01-01T00:00:00]"
 
 
@@ -46,7 +46,7 @@ def test_each_mode_loads_with_known_plans_and_a_time_within_its_limit(name: str)
 
 
 def test_the_health_check_acts_within_slurm_s_60_s() -> None:
-    from gpurig import slurm
+    from gpurig.node import slurm
 
     m = mode("healthcheck")
     assert m.limit_seconds == 60
@@ -182,9 +182,9 @@ def test_a_bad_spec_never_fails_a_prolog_and_is_unknown_to_npd(tmp_path: Path) -
 def test_a_read_that_does_not_finish_in_time_is_could_not_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpurig.drift import drift_local
     from gpurig.facts.gpurig_node import OsRelease
-    from gpurig.inventory import load_spec_file
+    from gpurig.node.read import drift_local
+    from gpurig.spec.inventory import load_spec_file
 
     command = OsRelease.command
     monkeypatch.setattr(OsRelease, "command", lambda self: "sleep 3\n" + command(self))

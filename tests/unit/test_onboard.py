@@ -13,8 +13,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from gpurig.cli import main
-from gpurig.drift import judge
+from gpurig.checks.judge import judge
+from gpurig.cli.main import main
 from gpurig.facts.gpurig_container import CpuQuota
 from gpurig.facts.gpurig_node import (
     CgroupLeaks,
@@ -29,8 +29,7 @@ from gpurig.facts.gpurig_node import (
 )
 from gpurig.facts.gpurig_reach import AptSources
 from gpurig.facts.round_trip import Recorder, Unreadable, required_reads
-from gpurig.inventory import load_inventory, load_inventory_text
-from gpurig.onboard import (
+from gpurig.onboard.onboard import (
     Check,
     OnboardError,
     edit_inventory,
@@ -41,7 +40,8 @@ from gpurig.onboard import (
     render_checks,
     split_address,
 )
-from gpurig.spec import normalise
+from gpurig.spec.inventory import load_inventory, load_inventory_text
+from gpurig.spec.model import normalise
 from tests.unit.fact_values import gpu_values, reader
 from tests.unit.ssh_server import generate_key, ssh_server
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from gpurig.converge import ConvergeResult
 from gpurig.facts.gpurig_container import CpuQuota
 from gpurig.facts.gpurig_node import CgroupMemory
-from gpurig.onboard import (
+from gpurig.onboard.onboard import (
     Check,
     OnboardError,
     Request,
@@ -19,7 +18,8 @@ from gpurig.onboard import (
     sources_check,
     summarise,
 )
-from gpurig.sources import Endpoint, Source
+from gpurig.read.sources import Endpoint, Source
+from gpurig.remote.converge import ConvergeResult
 from tests.unit.fact_values import reader
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "onboard"

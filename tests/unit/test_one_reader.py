@@ -40,15 +40,15 @@ from typing import Any
 
 import pytest
 
-from gpurig.accept import where
-from gpurig.drift import drift_reads
+from gpurig.checks.judge import drift_reads
 from gpurig.facts.gpurig_acceptance import Acceptance
 from gpurig.facts.gpurig_container import ContainerInspect, CpuQuota
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.reader import Reader
 from gpurig.facts.round_trip import Read, read_key
-from gpurig.onboard import preflight_reads
-from gpurig.spec import normalise
+from gpurig.onboard.accept import where
+from gpurig.onboard.onboard import preflight_reads
+from gpurig.spec.model import normalise
 from tests.unit.test_onboard import new_host
 
 ENGINE_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "engine"

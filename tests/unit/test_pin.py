@@ -12,9 +12,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gpurig.cli import main
-from gpurig.inventory import load_inventory
-from gpurig.pin import DOCKER_HUB, MANIFEST_TYPES, ImageRef, PinError, realm_problem, resolve
+from gpurig.cli.main import main
+from gpurig.onboard.pin import (
+    DOCKER_HUB,
+    MANIFEST_TYPES,
+    ImageRef,
+    PinError,
+    realm_problem,
+    resolve,
+)
+from gpurig.spec.inventory import load_inventory
 
 DIGESTS = {("team/train", "1"): "sha256:" + "a" * 64, ("team/auth", "2"): "sha256:" + "b" * 64}
 TOKEN = "t0ken"

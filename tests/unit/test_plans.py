@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
-from gpurig import container_checks
-from gpurig.change import findings
-from gpurig.container import FIELD_NAMES
+from gpurig.checks import container as container_checks
+from gpurig.checks.rules import one_per_cause
 from gpurig.facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCache, RaySessions
 from gpurig.facts.gpurig_container import ContainerInspect, CpuQuota, UserContainerInspect
 from gpurig.facts.gpurig_files import MODP_2048, FileDigests, SecretDigests
@@ -34,10 +33,11 @@ from gpurig.facts.gpurig_user import (
     UserRaySessions,
 )
 from gpurig.plans import CHANGE_IDS, compose, core_dumps, driver, engine, plan_host, toolkit
+from gpurig.plans.change import findings
 from gpurig.plans.secrets import PUBLIC, local_digest, shared_key
-from gpurig.rules import one_per_cause
-from gpurig.spec import normalise
-from gpurig.user_scope import REGISTRIES
+from gpurig.spec.container import FIELD_NAMES
+from gpurig.spec.model import normalise
+from gpurig.spec.user_scope import REGISTRIES
 
 PLANS_DIR = Path(__file__).resolve().parents[2] / "gpurig" / "plans"
 DIGEST = "sha256:" + "a" * 64

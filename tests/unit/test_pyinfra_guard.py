@@ -14,8 +14,9 @@ import pytest
 from pyinfra.api import Config, Inventory, State
 from pyinfra.connectors import util
 
-from gpurig import bounds, pyinfra_guard
 from gpurig.deploys.lock import first_line
+from gpurig.read import bounds
+from gpurig.remote import pyinfra_guard
 
 
 @pytest.fixture
@@ -95,8 +96,8 @@ def test_a_flood_of_empty_lines_is_bounded_in_memory_and_fails_the_host(
 
 
 def test_drift_reports_a_flood_as_that_hosts_unreadable_state() -> None:
-    from gpurig.drift import connect_failure
-    from gpurig.inventory import load_inventory_text
+    from gpurig.checks.judge import connect_failure
+    from gpurig.spec.inventory import load_inventory_text
 
     text = "version: 1\nhosts:\n  a100-1: {address: 203.0.113.7}\n"
     [host] = load_inventory_text(text, "fleet.yaml").hosts
@@ -125,8 +126,8 @@ def test_the_lock_answer_is_one_short_line_within_a_timeout() -> None:
 
 
 def test_drift_says_sudo_wanted_a_password_not_that_the_host_is_unreachable() -> None:
-    from gpurig.drift import SUDO_PASSWORD, Probed, connect_failure, report
-    from gpurig.inventory import load_inventory_text
+    from gpurig.checks.judge import SUDO_PASSWORD, Probed, connect_failure, report
+    from gpurig.spec.inventory import load_inventory_text
 
     text = "version: 1\nhosts:\n  a100-1: {address: 203.0.113.7, ssh: {user: alice}}\n"
     [host] = load_inventory_text(text, "fleet.yaml").hosts

@@ -12,8 +12,7 @@ from typing import Any
 
 import paramiko
 
-from gpurig.inventory import Host, SshSettings, load_inventory
-from gpurig.pyinfra_inventory import (
+from gpurig.remote.pyinfra_inventory import (
     USER_KNOWN_HOSTS,
     cache_dir,
     host_data,
@@ -22,6 +21,7 @@ from gpurig.pyinfra_inventory import (
     pyinfra_groups,
     write_known_hosts,
 )
+from gpurig.spec.inventory import Host, SshSettings, load_inventory
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "inventories" / "examples" / "example.yaml"

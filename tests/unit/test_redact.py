@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from gpurig.container import diff_container
+from gpurig.checks.finding import Difference, Finding
 from gpurig.deploys.containers import run_command
-from gpurig.finding import Difference, Finding
 from gpurig.plans.repos import plan as repos_plan
-from gpurig.redact import REDACTED, redacted
-from gpurig.report import FORMATS, HostReport, render
-from gpurig.spec import normalise
+from gpurig.report.redact import REDACTED, redacted
+from gpurig.report.render import FORMATS, HostReport, render
+from gpurig.spec.container import diff_container
+from gpurig.spec.model import normalise
 
 IMAGE = "registry.example/train@sha256:" + "a" * 64
 # (key, value, what must never be printed): the three, then by shape alone.

@@ -20,7 +20,7 @@ from gpurig.deploys import repos
 from gpurig.deploys.writes import StagedUpload
 from gpurig.plans import repos as repos_plan
 from gpurig.plans.repos import split_credential
-from gpurig.spec import normalise
+from gpurig.spec.model import normalise
 
 TOKEN = "ghp_Zq8vN3kT5wR2yL7mP4xC9bH6jD1sF0gA2eUi"
 GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@t"]

@@ -7,9 +7,17 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from gpurig.change import Change, findings
-from gpurig.finding import Finding
-from gpurig.report import HostReport, exit_code, render, to_json, to_junit, to_markdown, to_table
+from gpurig.checks.finding import Finding
+from gpurig.plans.change import Change, findings
+from gpurig.report.render import (
+    HostReport,
+    exit_code,
+    render,
+    to_json,
+    to_junit,
+    to_markdown,
+    to_table,
+)
 
 ERROR = Finding("repo.crlf", "error", "CRLF scripts", "LF line endings", "run.sh", "convert them")
 WARN = Finding("repo.dirty", "warn", "uncommitted", "clean", " M a|b.py", "commit them")

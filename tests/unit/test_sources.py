@@ -1,5 +1,5 @@
-"""Which sources a spec needs and how they are parsed (gpurig.sources), and the two facts that
-read and try them, run for real here with sh and bash over loopback."""
+"""Which sources a spec needs and how they are parsed (gpurig.read.sources), and the two facts
+that read and try them, run for real here with sh and bash over loopback."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from gpurig import sources
 from gpurig.facts.gpurig_reach import AptSources, Reach
-from gpurig.sources import BadUrl, Endpoint
-from gpurig.spec import normalise
+from gpurig.read import sources
+from gpurig.read.sources import BadUrl, Endpoint
+from gpurig.spec.model import normalise
 
 # /etc/apt/sources.list.d/debian.sources as Debian 12's images ship it.
 DEBIAN_SOURCES = """\
@@ -110,7 +110,7 @@ def test_hostile_or_odd_urls_are_refused_before_any_command(url: str, faults: An
 def test_an_unclosed_bracket_in_an_apt_source_is_a_note_not_a_traceback() -> None:
     """`deb http://[::1/ jammy main` once ended onboarding in a ValueError from urlsplit."""
     from gpurig.facts.round_trip import read_key
-    from gpurig.onboard import _reach, sources_check
+    from gpurig.onboard.onboard import _reach, sources_check
 
     files = {"/etc/apt/sources.list": "deb http://[::1/ jammy main\n"}
     state = {read_key(AptSources, {}): {"files": files, "proxies": {}}}

@@ -14,14 +14,15 @@ from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 from test_cli_drift import free_port, inventory
 
-from gpurig import __version__, textfile
-from gpurig.change import Change, findings
-from gpurig.checks import CHECK_IDS
-from gpurig.cli import main
-from gpurig.finding import Finding
-from gpurig.node_checks import unreachable, unreadable
+from gpurig import __version__
+from gpurig.checks.all import CHECK_IDS
+from gpurig.checks.finding import Finding
+from gpurig.checks.node import unreachable, unreadable
+from gpurig.cli.main import main
 from gpurig.plans import CHANGE_IDS
-from gpurig.report import HostReport
+from gpurig.plans.change import Change, findings
+from gpurig.report import textfile
+from gpurig.report.render import HostReport
 
 HOSTILE = 'ev"il\\ \n\x1b[2J{} # TYPE x counter'
 DRIFTED = HostReport(

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from gpu_fixtures import read_fixture
 
-from gpurig.change import Change
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.gpurig_packages import DebStatus
 from gpurig.facts.gpurig_toolkit import CDI_MARKER, CdiSpec, ToolkitKeyring
 from gpurig.plans import toolkit as toolkit_plan
+from gpurig.plans.change import Change
 from gpurig.plans.engine import NVIDIA_RUNTIME, daemon_keys
 from gpurig.sandbox import aptrepo
-from gpurig.spec import TOOLKIT_KEY, TOOLKIT_REPO, normalise
+from gpurig.spec.model import TOOLKIT_KEY, TOOLKIT_REPO, normalise
 
 H100_LIST = "nvidia-smi-L_h100-80gb-mig_590.48.01.txt"
 H100_VERSION = "nvidia-smi_version_590.48.01.txt"  # the same H100 machine as H100_LIST

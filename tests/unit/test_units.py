@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from gpurig.inventory import schema
-from gpurig.units import SIZE_PATTERN, format_size, parse_size
+from gpurig.spec.inventory import schema
+from gpurig.spec.units import SIZE_PATTERN, format_size, parse_size
 
 
 @pytest.mark.parametrize(
@@ -52,7 +52,7 @@ def test_the_schema_accepts_exactly_what_parse_size_accepts() -> None:
 
 def test_units_imports_nothing_from_outside_the_standard_library() -> None:
     """The judges import sizes from here so that they need not load the inventory's validator."""
-    code = "import sys, gpurig.units; print(' '.join(sys.modules))"
+    code = "import sys, gpurig.spec.units; print(' '.join(sys.modules))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = set(proc.stdout.split())
     third_party = sorted(m for m in loaded - {*sys.stdlib_module_names, "__main__"} if "." not in m)

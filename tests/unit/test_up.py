@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from gpurig.compat import Finding
+from gpurig.checks.compat import Finding
 from gpurig.facts.round_trip import ROOT_PATH
-from gpurig.inventory import load_spec_file
-from gpurig.report import HostReport
-from gpurig.spec import normalise
-from gpurig.up import UpError, exports, reason, up
+from gpurig.node.up import UpError, exports, reason, up
+from gpurig.report.render import HostReport
+from gpurig.spec.inventory import load_spec_file
+from gpurig.spec.model import normalise
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,7 +97,7 @@ def test_system_scope_resets_the_callers_environment(
         seen["cwd"] = os.getcwd()
         raise UpError("read")
 
-    monkeypatch.setattr("gpurig.up.read_local", read_local)
+    monkeypatch.setattr("gpurig.node.up.read_local", read_local)
     spec = tmp_path / "node.yaml"
     spec.write_text("core_dumps: disabled\n")
     with pytest.raises(UpError, match="read"):

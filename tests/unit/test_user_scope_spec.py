@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from gpurig.cli import main
+from gpurig.cli.main import main
 from gpurig.facts.gpurig_node import Login
-from gpurig.inventory import InventoryError, load_inventory, load_spec_file
-from gpurig.onboard import host_checks
-from gpurig.pyinfra_inventory import host_data
-from gpurig.sources import apt_needed
-from gpurig.spec import normalise
+from gpurig.onboard.onboard import host_checks
+from gpurig.read.sources import apt_needed
+from gpurig.remote.pyinfra_inventory import host_data
+from gpurig.spec.inventory import InventoryError, load_inventory, load_spec_file
+from gpurig.spec.model import normalise
 
 DIGEST = "0" * 64
 IMAGE = f"registry.example/train@sha256:{DIGEST}"
@@ -140,7 +140,7 @@ def test_user_scope_needs_no_apt_source_and_no_root_in_preflight(tmp_path: Path)
 def test_user_scope_reaches_containers_only_through_the_users_socket() -> None:
     """Every podman gpurig runs as the user goes through the API socket: a local podman with
     another runtime directory would join the service's namespace and break it."""
-    from gpurig.drift import drift_reads
+    from gpurig.checks.judge import drift_reads
     from gpurig.facts.gpurig_acceptance import UserAcceptance
     from gpurig.facts.gpurig_container import (
         ContainerInspect,
@@ -149,7 +149,7 @@ def test_user_scope_reaches_containers_only_through_the_users_socket() -> None:
         UserContainerTorch,
     )
     from gpurig.facts.round_trip import HostState
-    from gpurig.user_scope import CONTAINER_HOST
+    from gpurig.spec.user_scope import CONTAINER_HOST
 
     spec = normalise({"scope": "user", "engine": "podman", "containers": {"t": {"image": IMAGE}}})
     accept = UserAcceptance().command(engine="podman", container="t")

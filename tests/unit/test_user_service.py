@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from gpurig.change import findings
-from gpurig.converge_lock import hold_command, not_own
 from gpurig.deploys.engine import USER_START
 from gpurig.facts.gpurig_cleanup import CoreFiles
 from gpurig.facts.gpurig_user import Commands, UserCoreFiles, UserPodman
+from gpurig.node.lock import hold_command, not_own
+from gpurig.plans.change import findings
 from gpurig.plans.engine import plan as engine_plan
-from gpurig.report import one_line
-from gpurig.spec import normalise
+from gpurig.report.render import one_line
+from gpurig.spec.model import normalise
 
 # `podman system service --time=0 unix://PATH`: serve _ping on PATH until killed. Run by the
 # system's python3: the user may not reach the test's own interpreter.

@@ -21,7 +21,7 @@ from gpurig import DEPLOY_ROOT, deploys, facts
 REPO_ROOT = Path(__file__).resolve().parents[2]
 UV = Path(sys.executable).parent / "uv"
 CARRIED = [
-    "gpurig/cli.py",
+    "gpurig/cli/main.py",
     "gpurig/data/",
     "gpurig/_deploy/deploys/gpu_host.py",
     "gpurig/_deploy/facts/gpurig_node.py",
@@ -34,7 +34,7 @@ CARRIED = [
 # itself runs only inside pyinfra's deploy context).
 DEPLOY_IMPORTS = """
 import ast, importlib.util, sys
-from gpurig.converge import DEPLOY_ROOT
+from gpurig.remote.converge import DEPLOY_ROOT
 tree = ast.parse((DEPLOY_ROOT / "deploys" / "gpu_host.py").read_text())
 names = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
 names += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
@@ -95,7 +95,8 @@ def test_installed_wheel_runs_outside_the_checkout(wheel: Path, tmp_path: Path):
         "gpurig-0.1.0.dist-info",
     ]
     imports = (
-        "import gpurig.facts.gpurig_node, gpurig.deploys.containers, gpurig.drift, gpurig.facts;"
+        "import gpurig.facts.gpurig_node, gpurig.deploys.containers, gpurig.checks.judge,"
+        " gpurig.facts;"
         " print(gpurig.facts.__file__)"
     )
     where = run(str(python), "-c", imports)

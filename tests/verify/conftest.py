@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from testinfra.backend import parse_hostspec
 
-from gpurig.inventory import load_inventory
+from gpurig.spec.inventory import load_inventory
 
 
 def paramiko_hosts(hosts: str | None, connection: str | None) -> list[str]:

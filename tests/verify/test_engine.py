@@ -5,7 +5,7 @@ import json
 import pytest
 
 from gpurig.plans.engine import DAEMON_JSON, PODMAN_SOCKET
-from gpurig.units import parse_size
+from gpurig.spec.units import parse_size
 
 
 def _engine(spec):

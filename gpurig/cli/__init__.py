@@ -1,0 +1,1 @@
+"""click commands only; nothing imports this wing."""

@@ -1,0 +1,31 @@
+"""The `gpurig` console script. pyinfra's parallelism is gevent: sockets and threads must be
+cooperative before paramiko is imported, so the patch comes first, as in pyinfra's own CLI.
+Patching later (inside a command) leaves paramiko on real threads and serialises the fleet.
+The patch (and gevent) costs start-up, so only the commands that connect to hosts get it."""
+
+import sys
+
+CONNECTING = frozenset({"accept", "drift", "onboard", "up"})
+
+
+def command_name(argv: list[str]) -> str | None:
+    """The subcommand in `argv`: its first word that is not an option (the group's own
+    options, --version and --help, take no value)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def connects(argv: list[str]) -> bool:
+    """Whether the command reads or changes hosts over SSH. `--local` reads this machine in a
+    subprocess (the node contracts, `up --local`): no SSH, no greenlets, no patch to pay for;
+    `up --local` patches first when it has something to converge (gpurig.node.up)."""
+    return command_name(argv) in CONNECTING and "--local" not in argv
+
+
+def main() -> None:
+    if connects(sys.argv[1:]):
+        from gpurig.remote.cooperative import patch
+
+        patch()
+    from gpurig.cli.main import main as cli
+
+    cli()

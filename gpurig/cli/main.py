@@ -1,0 +1,439 @@
+"""The `gpurig` command line. Exit codes follow DESIGN: 0 ok, 1 drift/failure, 2 bad input.
+
+Each command imports what it uses inside its function: `--version`, `validate` and `compat`
+must start fast, so none of them may load pyinfra's API, paramiko, gevent or the sandbox
+(tests/unit/test_cli_imports.py checks which modules each one leaves loaded).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, TextIO
+
+import click
+
+from gpurig import __version__
+from gpurig.report.render import FORMATS
+
+if TYPE_CHECKING:
+    pass
+
+
+class LazyGroup(click.Group):
+    """Command groups imported only when named (or listed by --help): `gpurig sandbox` alone
+    costs every other command ~25 ms of start-up."""
+
+    LAZY: ClassVar[dict[str, str]] = {"sandbox": "gpurig.cli.sandbox"}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.LAZY])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.LAZY:
+            return getattr(importlib.import_module(self.LAZY[name]), name)
+        return super().get_command(ctx, name)
+
+
+MARGIN = click.option(
+    "--margin",
+    type=click.FloatRange(0, 100, max_open=True),
+    default=35.0,
+    show_default=True,
+    help="Percent below the GPU model's baseline that acceptance still passes.",
+)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="gpurig")
+def main() -> None:
+    """Declarative provisioning and drift checking for GPU hosts."""
+
+
+@main.command()
+@click.option("--driver", required=True, help="User-space NVIDIA driver, e.g. 570.124.04.")
+@click.option("--kernel-module", help="Loaded kernel module (/proc/driver/nvidia/version).")
+@click.option("--cuda", help="torch.version.cuda, e.g. 12.8.")
+@click.option("--arch-list", help="torch.cuda.get_arch_list(), comma-separated: sm_80,sm_90.")
+@click.option("--capability", help="GPU compute capability, e.g. 9.0.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.pass_context
+def compat(
+    ctx: click.Context,
+    driver: str,
+    kernel_module: str | None,
+    cuda: str | None,
+    arch_list: str | None,
+    capability: str | None,
+    as_json: bool,
+) -> None:
+    """Judge one driver/CUDA/torch/GPU combination offline (exit 0 ok or warn, 1 fail)."""
+    from gpurig.checks.compat import judge
+
+    arches = None if arch_list is None else [a for a in arch_list.split(",") if a.strip()]
+    try:
+        verdict, findings = judge(driver, kernel_module, cuda, arches, capability)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    if as_json:
+        import json
+
+        rows = [{"id": f.id, "severity": f.severity, "message": f.message} for f in findings]
+        click.echo(json.dumps({"verdict": verdict, "findings": rows}, indent=2))
+    else:
+        click.echo(f"verdict: {verdict}")
+        for f in findings:
+            click.echo(f"{f.severity}: {f.id}: {f.message}\n  fix: {f.fix}")
+    ctx.exit(1 if verdict == "fail" else 0)
+
+
+@main.command()
+@click.argument("inventories", nargs=-1, required=True, metavar="INVENTORY...")
+def validate(inventories: tuple[str, ...]) -> None:
+    """Check inventory files offline: exit 0 when valid, 2 with every problem when not."""
+    from gpurig.spec.inventory import InventoryError, load_inventory
+
+    try:
+        inventory = load_inventory(inventories)
+    except InventoryError as exc:
+        click.echo(str(exc), err=True)
+        raise SystemExit(2) from None
+    click.echo(f"OK: {len(inventory.hosts)} hosts")
+
+
+def which_spec(prefix: str) -> Callable[[Any], Any]:
+    """--as NAME and --spec FILE: the spec this machine is read or converged as (drift, up)."""
+
+    def options(command: Any) -> Any:
+        spec = click.option(
+            "--spec",
+            "spec_file",
+            type=click.Path(dir_okay=False),
+            help=(f"{prefix}a file" if prefix else "A file")
+            + " holding one host's spec (no INVENTORY).",
+        )
+        name = f"{prefix}INVENTORY's host NAME's spec."
+        return click.option("--as", "as_host", metavar="NAME", help=name)(spec(command))
+
+    return options
+
+
+@main.command()
+@click.argument("inventory", type=click.Path(dir_okay=False), required=False)
+@click.option("--limit", "limits", multiple=True, metavar="NAME", help="Only this host (repeat).")
+@click.option("--local", is_flag=True, help="Check this machine, without SSH (see --as, --spec).")
+@which_spec("With --local: ")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--output", type=click.File("w", encoding="utf-8"), help="Write here, not stdout.")
+@click.option(
+    "--mode",
+    type=click.Choice(["prolog", "healthcheck", "npd"]),
+    help="With --local: a node contract (SLURM Prolog/Epilog, SLURM HealthCheckProgram, "
+    "node-problem-detector plugin), with its own reads, time, output and exit codes; the "
+    "report goes only to --output.",
+)
+@click.option(
+    "--textfile",
+    type=click.Path(exists=True, file_okay=False, writable=True, path_type=Path),
+    metavar="DIR",
+    help="Also write DIR/gpurig_drift.prom for node_exporter's textfile collector.",
+)
+def drift(
+    inventory: str | None,
+    limits: tuple[str, ...],
+    local: bool,
+    as_host: str | None,
+    spec_file: str | None,
+    fmt: str,
+    output: TextIO | None,
+    mode: str | None,
+    textfile: Path | None,
+) -> None:
+    """Check hosts read-only against their spec: exit 0 clean, 1 drift, 2 invalid input.
+
+    With --local, check the machine this runs on (a SLURM prolog, a pod's start script, a CI
+    job) as host NAME of INVENTORY (--as NAME) or as the spec in a file (--spec FILE).
+
+    --mode prolog|healthcheck|npd runs one of the node contracts (README: Cluster
+    operators): prolog exits 1 on an error (slurmd drains the node and holds the job);
+    healthcheck drains its node with a `gpurig:` reason and resumes only its own drains;
+    npd prints one line of at most 80 characters, exit 0 OK, 1 problem, 2 could not check.
+
+    --textfile DIR writes the results for Prometheus (node_exporter's textfile collector): one
+    file per node with --local, one file with a `host` label per host from a controller."""
+    import platform
+
+    from gpurig.spec.inventory import InventoryError, load_inventory, load_spec_file
+
+    _drift_usage(inventory, limits, local, as_host, spec_file)
+    if mode is not None and not local:
+        raise click.UsageError("--mode goes with --local")
+    try:
+        if spec_file is not None:
+            hosts = [load_spec_file(spec_file, platform.node() or "localhost")]
+        else:
+            hosts = list(load_inventory([str(inventory)]).hosts)
+    except InventoryError as exc:
+        click.echo(str(exc), err=True)
+        if mode is not None:
+            from gpurig.node.run import refused
+
+            raise SystemExit(refused(mode, str(exc))) from None
+        raise SystemExit(2) from None
+    names = (as_host,) if as_host is not None else limits
+    unknown = [name for name in names if name not in {h.name for h in hosts}]
+    if unknown:
+        click.echo(f"{inventory}: no host named {', '.join(unknown)}", err=True)
+        raise SystemExit(2)
+    selected = [h for h in hosts if not names or h.name in names]
+    from gpurig.report.render import exit_code, render
+    from gpurig.report.textfile import written
+
+    started = time.monotonic()
+    if mode is not None:
+        from gpurig.node.run import run_mode
+
+        raise SystemExit(run_mode(mode, selected[0], started, fmt, output, textfile))
+    if local:
+        from gpurig.node.read import drift_local
+
+        reports = [drift_local(selected[0])]
+    else:
+        # Imported here: the console script (gpurig.cli.entry) has patched gevent in by now.
+        from gpurig.checks.judge import progress_stream
+        from gpurig.remote.drift import run_drift
+        from gpurig.remote.pyinfra_inventory import cache_dir
+
+        reports = run_drift(selected, cache_dir(), progress_stream())
+    duration = time.monotonic() - started
+    stream = output or sys.stdout
+    stream.write(render(reports, fmt, colour=output is None and stream.isatty()))
+    if textfile is not None and not written(textfile, reports, duration, not local):
+        raise SystemExit(1)
+    raise SystemExit(exit_code(reports))
+
+
+def _drift_usage(
+    inventory: str | None,
+    limits: tuple[str, ...],
+    local: bool,
+    as_host: str | None,
+    spec_file: str | None,
+) -> None:
+    """Refuse option combinations that say two things (click exits 2 with the usage)."""
+    if not local:
+        if as_host is not None or spec_file is not None:
+            raise click.UsageError("--as and --spec go with --local")
+        if inventory is None:
+            raise click.UsageError("missing argument INVENTORY")
+        return
+    if limits:
+        raise click.UsageError("--local checks one machine: use --as NAME, not --limit")
+    if (as_host is None) == (spec_file is None):
+        raise click.UsageError("--local needs one of --as NAME (with INVENTORY) or --spec FILE")
+    if as_host is not None and inventory is None:
+        raise click.UsageError("--as NAME needs the INVENTORY that defines NAME")
+    if spec_file is not None and inventory is not None:
+        raise click.UsageError("--spec FILE replaces INVENTORY: give one of them")
+
+
+@main.command()
+@click.argument("inventories", nargs=-1, metavar="[INVENTORY]...")
+@click.option("--local", is_flag=True, help="Converge this machine (required: up acts locally).")
+@which_spec("")
+def up(
+    inventories: tuple[str, ...], local: bool, as_host: str | None, spec_file: str | None
+) -> None:
+    """Bring this machine to its declared state and print what a job needs, for a job script:
+
+        ready=$(gpurig up --local --as NAME) || exit 1; eval "$ready"
+
+    stdout carries only `export DOCKER_HOST=...` and `export CONTAINER_HOST=...` (the Podman
+    socket the spec declares); everything else goes to stderr. Exit 0 ready, 1 this node
+    cannot serve the job (one line says why), 2 invalid input. INVENTORY defaults to
+    $GPURIG_INVENTORY or inventories/*.yaml."""
+    import platform
+
+    from gpurig.remote.converge import DEPLOY_ROOT
+    from gpurig.remote.pyinfra_inventory import inventory_paths
+    from gpurig.spec.inventory import InventoryError, load_inventory, load_spec_file
+
+    if not local:
+        raise click.UsageError("up converges the machine it runs on: give --local")
+    if (as_host is None) == (spec_file is None):
+        raise click.UsageError("up needs one of --as NAME or --spec FILE")
+    if spec_file is not None and inventories:
+        raise click.UsageError("--spec FILE replaces INVENTORY: give one of them")
+    paths = list(inventories) or [str(p) for p in inventory_paths(DEPLOY_ROOT)]
+    try:
+        if spec_file is not None:
+            host = load_spec_file(spec_file, platform.node() or "localhost")
+        else:
+            host = next((h for h in load_inventory(paths).hosts if h.name == as_host), None)
+    except InventoryError as exc:
+        click.echo(str(exc), err=True)
+        raise SystemExit(2) from None
+    if host is None:
+        click.echo(f"{', '.join(paths) or 'no inventory'}: no host named {as_host}", err=True)
+        raise SystemExit(2)
+    # Imported here: the console script (gpurig.cli.entry) has patched gevent in by now.
+    from gpurig.node.up import UpError
+    from gpurig.node.up import up as bring_up
+
+    try:
+        ready = bring_up(host, lambda line: click.echo(line, err=True))
+    except UpError as exc:
+        click.echo(f"gpurig up: {exc}", err=True)
+        raise SystemExit(1) from None
+    for line in ready.exports:
+        click.echo(line)
+    state = "converged" if ready.converged else "already as declared"
+    click.echo(f"gpurig up: {host.name} ready ({state})", err=True)
+
+
+def _confirm(question: str) -> bool:
+    """click.confirm, where no answer (stdin closed) means no."""
+    try:
+        return click.confirm(question, default=False)
+    except click.Abort:
+        return False
+
+
+@main.command()
+@click.argument("address")
+@click.option("--name", required=True, help="The host's name in the inventory and reports.")
+@click.option(
+    "--inventory",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The inventory file that gets the host (edited in place, comments kept).",
+)
+@click.option("--port", type=click.IntRange(1, 65535), help="SSH port  [default: 22]")
+@click.option("--user", help="Login user (or ADDRESS as user@host); else the inventory's.")
+@click.option("--key", help="Private key file; else the inventory's default key.")
+@click.option("--group", "groups", multiple=True, metavar="G", help="Inventory group (repeat).")
+@click.option("--yes", is_flag=True, help="Trust a new host key without asking.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds to reach SSH, and for the host to reach each source its spec needs.",
+)
+@MARGIN
+def onboard(
+    address: str,
+    name: str,
+    inventory: Path,
+    port: int | None,
+    user: str | None,
+    key: str | None,
+    groups: tuple[str, ...],
+    yes: bool,
+    timeout: float,
+    margin: float,
+) -> None:
+    """Take a fresh rental to converged, verified and accepted, and record it in INVENTORY.
+
+    Preflight is read-only; a refusal names its step (preflight, record, converge, verify,
+    accept). The last line is the verdict and the command to run next. Exit 0 onboarded
+    (a host without a GPU that does not require one included), 1 refused.
+    """
+    # Imported here: the console script (gpurig.cli.entry) has patched gevent in by now.
+    from gpurig.onboard.onboard import OnboardError, Request, failure_verdict, success_verdict
+    from gpurig.onboard.onboard import onboard as run_onboard
+
+    request = Request(address, name, inventory, port, user, key, groups, timeout, yes, margin / 100)
+    try:
+        done = run_onboard(request, confirm=_confirm, echo=click.echo)
+    except OnboardError as exc:
+        click.echo(f"{exc}\n{failure_verdict(exc, request)}", err=True)
+        raise SystemExit(1) from None
+    click.echo(success_verdict(done, request))
+
+
+@main.command()
+@click.argument("host")
+@click.option(
+    "--inventory",
+    "inventories",
+    multiple=True,
+    type=click.Path(dir_okay=False),
+    help="Inventory file (repeat); else $GPURIG_INVENTORY or inventories/*.yaml.",
+)
+@MARGIN
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+def accept(host: str, inventories: tuple[str, ...], margin: float, fmt: str) -> None:
+    """Measure HOST's GPU (CUDA, a checked matmul, TFLOPS, memory bandwidth, dcgmi diag -r 1)
+    against its model's baseline and record the figures.
+
+    Exit 0 passed, or nothing to judge (no GPU on a host whose spec does not require one, no
+    baseline for the model, no torch to measure with); 1 failed; 2 bad input."""
+    from gpurig.remote.converge import DEPLOY_ROOT
+    from gpurig.remote.pyinfra_inventory import inventory_paths
+    from gpurig.spec.inventory import InventoryError, load_inventory
+
+    paths = list(inventories) or inventory_paths(DEPLOY_ROOT)
+    try:
+        hosts = load_inventory(paths).hosts
+    except InventoryError as exc:
+        click.echo(str(exc), err=True)
+        raise SystemExit(2) from None
+    found = next((h for h in hosts if h.name == host), None)
+    if found is None:
+        click.echo(f"{', '.join(map(str, paths))}: no host named {host}", err=True)
+        raise SystemExit(2)
+    # Imported here: the console script (gpurig.cli.entry) has patched gevent in by now.
+    from gpurig.onboard import accept as acceptance
+    from gpurig.remote.pyinfra_inventory import cache_dir
+
+    accepted = acceptance.measure(found, cache_dir(), margin / 100)
+    saved = acceptance.save(found, accepted)
+    click.echo(acceptance.render(found, accepted, fmt), nl=False)
+    click.echo(f"recorded in {saved}", err=True)
+    raise SystemExit(1 if accepted.failed else 0)
+
+
+@main.command()
+@click.argument("inventory", type=click.Path(exists=True, dir_okay=False))
+@click.option("--check", is_flag=True, help="Change nothing; exit 1 listing unpinned images.")
+def pin(inventory: str, check: bool) -> None:
+    """Resolve image tags to registry digests in INVENTORY, keeping its comments and layout.
+
+    Exit 0 pinned, 1 a registry failed (or --check found tags), 2 the file is not YAML."""
+    from gpurig.onboard.pin import PinError, PinInputError, pin_file, read_inventory, unpinned
+    from gpurig.report.textsafe import visible
+    from gpurig.spec.inventory import format_path
+
+    path = Path(inventory)
+    try:
+        if check:
+            found = unpinned(read_inventory(path), inventory)
+        else:
+            resolved = pin_file(path)
+    except PinInputError as exc:
+        click.echo(str(exc), err=True)
+        raise SystemExit(2) from None
+    except PinError as exc:
+        # Registries are remote input: their words reach the terminal escaped.
+        click.echo(f"gpurig pin: {visible(str(exc))}", err=True)
+        raise SystemExit(1) from None
+    if check:
+        for item in found:
+            click.echo(
+                f"{inventory}:{item.line}: {format_path(item.path)}: not pinned: {item.image}"
+            )
+        if found:
+            click.echo(f"{len(found)} unpinned images; run `gpurig pin {inventory}`", err=True)
+        raise SystemExit(1 if found else 0)
+    for tag, digest in resolved.items():
+        click.echo(f"{tag} -> {digest}")
+    if not resolved:
+        click.echo("every image is already pinned")
+
+
+if __name__ == "__main__":
+    main()

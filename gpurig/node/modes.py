@@ -1,0 +1,238 @@
+"""The node contracts: `gpurig drift --local --mode prolog|healthcheck|npd`, the same one read
+and judgement as drift, shaped for the engine that runs gpurig on each node of a cluster.
+
+- `prolog` (SLURM Prolog or Epilog; slurmd runs it as root with no PATH, before each job): a
+  fast subset; on an error it drains the node with gpurig's reason (SLURM then keeps it) and
+  exits 1, so SLURM requeues the job held; each error on stderr and in syslog.
+- `healthcheck` (SLURM HealthCheckProgram; slurmd runs it periodically and takes no action):
+  everything drift checks; the program drains its node itself with a `gpurig: ` reason on an
+  error, and resumes a node only when the reason is its own (see `health_action`).
+- `npd` (node-problem-detector custom plugin): one line of at most 80 characters on stdout,
+  exit 0 OK, 1 problem, 2 could not check.
+
+"Could not check" (the read timed out or failed, a concern could not be parsed, a bug in
+gpurig, an invalid spec file) never drains a node or fails a job: a spec pushed to every node
+with a mistake must not drain the cluster. It is said on stderr, in syslog, as exit 2 where
+the engine tells it apart (npd, healthcheck), and as `gpurig_drift_last_run_success 0` in the
+textfile, for an alert.
+
+Pure: which reads and ids a mode has, the verdict, its lines, the drain reason and the action
+on a node's SLURM state; running `scontrol` is gpurig.node.slurm's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+from gpurig.checks.all import CHECK_IDS
+from gpurig.checks.finding import Finding
+from gpurig.data.tables import table
+from gpurig.plans import CHANGE_IDS, PLANS
+from gpurig.report import textfile
+from gpurig.report.render import HostReport
+
+MODES = ("prolog", "healthcheck", "npd")
+Verdict = Literal["ok", "problem", "unknown"]
+
+# Findings that say the node, or part of it, was not read or not judged (the textfile's, and
+# a bug in gpurig met while judging): no verdict of clean.
+UNCHECKED = textfile.UNCHECKED | {"gpurig.internal_error"}
+# The plan that reports each change id: by the id's first word (one plan per concern), but for
+# the engine's daemon.json key that names the toolkit's runtime.
+PLAN_OF_ID = {"toolkit.runtime": "engine", "tools.missing": "packages"}
+PLAN_OF_PREFIX = {
+    "packages": "packages", "secret": "secrets", "core_dumps": "core_dumps", "repo": "repos",
+    "engine": "engine", "compose": "compose", "driver": "driver", "toolkit": "toolkit",
+    "cleanup": "cleanup", "container": "containers",
+}  # fmt: skip
+# Checks judged on what is read inside declared containers, or declared environments.
+CONTAINER_CHECKS = frozenset(
+    {"container.restarting", "container.oom_kill", "compat.driver_cuda", "compat.torch_arch"}
+)
+IMPORT_CHECKS = frozenset({"env.imports", "env.imports_unchecked"})
+# Checks a local read never reports: they are about connecting to a host.
+CONNECT_CHECKS = frozenset({"host.unreachable", "host.key_changed", "host.sudo_password"})
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One contract: its time (whole run, and the read within it) and what it reads."""
+
+    name: str
+    limit_seconds: float
+    read_seconds: int
+    plans: frozenset[str]
+    containers: bool
+    imports: bool
+    max_output: int | None = None
+
+
+@cache
+def mode(name: str) -> Mode:
+    """The mode `name` from gpurig/data/node_modes.yaml."""
+    row = table("node_modes.yaml")["modes"][name]
+    plans = frozenset(row["plans"])
+    unknown = plans - {plan for plan, _ in PLANS}
+    if unknown:
+        raise ValueError(f"node_modes.yaml: {name}: no such plan: {sorted(unknown)}")
+    return Mode(name, float(row["limit_seconds"]), int(row["read_seconds"]), plans,
+                bool(row["containers"]), bool(row["imports"]), row.get("max_output"))  # fmt: skip
+
+
+def plan_of(change_id: str) -> str:
+    return PLAN_OF_ID.get(change_id) or PLAN_OF_PREFIX[change_id.split(".", 1)[0]]
+
+
+def checked_ids(m: Mode) -> tuple[str, ...]:
+    """Every id the mode can report: its plans' change ids and the checks over what it reads."""
+    changes = {i for i in CHANGE_IDS if plan_of(i) in m.plans}
+    checks = set(CHECK_IDS) - CONNECT_CHECKS
+    if not m.containers:
+        checks -= CONTAINER_CHECKS
+    if not m.imports:
+        checks -= IMPORT_CHECKS
+    return tuple(sorted(changes | checks))
+
+
+def errors(report: HostReport) -> list[Finding]:
+    """The report's errors about the node itself (not about reading it)."""
+    return [f for f in report.findings if f.severity == "error" and f.id not in UNCHECKED]
+
+
+def verdict(report: HostReport) -> Verdict:
+    """problem: an error was found; unknown: none, but the node was not wholly read and judged
+    (a problem found in the part that was read still counts); ok: read, judged, no error."""
+    if errors(report):
+        return "problem"
+    if not report.reachable or any(f.id in UNCHECKED for f in report.findings):
+        return "unknown"
+    return "ok"
+
+
+def unchecked_reason(report: HostReport) -> str:
+    """Why the node could not be checked, in a few words (no host text)."""
+    ids = sorted({f.id for f in report.findings if f.id in UNCHECKED})
+    return ", ".join(ids) or "not read"
+
+
+# Exit status per verdict. The prolog's unknown is 0: it must not drain or hold a job for a
+# check that did not run; the health check and NPD tell it apart (2: NPD's Unknown).
+EXIT = {
+    "prolog": {"ok": 0, "problem": 1, "unknown": 0},
+    "healthcheck": {"ok": 0, "problem": 1, "unknown": 2},
+    "npd": {"ok": 0, "problem": 1, "unknown": 2},
+}
+
+
+def exit_status(m: Mode, result: Verdict) -> int:
+    return EXIT[m.name][result]
+
+
+def summary(ids: Sequence[str], budget: int) -> str:
+    """`id1 id2 (+N more)`, the distinct ids in order, within `budget` characters."""
+    distinct = list(dict.fromkeys(ids))
+    for shown in range(len(distinct), 0, -1):
+        rest = len(distinct) - shown
+        text = " ".join(distinct[:shown]) + (f" (+{rest} more)" if rest else "")
+        if len(text) <= budget:
+            return text
+    return f"{len(distinct)} findings"
+
+
+def npd_line(report: HostReport, m: Mode) -> str:
+    """node-problem-detector's status message: one line, at most `max_output` characters."""
+    limit = m.max_output or 80
+    result = verdict(report)
+    if result == "ok":
+        line = "gpurig: ok"
+    elif result == "problem":
+        ids = [f.id for f in errors(report)]
+        line = f"gpurig: {summary(ids, limit - len('gpurig: '))}"
+    else:
+        line = f"gpurig: could not check: {unchecked_reason(report)}"
+    return line[:limit]
+
+
+def detail_lines(report: HostReport, prefix: str) -> list[str]:
+    """One line per error (its id and message, control characters shown as escapes), or why
+    the node could not be checked: for stderr and syslog."""
+    from gpurig.report.textsafe import visible
+
+    result = verdict(report)
+    if result == "ok":
+        return [f"{prefix}: ok"]
+    if result == "unknown":
+        why = [visible(f.message)[:300] for f in report.findings if f.id in UNCHECKED]
+        return [f"{prefix}: could not check: {text}" for text in why or ["not read"]]
+    return [f"{prefix}: {f.id}: {visible(f.message)[:300]}" for f in errors(report)]
+
+
+# What `scontrol update` gets as the node's reason: gpurig's own prefix, then ids only (never
+# host text), within a length every tool shows whole.
+REASON_PREFIX = "gpurig: "
+REASON_LENGTH = 120
+
+
+def drain_reason(report: HostReport) -> str:
+    ids = [f.id for f in errors(report)]
+    return REASON_PREFIX + summary(ids, REASON_LENGTH - len(REASON_PREFIX))
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """A node as `scontrol show node --oneliner` prints it: its state flags and reason."""
+
+    name: str
+    flags: frozenset[str]
+    reason: str | None
+
+    @property
+    def drained(self) -> bool:
+        """Drained or draining: the DRAIN flag, whatever the base state."""
+        return "DRAIN" in self.flags
+
+
+_NODE = re.compile(r"NodeName=(\S+) ")
+_STATE = re.compile(r" State=([A-Z_+*]+) ")
+# The reason, then slurmctld's ` [user@time]`; the reason itself may hold spaces and brackets.
+_REASON = re.compile(r" Reason=(.*?) \[[A-Za-z0-9._-]+@[0-9T:-]+\]")
+
+
+def parse_node(text: str) -> NodeState:
+    """One node's `scontrol show node NAME --oneliner`; ValueError for any other shape."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) != 1:
+        raise ValueError(f"expected one line for one node, got {len(lines)}")
+    line = lines[0]
+    name, state = _NODE.match(line), _STATE.search(line)
+    if name is None or state is None:
+        raise ValueError("no NodeName= or State= in scontrol's line")
+    flags = frozenset(flag.rstrip("*") for flag in state.group(1).split("+"))
+    reason = _REASON.search(line)
+    return NodeState(name.group(1), flags, reason.group(1) if reason else None)
+
+
+Action = tuple[Literal["drain", "resume"], str] | None
+
+
+def health_action(node: NodeState, report: HostReport) -> Action:
+    """What the health check does to its node, given the verdict:
+
+    - problem: drain with gpurig's reason, unless the node is already drained with that
+      reason, or drained by someone else (an operator's or SLURM's reason is never replaced);
+    - ok: resume a node drained with gpurig's reason, and nothing else;
+    - unknown: nothing (a check that did not run proves nothing either way)."""
+    result = verdict(report)
+    ours = node.reason is not None and node.reason.startswith(REASON_PREFIX)
+    if result == "problem":
+        reason = drain_reason(report)
+        if node.drained and (not ours or node.reason == reason):
+            return None
+        return ("drain", reason)
+    if result == "ok" and node.drained and ours:
+        return ("resume", "")
+    return None

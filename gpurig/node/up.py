@@ -1,0 +1,208 @@
+"""`gpurig up --local`: the first line of a job script. It brings the machine it runs on to
+its declared state (the converge's own deploy, run by pyinfra's @local connector), then says
+what the job needs to know: the `export` lines for the user's Podman socket on stdout (for
+the job to `eval`; exit 1 first, so `ready=$(gpurig up ...) || exit 1` stops the job: an
+`eval "$(...)"` of nothing succeeds), or one line on stderr naming why the node cannot serve
+the job (an error finding: GPU missing, slices wrong, torch unable to run on this GPU).
+
+The same read drift makes comes first: on a converged node that read is all `up` does.
+One `up` at a time per user and node (two jobs starting together): the converge's own lock,
+waited for."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pwd
+import shlex
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpurig import DEPLOY_ROOT
+from gpurig.checks.judge import Probed, report
+from gpurig.facts.gpurig_user import UserPodman
+from gpurig.facts.round_trip import ROOT_PATH, Snapshot
+from gpurig.node.read import read_local
+from gpurig.plans import CHANGE_IDS
+from gpurig.plans.engine import PODMAN_SOCKET
+from gpurig.report.render import HostReport
+from gpurig.spec.inventory import Host
+from gpurig.spec.model import normalise
+from gpurig.spec.user_scope import is_user
+
+LOCK_WAIT = 300.0  # seconds one `up` waits for another's converge on this node
+
+
+class UpError(Exception):
+    """The node cannot serve the job; str() is the one-line reason."""
+
+
+@dataclass(frozen=True)
+class Ready:
+    """What `up` found once done: the shell lines for the job, and the report."""
+
+    exports: list[str]
+    report: HostReport
+    converged: bool
+
+
+@contextlib.contextmanager
+def root_environment() -> Iterator[None]:
+    """As root, what drift's read does in its shell (facts/round_trip.py), for `up`'s lock and
+    converge too: the system PATH, no BASH_ENV or ENV, a HOME that is root's alone (else
+    root's own), `/` as the working directory. The caller's PATH entry, directory or HOME may
+    be another account's: no place to start root's commands from."""
+    saved, cwd = dict(os.environ), os.getcwd()
+    os.environ["PATH"] = ROOT_PATH
+    for name in ("BASH_ENV", "ENV"):
+        os.environ.pop(name, None)
+    try:
+        home = os.lstat(os.environ.get("HOME") or "/nonexistent")
+        root_alone = stat.S_ISDIR(home.st_mode) and home.st_uid == 0 and not home.st_mode & 0o022
+    except OSError:
+        root_alone = False
+    if not root_alone:
+        os.environ["HOME"] = pwd.getpwuid(0).pw_dir
+    os.chdir("/")
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        os.chdir(cwd)
+
+
+@contextlib.contextmanager
+def node_lock(spec: Mapping[str, Any], wait: float = LOCK_WAIT) -> Iterator[None]:
+    """Hold the converge lock of this node (the user's own with scope: user), waiting while
+    another converge holds it: the command deploys/lock.py runs over SSH, run here."""
+    from gpurig.node.lock import BUSY, hold_command, not_own
+
+    deadline = time.monotonic() + wait
+    while True:
+        held = subprocess.Popen(
+            ["sh", "-c", hold_command(dict(spec), sudo=False)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert held.stdout is not None and held.stdin is not None
+        answer = held.stdout.readline(320).strip()
+        if answer == "held":
+            break
+        _, said = held.communicate()
+        if held.returncode != BUSY:
+            last = said.strip().splitlines()[-1:] or [f"exit {held.returncode}"]
+            raise UpError(not_own(answer) or f"could not take this node's converge lock: {last[0]}")
+        if time.monotonic() > deadline:
+            raise UpError(f"another converge held this node's lock for over {wait:.0f} s")
+        time.sleep(1)
+    try:
+        yield
+    finally:
+        held.stdin.close()
+        held.wait()
+
+
+def converge_local(spec: Mapping[str, Any]) -> bool:
+    """Run deploys/gpu_host.py on this machine through pyinfra's @local connector; True when
+    every operation succeeded. pyinfra's output goes to stderr (stdout is the job's). The
+    node's read came first without pyinfra; only now, with something to change, is it loaded
+    (gevent's patch first, as the console script does for SSH commands)."""
+    from gpurig.remote.cooperative import patch
+
+    patch()
+    from pyinfra.api import Config, Inventory, State
+    from pyinfra.api.connect import connect_all
+    from pyinfra.api.operations import run_ops
+    from pyinfra.api.state import StateStage
+    from pyinfra.context import ctx_config, ctx_inventory, ctx_state
+    from pyinfra_cli.util import load_deploy_file
+
+    from gpurig.remote.pyinfra_guard import install
+
+    install()
+    log = logging.getLogger("pyinfra")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    log.addHandler(handler)
+    inventory = Inventory(([("@local", {"spec": dict(spec)})], {}))
+    config = Config()
+    state = State(inventory, config)
+    with (
+        contextlib.redirect_stdout(sys.stderr),
+        ctx_config.use(config),
+        ctx_inventory.use(inventory),
+        ctx_state.use(state),
+    ):
+        state.set_stage(StateStage.Connect)
+        connect_all(state)
+        state.set_stage(StateStage.Prepare)
+        load_deploy_file(state, os.path.join(DEPLOY_ROOT, "deploys", "gpu_host.py"))
+        state.set_stage(StateStage.Execute)
+        run_ops(state)
+    log.removeHandler(handler)
+    return not state.failed_hosts
+
+
+def socket_of(spec: Mapping[str, Any], probed: Probed) -> str | None:
+    """The Podman API socket the spec declares, as this node has it; None when none."""
+    if spec["engine"] != "podman" or not spec["podman_socket"]:
+        return None
+    if not is_user(spec):
+        return PODMAN_SOCKET
+    state = Snapshot(probed.state or {})(UserPodman)
+    return f"{state['runtime_dir']}/podman/podman.sock"
+
+
+def exports(socket: str | None) -> list[str]:
+    """`export` lines that point the docker CLI, the Docker SDK and podman at the socket."""
+    if socket is None:
+        return []
+    url = shlex.quote(f"unix://{socket}")
+    return [f"export DOCKER_HOST={url}", f"export CONTAINER_HOST={url}"]
+
+
+def reason(result: HostReport) -> str | None:
+    """One line for the first error finding (what cannot serve the job), or None."""
+    if not result.reachable:
+        return result.findings[0].message if result.findings else "this machine was not read"
+    first = next((f for f in result.findings if f.severity == "error"), None)
+    if first is None:
+        return None
+    detail = f" (expected {first.expected}, got {first.actual})" if first.actual else ""
+    return f"{first.id}: {first.message}{detail}"
+
+
+def up(host: Host, say: Callable[[str], None]) -> Ready:
+    """Converge this machine as `host` when its read shows a change, then judge it; raises
+    UpError naming why the node cannot serve the job."""
+    spec = normalise(host.spec)
+    if not is_user(spec) and os.geteuid() != 0:
+        raise UpError(
+            f"scope: system changes the whole node and needs root (this is uid {os.geteuid()}); "
+            "a cluster user declares scope: user"
+        )
+    scoped = contextlib.nullcontext() if is_user(spec) else root_environment()
+    with scoped, node_lock(spec):
+        probed = read_local(host)
+        result = report(probed)
+        pending = [f.id for f in result.findings if f.id in CHANGE_IDS]
+        converged = bool(pending)
+        if pending and result.reachable:
+            say(f"gpurig up: converging {host.name}: {', '.join(dict.fromkeys(pending))}")
+            if not converge_local(spec):
+                say("gpurig up: the converge failed (its errors are above)")
+            probed = read_local(host)
+            result = report(probed)
+    why = reason(result)
+    if why is not None:
+        raise UpError(f"{host.name} cannot serve this job: {why}")
+    return Ready(exports(socket_of(spec, probed)), result, converged)

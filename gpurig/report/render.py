@@ -1,0 +1,235 @@
+"""Drift reports: a terminal table, the JSON contract, JUnit XML for CI, Markdown summaries.
+
+Every format says the same per finding, a subject's findings together: what it is about (a
+container, a file, a GPU), what the converge does about it, the values that differ (plain:
+`512 GiB`, `core=0:0`), and the fix, once.
+
+Pure functions from host reports to text, so every format is unit-tested without a host.
+Findings quote host output, which is untrusted: each format escapes it its own way (the
+table shows control characters as `\x1b`, Markdown escapes its syntax and HTML, JUnit keeps
+only what XML 1.0 can hold; JSON escapes by itself).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpurig.checks.finding import ACTIONS, Finding, as_dict
+from gpurig.report.textsafe import visible
+
+FORMATS = ("table", "json", "junit", "markdown")
+_COLOURS = {"error": "\033[31m", "warn": "\033[33m", "ok": "\033[32m"}
+_RESET = "\033[0m"
+
+
+@dataclass(frozen=True)
+class HostReport:
+    """One host's outcome: reachable or not, and its findings."""
+
+    name: str
+    reachable: bool
+    findings: list[Finding] = field(default_factory=list)
+    # What must match across a multi-node job (driver, CUDA, kernel, toolkit, images, code).
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        """Drift for CI: unreachable, or any error finding (warnings alone pass)."""
+        return not self.reachable or any(f.severity == "error" for f in self.findings)
+
+    @property
+    def by_subject(self) -> list[Finding]:
+        """Its findings with each subject's together, subjects in the order they first appear."""
+        first: dict[str, int] = {}
+        for n, f in enumerate(self.findings):
+            first.setdefault(f.subject, n)
+        return sorted(self.findings, key=lambda f: first[f.subject])
+
+
+def exit_code(reports: Sequence[HostReport]) -> int:
+    """DESIGN's contract: 0 clean or warnings only, 1 drift or an unreachable host."""
+    return 1 if any(r.failed for r in reports) else 0
+
+
+def _fleet(reports: Sequence[HostReport]) -> dict[str, Mapping[str, Any]]:
+    """The hosts the fleet view compares: reachable ones that reported facts (two or more)."""
+    hosts = {r.name: r.facts for r in reports if r.reachable and r.facts}
+    return hosts if len(hosts) > 1 else {}
+
+
+def _fix(f: Finding) -> str:
+    return f"[{f.remediation}] {f.fix}" if f.remediation else f.fix
+
+
+def _headline(f: Finding) -> str:
+    """What a finding is about and what the converge does about it, with its id."""
+    return f"{f.subject or 'host'}: {ACTIONS[f.action]} ({f.id})"
+
+
+def _what(f: Finding) -> list[str]:
+    """A check's message, then expected and found: one line per field that differs."""
+    said = [f.message] if f.action == "manual" else []
+    if not f.differences:
+        return [*said, f"expected {f.expected}; found {f.actual}"]
+    return [*said, *(f"{d.field}: expected {d.expected}; found {d.actual}" for d in f.differences)]
+
+
+def one_line(f: Finding) -> str:
+    """A finding in the table's words on one line: what the converge and `up --local` say
+    when they meet a cause drift explains."""
+    return "; ".join([_headline(f), *_what(f), _fix(f)])
+
+
+def to_json(reports: Sequence[HostReport]) -> str:
+    """`{"hosts": [{"name", "reachable", "findings": [{"id", "severity", "message", "expected",
+    "actual", "fix", "remediation", "subject", "action", "differences"}]}]}`."""
+    hosts = [
+        {
+            "name": r.name,
+            "reachable": r.reachable,
+            "findings": [as_dict(f) for f in r.findings],
+        }
+        for r in reports
+    ]
+    document: dict[str, Any] = {"hosts": hosts}
+    if _fleet(reports):
+        # only a fleet report needs the grouping (and compat's tables)
+        from gpurig.report import fleet
+
+        document["fleet"] = fleet.to_json(_fleet(reports))
+    return json.dumps(document, indent=2) + "\n"
+
+
+def _paint(text: str, severity: str, colour: bool) -> str:
+    return f"{_COLOURS[severity]}{text}{_RESET}" if colour else text
+
+
+def _columns(rows: Sequence[Sequence[str]], indent: str) -> list[str]:
+    """FIELD, EXPECTED and FOUND, aligned."""
+    table = [("FIELD", "EXPECTED", "FOUND"), *rows]
+    widths = [max(len(row[i]) for row in table) for i in (0, 1)]
+    return [f"{indent}{a:<{widths[0]}}  {b:<{widths[1]}}  {c}".rstrip() for a, b, c in table]
+
+
+def to_table(reports: Sequence[HostReport], colour: bool = False) -> str:
+    """A block per finding, a subject's blocks together: a headline (host, severity, subject,
+    what the converge does, id), a check's message, the values, the fix."""
+    width = max([len(visible(r.name)) for r in reports] or [0])
+    indent = " " * (width + 9)
+    lines = []
+    for r in reports:
+        for f in r.by_subject:
+            label = _paint(f"{f.severity:<5}", f.severity, colour)
+            lines.append(f"{visible(r.name):<{width}}  {label}  {visible(_headline(f))}")
+            if f.action == "manual":
+                lines.append(indent + visible(f.message))
+            if f.differences:
+                lines += _columns(
+                    [[visible(v) for v in (d.field, d.expected, d.actual)] for d in f.differences],
+                    indent,
+                )
+            else:
+                lines.append(indent + visible(f"expected {f.expected}; found {f.actual}"))
+            lines.append(indent + visible(f"fix: {_fix(f)}"))
+    lines += [f"{visible(r.name):<{width}}  {_paint('ok', 'ok', colour)}"
+              for r in reports if not r.findings]  # fmt: skip
+    failed = sum(r.failed for r in reports)
+    lines.append(f"{len(reports)} hosts, {failed} with drift")
+    hosts = _fleet(reports)
+    if hosts:
+        from gpurig.report import fleet
+
+        lines += ["", "fleet:", fleet.render_table(hosts)]
+        lines += [visible(f"warn   {f.id}  {f.message}: {f.actual}") for f in fleet.findings(hosts)]
+    return "\n".join(lines) + "\n"
+
+
+def to_junit(reports: Sequence[HostReport]) -> str:
+    """One testsuite, one testcase per host, one <failure> per error finding: its headline as
+    the message, what differs and the fix as the text."""
+    failures = sum(1 for r in reports if r.failed)
+    suite = ET.Element(
+        "testsuite", name="gpurig drift", tests=str(len(reports)), failures=str(failures),
+        errors="0", skipped="0",
+    )  # fmt: skip
+    for report in reports:
+        case = ET.SubElement(
+            suite, "testcase", classname="gpurig.checks.judge", name=_xml(report.name)
+        )
+        for f in report.by_subject:
+            if f.severity == "error":
+                failure = ET.SubElement(case, "failure", type=_xml(f.id))
+                failure.set("message", _xml(_headline(f)))
+                failure.text = _xml("\n".join([*_what(f), f"fix: {_fix(f)}"]))
+        warnings = [f"{_headline(f)}: {f.message}" for f in report.by_subject
+                    if f.severity == "warn"]  # fmt: skip
+        if warnings:
+            ET.SubElement(case, "system-out").text = _xml("\n".join(warnings))
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _xml(text: str) -> str:
+    """What XML 1.0 can carry: tab and newline kept, every other unsafe character escaped
+    (a CR would come back as a newline, an ESC would make the file unparseable)."""
+    return visible(text, keep="\t\n")
+
+
+# Markdown syntax and HTML a finding could use to become a link, markup or another cell.
+_MARKDOWN = re.compile(r"[\\`*_{}\[\]()#+!|~<>&]")
+_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_.:/@+=-]+")
+
+
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell: one line, no markup, no HTML, unsafe characters shown."""
+    return _MARKDOWN.sub(lambda m: _ENTITIES.get(m[0]) or f"\\{m[0]}", visible(text))
+
+
+def _code(text: str) -> str:
+    """A code span for a plain name or id; anything else (a backtick or `|` would end the span
+    or the cell early) as escaped text."""
+    return f"`{text}`" if _IDENTIFIER.fullmatch(text) else _cell(text)
+
+
+def to_markdown(reports: Sequence[HostReport]) -> str:
+    """A CI job summary: a verdict line, then per host with drift one row per finding (a
+    subject's rows together): what it is about, what the converge does, what differs, the fix."""
+    failed = [r for r in reports if r.failed]
+    verdict = "no drift" if not failed else f"drift on {len(failed)} of {len(reports)} hosts"
+    lines = [f"## gpurig drift: {verdict}", ""]
+    for report in reports:
+        if not report.findings:
+            lines += [f"- {_code(report.name)}: ok", ""]
+            continue
+        lines += [
+            f"### {_code(report.name)}" + ("" if report.reachable else " (unreachable)"),
+            "",
+            "| severity | subject | converge | id | what differs | fix |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for f in report.by_subject:
+            cells = [_cell(f.severity), _cell(f.subject or "host"), _cell(ACTIONS[f.action]),
+                     _code(f.id), " · ".join(map(_cell, _what(f))), _cell(_fix(f))]  # fmt: skip
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    hosts = _fleet(reports)
+    if hosts:
+        from gpurig.report import fleet
+
+        lines += ["### Fleet", "", fleet.render_markdown(hosts), ""]
+        lines += [f"- warn {_code(f.id)}: {_cell(f.message)}: {_cell(f.actual)}"
+                  for f in fleet.findings(hosts)]  # fmt: skip
+    return "\n".join(lines)
+
+
+def render(reports: Sequence[HostReport], fmt: str, colour: bool = False) -> str:
+    """The report in one of FORMATS."""
+    renderers = {"json": to_json, "junit": to_junit, "markdown": to_markdown}
+    if fmt == "table":
+        return to_table(reports, colour)
+    return renderers[fmt](reports)

@@ -1,0 +1,2 @@
+"""The inventory model: loading and validation, defaults and normalised values, units, scopes, a
+container's fields."""

@@ -1,0 +1,565 @@
+"""The inventory: YAML fleets validated against `schemas/`, then merged into one spec per host.
+
+Everything is refused before any host is touched, and every problem is reported at once as
+`FILE:LINE: key.path: what was expected`, so one edit-validate round fixes a whole file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache, reduce
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from gpurig import DEPLOY_ROOT
+from gpurig.spec.hostkeys import key_problem
+from gpurig.spec.model import normalise
+from gpurig.spec.safe_yaml import YamlRefused, bounded_yaml, check_text, read_text, syntax_refusal
+from gpurig.spec.user_scope import root_only
+from gpurig.spec.valid_cache import remember_valid, validated_before
+
+if TYPE_CHECKING:  # jsonschema is loaded only to validate what was not validated before
+    from jsonschema import Draft202012Validator, TypeChecker, ValidationError
+
+SCHEMA_PATH = Path(DEPLOY_ROOT, "schemas", "inventory.schema.json")
+
+# Options docker or podman accept after the container path (modes, SELinux labels, propagation).
+MOUNT_OPTIONS = (
+    "ro", "rw", "z", "Z", "U", "O", "nocopy", "consistent", "cached", "delegated",
+    "shared", "rshared", "slave", "rslave", "private", "rprivate",
+    "exec", "noexec", "suid", "nosuid", "dev", "nodev",
+)  # fmt: skip
+
+_TYPE_NAMES = {
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+}
+
+KeyPath = tuple[Any, ...]  # mapping keys (str, or whatever YAML gave) and list indices
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reason an inventory is refused, pointing at the line to edit."""
+
+    file: str
+    line: int | None
+    path: KeyPath
+    message: str
+
+    def __str__(self) -> str:
+        parts = [self.file if self.line is None else f"{self.file}:{self.line}"]
+        if self.path:
+            parts.append(format_path(self.path))
+        return ": ".join([*parts, self.message])
+
+
+class InventoryError(Exception):
+    """Raised with every problem found; str() is one line per problem."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+@dataclass(frozen=True)
+class Jump:
+    """The login node a host is reached through (`ssh.jump`); its host key is always pinned.
+    `user` and `key` are the host's own unless the jump names others (applied at load)."""
+
+    address: str
+    host_key: str
+    port: int = 22
+    user: str | None = None
+    key: str | None = None
+
+
+@dataclass(frozen=True)
+class SshSettings:
+    """How to reach a host; host keys are always checked (see pyinfra_inventory)."""
+
+    port: int = 22
+    user: str | None = None
+    key: str | None = None
+    host_key: str | None = None
+    connect_timeout: int | None = None
+    jump: Jump | None = None
+
+
+@dataclass(frozen=True)
+class Host:
+    """One host after merging defaults, its groups and its own entry."""
+
+    name: str
+    address: str
+    ssh: SshSettings
+    groups: tuple[str, ...]
+    spec: dict[str, Any]
+    source: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """Hosts in file order, across every file loaded."""
+
+    hosts: tuple[Host, ...]
+
+    def groups(self) -> dict[str, list[str]]:
+        """Group name -> names of its hosts, in host order (what pyinfra wants)."""
+        members: dict[str, list[str]] = {}
+        for host in self.hosts:
+            for group in host.groups:
+                members.setdefault(group, []).append(host.name)
+        return members
+
+
+def format_path(path: KeyPath) -> str:
+    """Render a key path as `hosts.a100-1.spec.mounts[0]`; odd keys as `repos["/srv/x"]`."""
+    out = ""
+    for step in path:
+        if isinstance(step, int):
+            out += f"[{step}]"
+        elif isinstance(step, str) and re.fullmatch(r"[A-Za-z0-9_-]+", step):
+            out += f".{step}" if out else step
+        else:
+            out += f"[{json.dumps(str(step))}]"
+    return out
+
+
+def repo_venv(path: str, repo: Mapping[str, Any]) -> str | None:
+    """The environment a repo's `python` installs into (default `<repo>/.venv`), or None."""
+    python = repo.get("python")
+    return (python.get("venv") or f"{path}/.venv") if python else None
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Override wins; maps merge key by key, lists and scalars replace (DESIGN's rule)."""
+    merged = dict(base)
+    for key, value in override.items():
+        old = merged.get(key)
+        if isinstance(old, Mapping) and isinstance(value, Mapping):
+            merged[key] = deep_merge(old, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def mount_problem(mount: str) -> str | None:
+    """What `SRC:DST[:OPTIONS]` should have been, or None; a regex could not say which part."""
+    parts = mount.split(":")
+    if len(parts) not in (2, 3) or not all(parts[:2]):
+        return "expected a mount SRC:DST or SRC:DST:OPTIONS"
+    if not parts[1].startswith("/"):
+        return "expected an absolute container path after the first ':'"
+    unknown = [o for o in parts[2].split(",") if o not in MOUNT_OPTIONS] if len(parts) == 3 else []
+    if unknown:
+        return f"expected mount options among {', '.join(MOUNT_OPTIONS)}; {unknown[0]!r} is not one"
+    return None
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The inventory JSON Schema (also what editors use)."""
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+def _is_integer(_checker: TypeChecker, value: Any) -> bool:
+    """An integer as YAML wrote it: `22`, never `22.0` (which JSON cannot tell apart) or `true`."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(_checker: TypeChecker, value: Any) -> bool:
+    """A finite number: `.nan` compares false with every bound, so it would pass them all."""
+    return _is_integer(_checker, value) or (isinstance(value, float) and math.isfinite(value))
+
+
+@cache
+def _validator_class() -> type[Draft202012Validator]:
+    """The schema's types as a YAML file has them; editors, which see JSON, accept 22.0 as a
+    port."""
+    from jsonschema import Draft202012Validator, validators
+
+    return validators.extend(
+        Draft202012Validator,
+        type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
+            {"integer": _is_integer, "number": _is_number}
+        ),
+    )
+
+
+@cache
+def _validator() -> Draft202012Validator:
+    return _validator_class()(schema())
+
+
+@cache
+def _spec_validator() -> Draft202012Validator:
+    """A host's `spec` alone, with the inventory schema's definitions."""
+    return _validator_class()({"$defs": schema()["$defs"], "$ref": "#/$defs/spec"})
+
+
+def load_inventory(paths: Iterable[str | Path]) -> Inventory:
+    """Load, validate and merge inventory files; raise InventoryError listing every problem."""
+    problems: list[Problem] = []
+    hosts: list[Host] = []
+    seen: dict[str, Host] = {}
+    for path in paths:
+        file_problems, file_hosts = _load_file(str(path))
+        for host in file_hosts:
+            first = seen.get(host.name)
+            if first is None:
+                seen[host.name] = host
+                hosts.append(host)
+            else:
+                file_problems.append(
+                    Problem(
+                        host.source,
+                        host.line,
+                        ("hosts", host.name),
+                        f"host {host.name!r} is already defined at {first.source}:{first.line}",
+                    )
+                )
+        problems += sorted(file_problems, key=lambda p: p.line or 0)
+    if problems:
+        raise InventoryError(problems)
+    return Inventory(tuple(hosts))
+
+
+def load_inventory_text(text: str, source: str) -> Inventory:
+    """Validate one inventory not yet written (an edit to `source`), as load_inventory would."""
+    problems, hosts = _load_text(source, text)
+    if problems:
+        raise InventoryError(sorted(problems, key=lambda p: p.line or 0))
+    return Inventory(tuple(hosts))
+
+
+def _load_file(file: str) -> tuple[list[Problem], list[Host]]:
+    """Problems in one file, or its hosts when it has none."""
+    try:
+        text = read_text(file)
+    except YamlRefused as exc:
+        return [Problem(file, exc.line, (), exc.message)], []
+    return _load_text(file, text)
+
+
+def _parse(file: str, text: str) -> tuple[list[Problem], Any]:
+    """Syntax problems (every duplicate key at once), or none and the round-trip document."""
+    yaml = bounded_yaml()
+    try:
+        check_text(text)
+        # Compose first: ruamel stops at the first duplicate key, we want them all.
+        node = yaml.compose(text)
+        duplicates = list(_duplicate_keys(file, node, ()))
+        if duplicates:
+            return duplicates, None
+        return [], yaml.constructor.construct_document(node) if node is not None else None
+    except YAMLError as exc:
+        refusal = syntax_refusal(exc)
+        return [Problem(file, refusal.line, (), refusal.message)], None
+    except YamlRefused as exc:
+        return [Problem(file, exc.line, (), exc.message)], None
+
+
+def _schema_problems(file: str, doc: Any, data: Any, validator: Any) -> list[Problem]:
+    problems = [p for err in validator.iter_errors(data) for p in _explain(file, doc, err)]
+    return list(dict.fromkeys(problems))  # `required` reports each missing key per error
+
+
+def _load_text(file: str, text: str) -> tuple[list[Problem], list[Host]]:
+    problems, doc = _parse(file, text)
+    if problems:
+        return problems, []
+    data = _plain(doc)
+    problems = _schema_problems(file, doc, data, _validator())
+    checks = list(_semantic_problems(file, doc, data))
+    if problems or checks:
+        return problems + checks, []
+    hosts = [_merge_host(file, doc, data, name) for name in data["hosts"]]
+    missing = [
+        p
+        for host in hosts
+        for p in _missing_images(file, doc, ("hosts", host.name, "spec"), host.spec)
+    ]
+    missing += [p for host in hosts for p in _scope_problems(file, doc, data, host)]
+    missing = list(dict.fromkeys(missing))  # one level's item, refused for two hosts: once
+    return missing, hosts if not missing else []
+
+
+def load_spec_file(path: str | Path, name: str) -> Host:
+    """Host `name` (this machine) from a file holding only its spec (`gpurig drift --local
+    --spec`), validated as an inventory host's `spec` is; raise InventoryError."""
+    file = str(path)
+    try:
+        text = read_text(file)
+        problems, doc = _parse(file, text)
+    except YamlRefused as exc:
+        problems, doc = [Problem(file, exc.line, (), exc.message)], None
+    if problems:
+        raise InventoryError(problems)
+    data = _plain(doc)
+    # The node contracts load this file at every job start: the schema's verdict on the same
+    # text (and the same schema) is remembered, so jsonschema is loaded once per change.
+    key = (SCHEMA_PATH.read_bytes(), text)
+    known = validated_before(*key)
+    problems = [] if known else _schema_problems(file, doc, data, _spec_validator())
+    if not problems and not known:
+        remember_valid(*key)
+    problems += _mount_problems(file, doc, (), data)
+    if not problems:
+        problems += _missing_images(file, doc, (), data, merged=False)
+        problems += [
+            Problem(file, _line(doc, path), path, why) for path, why in root_only(normalise(data))
+        ]
+    if problems:
+        raise InventoryError(sorted(problems, key=lambda p: p.line or 0))
+    return Host(name, "localhost", SshSettings(), (), normalise(data), file, 1)
+
+
+def _duplicate_keys(file: str, node: Node | None, path: KeyPath) -> Iterator[Problem]:
+    if isinstance(node, MappingNode):
+        first_lines: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, ScalarNode):
+                continue  # a mapping or list used as a key: the schema refuses it
+            key = key_node.value
+            line = key_node.start_mark.line + 1
+            if key in first_lines and key != "<<":
+                yield Problem(
+                    file,
+                    line,
+                    (*path, key),
+                    f"duplicate key {key!r}; first defined at line {first_lines[key]}",
+                )
+            first_lines.setdefault(key, line)
+            yield from _duplicate_keys(file, value_node, (*path, key))
+    elif isinstance(node, SequenceNode):
+        for index, item in enumerate(node.value):
+            yield from _duplicate_keys(file, item, (*path, index))
+
+
+def _plain(value: Any) -> Any:
+    """ruamel's round-trip types as plain Python, so jsonschema sees what YAML said."""
+    if isinstance(value, Mapping):
+        return {_plain_key(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    for kind in (bool, int, float, str):
+        if isinstance(value, kind):
+            return kind(value)
+    return value
+
+
+def _plain_key(key: Any) -> Any:
+    """A key as _plain has it; a mapping used as a key (`? {a: 1}`) as its text, so it can
+    still be a key and be refused as one."""
+    plain = _plain(key)
+    return plain if isinstance(plain, Hashable) else str(plain)
+
+
+def _line(doc: Any, path: KeyPath) -> int:
+    """Line of the deepest key or list item along `path` that the document has."""
+    line, node = 1, doc
+    for step in path:
+        position = getattr(node, "lc", None) and node.lc.data.get(step)
+        if not position:
+            break
+        line, node = position[0] + 1, node[step]
+    return line
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, dict | list):
+        return _TYPE_NAMES["object" if isinstance(value, dict) else "array"]
+    return repr(value)
+
+
+def _explain(file: str, doc: Any, err: ValidationError) -> Iterator[Problem]:
+    """Turn one jsonschema error into problems at the offending key's line."""
+    path: KeyPath = tuple(err.absolute_path)
+    if "propertyNames" in err.absolute_schema_path:
+        # jsonschema validates a key as an instance without adding it to the path.
+        path = (*path, err.instance)
+    if err.validator == "additionalProperties":
+        allowed = ", ".join(err.schema.get("properties", {}))
+        for key in err.instance:
+            if key not in err.schema.get("properties", {}):
+                where = (*path, key)
+                yield Problem(
+                    file, _line(doc, where), where, f"unknown key {key!r}; allowed: {allowed}"
+                )
+        return
+    if err.validator == "required":
+        for key in err.validator_value:
+            if key not in err.instance:
+                yield Problem(file, _line(doc, path), path, f"missing required key {key!r}")
+        return
+    yield Problem(file, _line(doc, path), path, _expectation(err))
+
+
+def _expectation(err: ValidationError) -> str:
+    got = f"; got {_show(err.instance)}"
+    expected = err.schema.get("x-expected")
+    if expected:
+        return f"expected {expected}{got}"
+    value = err.validator_value
+    match err.validator:
+        case "type":
+            return f"expected {_TYPE_NAMES.get(value, value)}{got}"
+        case "enum":
+            return f"expected one of {', '.join(map(str, value))}{got}"
+        case "const":
+            return f"expected {value}{got}"
+        case "minimum":
+            return f"expected at least {value}{got}"
+        case "maximum":
+            return f"expected at most {value}{got}"
+        case "minLength":
+            return f"expected a non-empty string{got}"
+        case "uniqueItems":
+            return "expected no repeated items"
+    return err.message
+
+
+def _levels(data: Any) -> Iterator[tuple[KeyPath, Mapping[str, Any]]]:
+    """Every (path, level) that may carry ssh and spec: defaults, groups, hosts."""
+    if not isinstance(data, Mapping):
+        return
+    if isinstance(data.get("defaults"), Mapping):
+        yield ("defaults",), data["defaults"]
+    for section in ("groups", "hosts"):
+        entries = data.get(section)
+        if isinstance(entries, Mapping):
+            for name, level in entries.items():
+                if isinstance(level, Mapping):
+                    yield (section, name), level
+
+
+def _semantic_problems(file: str, doc: Any, data: Any) -> Iterator[Problem]:
+    """Checks the schema cannot express: group references, mount syntax, host key contents."""
+    groups = data.get("groups") if isinstance(data, Mapping) else None
+    defined = list(groups) if isinstance(groups, Mapping) else []
+    key_pattern = schema()["$defs"]["ssh"]["properties"]["host_key"]["pattern"]
+    for prefix, level in _levels(data):
+        listed = level.get("groups") if prefix[0] == "hosts" else None
+        for index, group in enumerate(listed if isinstance(listed, list) else []):
+            if isinstance(group, str) and group not in defined:
+                where = (*prefix, "groups", index)
+                known = ", ".join(defined) or "none"
+                yield Problem(
+                    file, _line(doc, where), where, f"undefined group {group!r}; defined: {known}"
+                )
+        for where, host_key in _host_keys(prefix, level.get("ssh")):
+            if isinstance(host_key, str) and re.search(key_pattern, host_key):
+                reason = key_problem(host_key)
+                if reason:
+                    yield Problem(file, _line(doc, where), where, reason)
+        yield from _mount_problems(file, doc, (*prefix, "spec"), level.get("spec"))
+
+
+def _host_keys(prefix: KeyPath, ssh: Any) -> Iterator[tuple[KeyPath, Any]]:
+    """(path, value) of the host keys an `ssh` level pins: the host's and its login node's."""
+    if not isinstance(ssh, Mapping):
+        return
+    yield (*prefix, "ssh", "host_key"), ssh.get("host_key")
+    jump = ssh.get("jump")
+    if isinstance(jump, Mapping):
+        yield (*prefix, "ssh", "jump", "host_key"), jump.get("host_key")
+
+
+def _mount_problems(file: str, doc: Any, path: KeyPath, spec: Any) -> Iterator[Problem]:
+    """Mount syntax in the spec at `path` of `doc`."""
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    if not isinstance(containers, Mapping):
+        return
+    for name, container in containers.items():
+        mounts = container.get("mounts") if isinstance(container, Mapping) else None
+        for index, mount in enumerate(mounts if isinstance(mounts, list) else []):
+            reason = mount_problem(mount) if isinstance(mount, str) else None
+            if reason:
+                where = (*path, "containers", name, "mounts", index)
+                yield Problem(file, _line(doc, where), where, f"{reason}; got {mount!r}")
+
+
+def _merge_host(file: str, doc: Any, data: Mapping[str, Any], name: str) -> Host:
+    entry = data["hosts"][name]
+    groups = tuple(entry.get("groups", ()))
+    levels = [data.get("defaults", {}), *(data["groups"][g] for g in groups), entry]
+    ssh = reduce(deep_merge, (level.get("ssh", {}) for level in levels), {})
+    spec = reduce(deep_merge, (level.get("spec", {}) for level in levels), {})
+    jump = ssh.pop("jump", None)
+    if jump is not None:  # the login node is logged in to as the host is, unless it says
+        jump = Jump(**{"user": ssh.get("user"), "key": ssh.get("key"), **jump})
+    return Host(
+        name=name,
+        address=entry["address"],
+        ssh=SshSettings(**ssh, jump=jump),
+        groups=groups,
+        spec=normalise(spec),
+        source=file,
+        line=_line(doc, ("hosts", name)),
+    )
+
+
+def _declared(level: Any, path: KeyPath) -> bool:
+    """Whether a level's spec declares `path` (its first key is enough: lists replace)."""
+    spec = level.get("spec") if isinstance(level, Mapping) else None
+    return (
+        isinstance(spec, Mapping)
+        and path[0] in spec
+        and (len(path) == 1 or _lookup(spec, path) is not None)
+    )
+
+
+def _lookup(value: Any, path: KeyPath) -> Any:
+    for step in path:
+        try:
+            value = value[step]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return value
+
+
+def _scope_problems(file: str, doc: Any, data: Mapping[str, Any], host: Host) -> Iterator[Problem]:
+    """Root-only items of a user-scope host, each at the line of the level that declares it
+    (the host, then its groups last first, then the defaults)."""
+    levels = [(("hosts", host.name), data["hosts"][host.name])]
+    levels += [(("groups", g), data["groups"][g]) for g in reversed(host.groups)]
+    levels.append((("defaults",), data.get("defaults", {})))
+    for path, why in root_only(host.spec):
+        prefix = next((p for p, level in levels if _declared(level, path)), levels[0][0])
+        where = (*prefix, "spec", *path)
+        note = "" if prefix[0] == "hosts" else f" (host {host.name} has scope: user)"
+        yield Problem(file, _line(doc, where), where, why + note)
+
+
+def _missing_images(
+    file: str, doc: Any, path: KeyPath, spec: Mapping[str, Any], merged: bool = True
+) -> Iterator[Problem]:
+    """Every container needs an image, but any level may supply it: check after merging."""
+    after = " after merging defaults, groups and host" if merged else ""
+    expected = schema()["$defs"]["container"]["properties"]["image"]["x-expected"]
+    for name, container in spec.get("containers", {}).items():
+        if "image" not in container:
+            where = (*path, "containers", name)
+            yield Problem(
+                file,
+                _line(doc, where),
+                where,
+                f"no image{after}; expected {expected}",
+            )
