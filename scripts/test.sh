@@ -5,6 +5,8 @@ set -eu
 cd "$(dirname "$0")/.."
 sh scripts/setup.sh
 PATH="$PWD/.venv/bin:$PATH"
+# uv where setup put it (when the machine has none): the lockfile tests install with it.
+if ! command -v uv >/dev/null 2>&1 && [ -x .tools/uv/bin/uv ]; then PATH="$PATH:$PWD/.tools/uv/bin"; fi
 export PATH
 ruff check .
 ruff format --check .
