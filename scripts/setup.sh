@@ -28,5 +28,6 @@ if ! command -v uv >/dev/null 2>&1; then
     export PATH
 fi
 
-# Exactly the lockfile; never a Python downloaded behind the user's back.
-UV_PYTHON_DOWNLOADS=never uv sync --frozen --quiet --compile-bytecode
+# Exactly the lockfile; never a Python downloaded behind the user's back. The docs group too:
+# the test command builds the documentation (scripts/docs.sh).
+UV_PYTHON_DOWNLOADS=never uv sync --frozen --quiet --compile-bytecode --group docs

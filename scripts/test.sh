@@ -1,5 +1,6 @@
 #!/bin/sh
-# The whole test suite, as CI runs it: set-up, lint, format check, unit and integration tests.
+# The whole test suite, as CI runs it: set-up, lint, format check, the documentation's strict
+# build, unit and integration tests.
 # Needs root (the integration tests build a sandbox of real SSH hosts on this machine).
 set -eu
 cd "$(dirname "$0")/.."
@@ -10,4 +11,5 @@ if ! command -v uv >/dev/null 2>&1 && [ -x .tools/uv/bin/uv ]; then PATH="$PATH:
 export PATH
 ruff check .
 ruff format --check .
+sh scripts/docs.sh
 exec pytest -q "$@"

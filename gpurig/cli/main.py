@@ -435,5 +435,29 @@ def pin(inventory: str, check: bool) -> None:
         click.echo("every image is already pinned")
 
 
+@main.command()
+@click.argument("finding_id", metavar="ID", required=False)
+@click.option("--list", "as_list", is_flag=True, help="List every id with its one-line summary.")
+@click.pass_context
+def explain(ctx: click.Context, finding_id: str | None, as_list: bool) -> None:
+    """Explain a finding's id, as drift reports it: what it means, why it matters, what to do.
+
+    Exit 0, or 2 for an id no run reports (--list shows them all)."""
+    from gpurig.report import explain as catalogue
+
+    if as_list == (finding_id is not None):
+        raise click.UsageError("give one of ID or --list")
+    if as_list:
+        click.echo(catalogue.listing(), nl=False)
+        return
+    try:
+        found = catalogue.entry(str(finding_id))
+    except catalogue.UnknownId:
+        click.echo(f"gpurig explain: no finding {finding_id!r}; see `gpurig explain --list`",
+                   err=True)  # fmt: skip
+        ctx.exit(2)
+    click.echo(catalogue.as_text(found), nl=False)
+
+
 if __name__ == "__main__":
     main()

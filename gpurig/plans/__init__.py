@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gpurig.checks.finding import Severity
 from gpurig.facts.round_trip import Read, required_reads
 from gpurig.plans import (
     cleanup,
@@ -41,12 +42,17 @@ CHANGE_IDS = (
     "engine.docker_host",
     "compose.plugin", "driver.unattended", "driver.hold", "driver.version", "driver.missing",
     "toolkit.keyring", "toolkit.apt", "toolkit.version", "toolkit.hold", "toolkit.runtime",
-    "toolkit.oci_hook", "toolkit.cdi", "toolkit.gpu", "cleanup.ray_sessions",
-    "cleanup.core_files", "cleanup.editable_finders", "cleanup.flashinfer_cache",
+    "toolkit.oci_hook", "toolkit.cdi", "toolkit.gpu", *cleanup.IDS,
     "container.engine", "container.missing", "container.not_running", "tools.missing",
     "engine.rootless", "engine.user_service", "core_dumps.profile",
     *(f"container.{field}" for field in FIELD_NAMES),
 )  # fmt: skip
+
+
+def severity(change_id: str) -> Severity:
+    """A change's severity as drift reports it: cleanup's leftovers are advice (the next
+    converge removes them), every other change is drift."""
+    return cleanup.SEVERITY if change_id in cleanup.IDS else "error"
 
 
 # The converge's order: secrets first (sources checked before anything changes), code and its

@@ -7,12 +7,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gpurig.checks.finding import Severity
 from gpurig.facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCache, RaySessions
 from gpurig.facts.gpurig_user import UserCoreFiles, UserRaySessions
 from gpurig.plans.change import Change
 from gpurig.spec.user_scope import is_user
 
 FLASHINFER_CACHE = "~/.cache/flashinfer"
+IDS = (
+    "cleanup.ray_sessions", "cleanup.core_files", "cleanup.editable_finders",
+    "cleanup.flashinfer_cache",
+)  # fmt: skip
+# Advice: what it finds is removed by the next converge, nothing the spec declares is wrong.
+SEVERITY: Severity = "warn"
 
 
 def venvs(spec: Mapping[str, Any]) -> list[str]:
@@ -30,7 +37,7 @@ def flashinfer_stale(found: Mapping[str, Any]) -> bool:
 
 
 def _change(change_id: str, subject: str, actual: str, action: str, **data: Any) -> Change:
-    return Change(change_id, subject, "none", actual, action, severity="warn", data=data)
+    return Change(change_id, subject, "none", actual, action, severity=SEVERITY, data=data)
 
 
 def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:

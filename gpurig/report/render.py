@@ -118,7 +118,8 @@ def _columns(rows: Sequence[Sequence[str]], indent: str) -> list[str]:
 
 def to_table(reports: Sequence[HostReport], colour: bool = False) -> str:
     """A block per finding, a subject's blocks together: a headline (host, severity, subject,
-    what the converge does, id), a check's message, the values, the fix."""
+    what the converge does, id), a check's message, the values, the fix; where there were
+    findings, a last line naming `gpurig explain`, which says what an id means."""
     width = max([len(visible(r.name)) for r in reports] or [0])
     indent = " " * (width + 9)
     lines = []
@@ -140,12 +141,17 @@ def to_table(reports: Sequence[HostReport], colour: bool = False) -> str:
               for r in reports if not r.findings]  # fmt: skip
     failed = sum(r.failed for r in reports)
     lines.append(f"{len(reports)} hosts, {failed} with drift")
+    ids = [f.id for r in reports for f in r.by_subject]
     hosts = _fleet(reports)
     if hosts:
         from gpurig.report import fleet
 
         lines += ["", "fleet:", fleet.render_table(hosts)]
-        lines += [visible(f"warn   {f.id}  {f.message}: {f.actual}") for f in fleet.findings(hosts)]
+        fleet_findings = fleet.findings(hosts)
+        lines += [visible(f"warn   {f.id}  {f.message}: {f.actual}") for f in fleet_findings]
+        ids += [f.id for f in fleet_findings]
+    if ids:
+        lines.append(f"what a finding means and what to do: gpurig explain ID (e.g. {ids[0]})")
     return "\n".join(lines) + "\n"
 
 

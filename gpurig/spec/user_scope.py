@@ -96,7 +96,7 @@ DOCKER_HOST_LINES = [
 REGISTRIES = "~/.config/containers/registries.conf.d/90-gpurig.conf"
 
 # What a user-scope spec may not declare, and why: each needs root.
-_ROOT_ONLY = {
+ROOT_ONLY = {
     "packages": "installing packages needs root (apt); ask the cluster's admins for them",
     "nvidia_toolkit": "the NVIDIA container toolkit is installed with apt and configured in "
     "/etc, which needs root",
@@ -140,4 +140,4 @@ def root_only(spec: Mapping[str, Any]) -> Iterator[tuple[tuple[Any, ...], str]]:
     if spec["containers"] and spec["engine"] == "podman" and not spec["podman_socket"]:
         found.append(("podman_socket",))
     for path in found:
-        yield path, f"refused with scope: user: {_ROOT_ONLY[path[-1]]}"
+        yield path, f"refused with scope: user: {ROOT_ONLY[path[-1]]}"

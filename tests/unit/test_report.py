@@ -99,7 +99,10 @@ def test_table_colours_only_when_asked() -> None:
     plain = to_table(REPORTS)
     assert "\033[" not in plain
     assert "a100-1  error  host: the converge cannot fix it (repo.crlf)" in plain
-    assert plain.endswith("4 hosts, 2 with drift\n")
+    assert plain.endswith(
+        "4 hosts, 2 with drift\n"
+        "what a finding means and what to do: gpurig explain ID (e.g. repo.crlf)\n"
+    )
     assert "\033[31merror" in to_table(REPORTS, colour=True)
 
 
@@ -153,7 +156,17 @@ def test_a_recreated_container_is_one_block_naming_it_with_the_fix_once() -> Non
         "               expected active, enabled; found inactive, enabled",
         "               fix: [reconverge] run the converge: it will enable and start podman.socket",
         "2 hosts, 2 with drift",
+        "what a finding means and what to do: gpurig explain ID (e.g. container.differs)",
     ]
+
+
+def test_the_explain_hint_only_follows_findings_and_json_keeps_its_keys() -> None:
+    clean = HostReport("clean", True)
+    assert to_table([clean]).splitlines()[-1] == "1 hosts, 0 with drift"
+    reports = [HostReport("full-1", True, [SOCKET])]
+    assert to_table(reports).splitlines()[-1].startswith("what a finding means")
+    assert "explain" not in to_json(reports)
+    assert list(json.loads(to_json(reports))) == ["hosts"]
 
 
 def test_every_row_says_its_subject_and_what_the_converge_does() -> None:

@@ -1,0 +1,119 @@
+"""The findings catalogue: what each id means and what to do, for `gpurig explain` and the docs.
+
+The words are gpurig/data/findings.yaml's; every fact beside them comes from where it is kept:
+severity, remediation and source from gpurig/data/checks.yaml (checks and the fleet view), a
+change's severity from its plan (gpurig.plans.severity), the ids from the lists the plans,
+checks and fleet view hold complete. So a new id without its text fails a test and the docs
+build, and no fact is written twice.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpurig.checks.rules import rules
+from gpurig.data.tables import table
+from gpurig.plans import CHANGE_IDS
+from gpurig.plans import severity as change_severity
+from gpurig.report import fleet
+from gpurig.report.textfile import known_ids
+
+GROUPED = ".differs"
+# The words' keys in findings.yaml, with their headings, in the order a page shows them.
+SECTIONS = {
+    "means": "What it means",
+    "matters": "Why it matters",
+    "fix": "What to do",
+    "limits": "Known limits",
+}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One id's catalogue entry: its words, and the facts the tables keep about it."""
+
+    id: str
+    summary: str
+    words: Mapping[str, str]  # SECTIONS' keys that the entry has, in SECTIONS' order
+    severity: str  # "error" or "warn"; "error or warn" for a grouped finding
+    remediation: str  # "key: what it says", from checks.yaml's remediations
+    source: str  # the check's source, or the plan that emits the change
+
+
+class UnknownId(KeyError):
+    """An id no run reports."""
+
+
+def catalogue_ids() -> tuple[str, ...]:
+    """Every id a run can report: the textfile writer's (plans and checks) and the fleet view's."""
+    return tuple(sorted({*known_ids(), *fleet.IDS}))
+
+
+def texts() -> dict[str, Any]:
+    """gpurig/data/findings.yaml: the words per id, and the grouped finding's."""
+    return table("findings.yaml")
+
+
+def _remedy(key: str) -> str:
+    return f"{key}: {rules()['remediations'][key]}"
+
+
+def _facts(finding_id: str) -> tuple[str, str, str]:
+    """(severity, remediation, source) from the tables that hold them."""
+    row = rules()["checks"].get(finding_id)
+    if row is not None:
+        # The row's severity; where a reading changes it (a threshold, an Xid's bucket), the
+        # entry's words say how.
+        return row["severity"], _remedy(row["remediation"]), row["source"]
+    if finding_id in CHANGE_IDS:
+        concern = finding_id.split(".")[0]
+        remedy = f"{_remedy('reconverge')}; where the converge refuses, {_remedy('by-hand')}"
+        return change_severity(finding_id), remedy, f"the converge's {concern} plan"
+    raise UnknownId(finding_id)
+
+
+def entry(finding_id: str) -> Entry:
+    """The catalogue entry for `finding_id`; a `<concern>.differs` id gets the grouped text."""
+    if finding_id.endswith(GROUPED) and any(
+        i.startswith(finding_id.removesuffix(GROUPED) + ".") for i in CHANGE_IDS
+    ):
+        words = texts()["grouped"]
+        return Entry(finding_id, words["summary"], _words(words), "error or warn",
+                     _remedy("reconverge"), "the converge's plans")  # fmt: skip
+    words = texts()["findings"].get(finding_id)
+    if words is None or finding_id not in catalogue_ids():
+        raise UnknownId(finding_id)
+    return Entry(finding_id, words["summary"], _words(words), *_facts(finding_id))
+
+
+def _words(words: Mapping[str, str]) -> dict[str, str]:
+    return {key: words[key] for key in SECTIONS if words.get(key)}
+
+
+def entries() -> list[Entry]:
+    """Every id's entry, sorted by id."""
+    return [entry(i) for i in catalogue_ids()]
+
+
+def as_text(found: Entry, width: int = 88) -> str:
+    """An entry for the terminal, like `ruff rule`: the id and summary, then each section."""
+    lines = [f"{found.id}: {found.summary}", ""]
+    for key, heading in SECTIONS.items():
+        if key in found.words:
+            lines += [heading, textwrap.fill(found.words[key], width, initial_indent="  ",
+                                             subsequent_indent="  "), ""]  # fmt: skip
+    facts = (("Severity", found.severity), ("Remediation", found.remediation),
+             ("Source", found.source))  # fmt: skip
+    for label, value in facts:
+        lines.append(textwrap.fill(f"{label}: {value}", width, subsequent_indent="  "))
+    return "\n".join(lines) + "\n"
+
+
+def listing() -> str:
+    """`gpurig explain --list`: every id, its severity and its one-line summary."""
+    rows = [(e.id, e.severity, e.summary) for e in entries()]
+    width = max(len(i) for i, _, _ in rows)
+    return "".join(f"{i:<{width}}  {s:<5}  {summary}\n" for i, s, summary in rows)

@@ -1,0 +1,40 @@
+"""The documentation's generated reference (docs/hooks.py): every key of the inventory's schema
+is in the spec reference, every id in the findings catalogue, every command in the CLI
+reference, and every page's includes resolve to what they name."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from docs import hooks
+from gpurig.report.explain import catalogue_ids
+
+DOCS = Path(hooks.__file__).parent
+
+
+def test_every_schema_property_is_in_the_spec_reference() -> None:
+    page = hooks.spec_reference()
+    documented = {cell.split(".")[-1] for cell in re.findall(r"^\| `([\w.\[\]]+)` \|", page, re.M)}
+    missing = sorted(hooks.schema_keys() - documented)
+    assert not missing, f"spec reference: no row for {missing}"
+    assert "| `engine` |" in page and "`engine: docker`: Docker's daemon runs as root" in page
+    assert "| `recreate` |" in page and "`if-stopped`" in page  # the loader's default
+
+
+def test_every_id_and_command_has_its_reference() -> None:
+    findings = hooks.findings_reference()
+    assert all(f"\n## {finding_id}\n" in findings for finding_id in catalogue_ids())
+    cli = hooks.cli_reference()
+    for command in ("drift", "explain", "up", "validate", "compat", "sandbox up"):
+        assert f"\n## gpurig {command}\n" in cli
+    metrics = hooks.metrics_reference()
+    assert "`gpurig_drift_findings`" in metrics and 'id="gpu.xid"' in metrics
+
+
+def test_every_include_in_the_pages_resolves() -> None:
+    pages = sorted(DOCS.rglob("*.md"))
+    found = [m for page in pages for m in hooks.INCLUDE.finditer(page.read_text())]
+    assert len(found) >= 5
+    for match in found:
+        assert hooks.included(match["kind"], match["what"]).startswith(("```", "**"))

@@ -1,0 +1,71 @@
+"""The findings catalogue (`gpurig explain`): every id a run reports has its text, no text names
+an id no run reports, and the facts beside the words are the tables' own."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from gpurig.checks.rules import rules
+from gpurig.cli.main import main
+from gpurig.plans import CHANGE_IDS
+from gpurig.report import explain, fleet
+from gpurig.report.render import HostReport
+from gpurig.report.textfile import families
+
+
+def written_ids() -> set[str]:
+    """The ids the textfile writer puts in a checked host's file, for both severities."""
+    [per_id, *_] = families([HostReport("a", True)], 0.0, 0.0, host_label=False)
+    severities = {(labels["id"], labels["severity"]) for labels, _ in per_id.samples}
+    ids = {i for i, _ in severities}
+    assert severities == {(i, s) for i in ids for s in ("error", "warn")}
+    return ids
+
+
+def test_every_id_the_textfile_writer_knows_has_an_entry() -> None:
+    texts = explain.texts()["findings"]
+    missing = sorted(written_ids() - set(texts))
+    assert not missing, f"findings.yaml: no text for {missing}"
+
+
+def test_every_entry_names_an_id_a_run_reports() -> None:
+    reported = written_ids() | set(fleet.IDS)
+    unknown = sorted(set(explain.texts()["findings"]) - reported)
+    assert not unknown, f"findings.yaml: no run reports {unknown}"
+    assert set(explain.catalogue_ids()) == reported
+
+
+def test_each_entry_has_its_words_and_the_tables_facts() -> None:
+    for found in explain.entries():
+        assert found.summary and "\n" not in found.summary, found.id
+        assert {"means", "matters", "fix"} <= set(found.words), found.id
+        row = rules()["checks"].get(found.id)
+        if row is not None:
+            assert found.severity == row["severity"] and row["source"] == found.source
+            assert found.remediation.startswith(row["remediation"] + ": ")
+        else:
+            assert found.id in CHANGE_IDS
+    assert explain.entry("cleanup.core_files").severity == "warn"
+    assert explain.entry("repo.dirty").severity == "error"
+
+
+@pytest.mark.parametrize("concern", sorted({i.split(".")[0] for i in CHANGE_IDS}))
+def test_a_grouped_finding_of_each_concern_is_explained(concern: str) -> None:
+    assert explain.entry(f"{concern}.differs").summary == explain.texts()["grouped"]["summary"]
+
+
+def test_the_cli_prints_an_entry_lists_every_id_and_refuses_an_unknown_one() -> None:
+    runner = CliRunner()
+    shown = runner.invoke(main, ["explain", "gpu.row_remap_pending"])
+    assert shown.exit_code == 0
+    assert shown.output.startswith("gpu.row_remap_pending: ")
+    for heading in ("What it means", "Why it matters", "What to do", "Severity: error"):
+        assert heading in shown.output
+    listed = runner.invoke(main, ["explain", "--list"])
+    assert [line.split()[0] for line in listed.output.splitlines()] == list(explain.catalogue_ids())
+    unknown = runner.invoke(main, ["explain", "gpu.nope"])
+    assert unknown.exit_code == 2 and "gpurig explain --list" in unknown.output
+    assert runner.invoke(main, ["explain"]).exit_code == 2
+    with pytest.raises(explain.UnknownId):
+        explain.entry("nothing.differs")
