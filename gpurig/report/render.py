@@ -151,7 +151,9 @@ def to_table(reports: Sequence[HostReport], colour: bool = False) -> str:
         lines += [visible(f"warn   {f.id}  {f.message}: {f.actual}") for f in fleet_findings]
         ids += [f.id for f in fleet_findings]
     if ids:
-        lines.append(f"what a finding means and what to do: gpurig explain ID (e.g. {ids[0]})")
+        lines.append(
+            f"what a finding means and what to do: gpurig explain ID (e.g. {visible(ids[0])})"
+        )
     return "\n".join(lines) + "\n"
 
 

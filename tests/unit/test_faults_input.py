@@ -494,8 +494,8 @@ def test_table_shows_control_characters_escaped(faults: Any, payload: str) -> No
         own = re.sub(r"\x1b\[[0-9;]*m", "", text) if colour else text  # the table's own colours
         assert not UNSAFE.search(own.replace("\n", "")), repr(own)
         # headline, message, field header and row, fix; headline, message, values, fix; one
-        # clean host; the total
-        assert own.count("\n") == 5 + 4 + 1 + 1
+        # clean host; the total; the hint naming `gpurig explain`
+        assert own.count("\n") == 5 + 4 + 1 + 1 + 1
         assert visible(payload) in own
 
 
