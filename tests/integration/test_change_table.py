@@ -55,6 +55,8 @@ UNIT_ONLY = {
     "engine.rootless": "scope: user without a subuid range; the sandbox's user has one",
     "repo.writable": "a checkout another uid owns, and one under /tmp, refused before anything "
     "runs there: tests/unit/test_code_facts.py (real git and RepoState, as root)",
+    "repo.credential": "an origin holding user:token@ needs an HTTP remote that asks for it; the "
+    "sandbox's git daemon takes none: tests/unit/test_repo_credentials.py (a real HTTP server)",
 }
 
 
