@@ -18,8 +18,10 @@ from gpurig.plans.change import Change
 # Seconds each apt command waits for another apt or dpkg to release its locks (override per
 # run: `--data apt_lock_wait=SECONDS`).
 APT_LOCK_WAIT = 600
-# How apt and dpkg say that another process holds a lock (apt 2.6, dpkg 1.21).
-_HELD = ("Could not get lock", "lock was locked by another process",
+# How apt and dpkg say that another process holds a lock (apt 2.2-3.0; dpkg 1.20 and 1.21 say
+# "was locked by another process with pid N", 1.22 names the holder's program instead:
+# tests/fixtures/release).
+_HELD = ("Could not get lock", "lock was locked by",
          "Unable to acquire the dpkg frontend lock")  # fmt: skip
 
 
