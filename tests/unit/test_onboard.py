@@ -35,6 +35,7 @@ from gpurig.onboard.onboard import (
     edit_inventory,
     host_checks,
     os_problem,
+    os_tested,
     preflight_reads,
     record,
     render_checks,
@@ -61,6 +62,24 @@ SSH = {"port": 22, "user": "root", "key": "~/.ssh/k", "host_key": HOST_KEY}
 )  # fmt: skip
 def test_os_rule(os_id: str | None, version: str | None, supported: bool) -> None:
     assert (os_problem(os_id, version) is None) is supported
+
+
+@pytest.mark.parametrize(
+    ("os_id", "version", "pretty", "status"),
+    [("debian", "12", "Debian GNU/Linux 12 (bookworm)", "ok"),
+     ("debian", "13", "Debian GNU/Linux 13 (trixie)", "ok"),
+     ("ubuntu", "22.04", "Ubuntu 22.04.5 LTS", "warn")],
+)  # fmt: skip
+def test_an_accepted_but_untested_release_is_said(
+    os_id: str, version: str, pretty: str, status: str
+) -> None:
+    found = checks({}, facts(OsRelease={"os_id": os_id, "os_version": version,
+                                        "os_pretty": pretty}))["os"]  # fmt: skip
+    assert found.status == status and found.detail.startswith(pretty)
+    assert ("accepted but untested" in found.detail) is (status == "warn")
+    assert (os_tested(os_id, version) is None) is (status == "warn")
+    if version == "13":
+        assert "recorded outputs" in found.detail and "not converged" in found.detail
 
 
 def test_split_address() -> None:
