@@ -155,8 +155,10 @@ def test_many_connections_are_relayed_at_once(relay: dict[str, int]) -> None:
         per_connection = list(pool.map(session, range(64)))
     elapsed = time.monotonic() - began
     assert min(per_connection) >= 3 * 2 * DELAY
-    # One after the other they would take 64 x (handshake + 3 round trips) = 64 s at least.
-    assert elapsed < 10 * (4 + 3 * 2) * DELAY
+    # One after the other they would take 64 x (handshake + 3 round trips) = 32 s at least; a
+    # relay serving them at once takes about one session. Half the serial time proves they
+    # overlapped without timing the machine (a loaded 2-core runner took 8.2 s once).
+    assert elapsed < 64 * (4 + 3 * 2) * DELAY / 2
 
 
 def test_a_refused_target_closes_the_client(relay: dict[str, int]) -> None:
