@@ -7,13 +7,18 @@ from pathlib import Path
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gpu"
 
 
-def read_fixture(name: str) -> str:
-    """Return the raw recorded output: the file minus its leading '# ' header lines."""
-    lines = (FIXTURES / name).read_text(encoding="utf-8").splitlines(keepends=True)
+def recorded_output(path: Path) -> str:
+    """A recording's raw output: the file minus its leading '# ' header lines."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     body = 0
     while body < len(lines) and lines[body].startswith("# "):
         body += 1
     return "".join(lines[body:])
+
+
+def read_fixture(name: str) -> str:
+    """A recorded GPU fixture's raw output."""
+    return recorded_output(FIXTURES / name)
 
 
 def recorded_command(name: str) -> str:

@@ -13,6 +13,7 @@ from gpurig.deploys import packages
 from gpurig.facts.gpurig_node import EngineVersions, OsRelease
 from gpurig.facts.gpurig_packages import DebStatus, DriverPackages
 from gpurig.onboard.onboard import os_problem
+from tests.unit.gpu_fixtures import recorded_output
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "release"
 
@@ -29,12 +30,8 @@ def header(name: str) -> dict[str, str]:
 
 
 def body(name: str) -> str:
-    """The recorded output: the file minus its leading '# ' header lines."""
-    lines = (FIXTURES / name).read_text(encoding="utf-8").splitlines(keepends=True)
-    start = 0
-    while start < len(lines) and lines[start].startswith("# "):
-        start += 1
-    return "".join(lines[start:])
+    """The recorded output, without its header."""
+    return recorded_output(FIXTURES / name)
 
 
 @pytest.mark.parametrize(("release", "codename"), [("11", "bullseye"), ("13", "trixie")])
