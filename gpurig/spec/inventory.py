@@ -22,10 +22,10 @@ from gpurig import DEPLOY_ROOT
 from gpurig.spec.hostkeys import key_problem
 from gpurig.spec.model import normalise
 from gpurig.spec.safe_yaml import YamlRefused, bounded_yaml, check_text, read_text, syntax_refusal
+from gpurig.spec.schema_check import passes
 from gpurig.spec.user_scope import root_only
-from gpurig.spec.valid_cache import remember_valid, validated_before
 
-if TYPE_CHECKING:  # jsonschema is loaded only to validate what was not validated before
+if TYPE_CHECKING:  # jsonschema is loaded only to explain a document that does not pass
     from jsonschema import Draft202012Validator, TypeChecker, ValidationError
 
 SCHEMA_PATH = Path(DEPLOY_ROOT, "schemas", "inventory.schema.json")
@@ -272,7 +272,14 @@ def _parse(file: str, text: str) -> tuple[list[Problem], Any]:
         return [Problem(file, exc.line, (), exc.message)], None
 
 
-def _schema_problems(file: str, doc: Any, data: Any, validator: Any) -> list[Problem]:
+def _schema_problems(
+    file: str, doc: Any, data: Any, validator: Any, ref: str | None = None
+) -> list[Problem]:
+    """None where the document passes (schema_check, no jsonschema: the node contracts load a
+    spec at every job start); otherwise jsonschema's problems, at their lines."""
+    if passes(schema(), data, ref):
+        return []
+    validator = validator()
     problems = [p for err in validator.iter_errors(data) for p in _explain(file, doc, err)]
     return list(dict.fromkeys(problems))  # `required` reports each missing key per error
 
@@ -282,7 +289,7 @@ def _load_text(file: str, text: str) -> tuple[list[Problem], list[Host]]:
     if problems:
         return problems, []
     data = _plain(doc)
-    problems = _schema_problems(file, doc, data, _validator())
+    problems = _schema_problems(file, doc, data, _validator)
     checks = list(_semantic_problems(file, doc, data))
     if problems or checks:
         return problems + checks, []
@@ -309,13 +316,7 @@ def load_spec_file(path: str | Path, name: str) -> Host:
     if problems:
         raise InventoryError(problems)
     data = _plain(doc)
-    # The node contracts load this file at every job start: the schema's verdict on the same
-    # text (and the same schema) is remembered, so jsonschema is loaded once per change.
-    key = (SCHEMA_PATH.read_bytes(), text)
-    known = validated_before(*key)
-    problems = [] if known else _schema_problems(file, doc, data, _spec_validator())
-    if not problems and not known:
-        remember_valid(*key)
+    problems = _schema_problems(file, doc, data, _spec_validator, "#/$defs/spec")
     problems += _mount_problems(file, doc, (), data)
     if not problems:
         problems += _missing_images(file, doc, (), data, merged=False)

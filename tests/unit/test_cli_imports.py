@@ -94,9 +94,14 @@ def test_offline_commands_load_nothing_heavy(
 
 
 def test_validate_loads_the_inventory_checker(tmp_path: Path) -> None:
-    """The probe sees real work: validate imports what it validates with."""
+    """The probe sees real work: validate imports what it validates with, and jsonschema only
+    to explain a file that does not pass."""
     modules, _ = loaded_by(["validate", str(EXAMPLE)], tmp_path)
-    assert {"gpurig.spec.inventory", "jsonschema"} <= modules
+    assert {"gpurig.spec.inventory", "gpurig.spec.schema_check"} <= modules
+    assert "jsonschema" not in modules
+    bad = ROOT / "tests" / "unit" / "bad_inventories" / "size-without-unit.yaml"
+    modules, _ = loaded_by(["validate", str(bad)], tmp_path, 2)
+    assert "jsonschema" in modules
 
 
 def test_apt_repository_reads_the_package_list_without_the_evaluator() -> None:
@@ -209,7 +214,6 @@ def test_node_contracts_load_no_ssh_stack_and_no_schema_engine(
     else:
         spec.write_text("engine: none\ncore_dumps: disabled\nchecks: {disk_free_min: 1m}\n")
         args = ["drift", "--local", "--spec", str(spec), *(["--mode", mode] if mode else [])]
-    loaded_by(args, tmp_path, None)  # the first run validates the spec (may load jsonschema)
     modules, patched = loaded_by(args, tmp_path, None)  # the reader's modules: it judged
     assert {"gpurig.checks.judge", "gpurig.read.local", "gpurig.facts.round_trip"} <= modules
     assert not patched
