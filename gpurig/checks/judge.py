@@ -1,6 +1,6 @@
 """`gpurig drift`'s judge: a host's one read judged with the converge's own plans plus the
-checks, and this machine read and judged without an SSH stack (the node contracts). Reading
-hosts over SSH is gpurig.remote.drift's.
+checks. Reading hosts over SSH is gpurig.remote.drift's, reading this machine
+gpurig.node.read's.
 
 An unreachable host or a host whose output cannot be parsed becomes a finding,
 never a crash: a CI job must see the whole fleet's report even when one box is down or odd.
@@ -8,10 +8,9 @@ never a crash: a CI job must see the whole fleet's report even when one box is d
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import Any
 
 from gpurig.checks.all import ODD_OUTPUT, check
 from gpurig.checks.finding import Finding
@@ -169,8 +168,3 @@ def report(result: Probed, scope: Scope = EVERYTHING) -> HostReport:
         return HostReport(name, True, findings, facts)
     except Exception as exc:  # a bug in gpurig: this host's report says so, the others go on
         return HostReport(name, True, [internal_error(exc)])
-
-
-def progress_stream() -> TextIO | None:
-    """stderr when a person is watching it; CI logs get no progress noise."""
-    return sys.stderr if sys.stderr.isatty() else None

@@ -203,8 +203,7 @@ def drift(
         reports = [drift_local(selected[0])]
     else:
         # Imported here: the console script (gpurig.cli.entry) has patched gevent in by now.
-        from gpurig.checks.judge import progress_stream
-        from gpurig.remote.drift import run_drift
+        from gpurig.remote.drift import progress_stream, run_drift
         from gpurig.remote.pyinfra_inventory import cache_dir
 
         reports = run_drift(selected, cache_dir(), progress_stream())

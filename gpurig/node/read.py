@@ -8,7 +8,8 @@ import shutil
 import subprocess
 
 from gpurig.checks.judge import EVERYTHING, PROBE_TIMEOUT, Probed, Scope, drift_reads, report
-from gpurig.read.local import Flood, read_here
+from gpurig.read.bounds import OutputFlood
+from gpurig.read.local import read_here
 from gpurig.report.render import HostReport
 from gpurig.spec.inventory import Host
 from gpurig.spec.model import normalise
@@ -49,6 +50,6 @@ def read_local(host: Host, scope: Scope = EVERYTHING, timeout: int | None = None
     reads = drift_reads(spec, scope)
     try:
         state = read_here(reads, sudo, timeout or PROBE_TIMEOUT, scope.bound)
-    except Flood as exc:
+    except OutputFlood as exc:
         return Probed(host, None, str(exc))
     return Probed(host, state)

@@ -12,6 +12,11 @@ MAX_OUTPUT_LINES = 1 << 18
 FLOOD_PREFIX = "the host printed more than"
 
 
+class OutputFlood(OSError):
+    """A command printed past the bounds. An OSError, so pyinfra fails that host's fact or
+    operation alone, as it does for a broken connection; the node's own read refuses it too."""
+
+
 def flood_reason(streams: Sequence[str]) -> str:
     """Why a command's output was refused, naming the streams that passed a bound."""
     return (

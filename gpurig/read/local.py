@@ -22,10 +22,6 @@ from gpurig.read import bounds
 GRACE_SECONDS = 0.2
 
 
-class Flood(Exception):
-    """The read printed past the output bounds (gpurig.read.bounds): refused whole, as over SSH."""
-
-
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     """TERM, then KILL, the read's whole process group (sudo relays TERM to its command)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -42,7 +38,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 def run_bounded(argv: Sequence[str], timeout: float) -> bytes | None:
     """stdout of `argv` (stdin and stderr closed off, working directory `/`); None when it ran
-    past `timeout` seconds (its group killed). Flood past bounds.MAX_OUTPUT_BYTES (the rest is
+    past `timeout` seconds (its group killed). OutputFlood past bounds.MAX_OUTPUT_BYTES (the rest is
     drained, so the command is not blocked)."""
     proc = subprocess.Popen(
         list(argv),
@@ -80,15 +76,15 @@ def run_bounded(argv: Sequence[str], timeout: float) -> bytes | None:
         _stop(proc)
         return None
     if kept > bounds.MAX_OUTPUT_BYTES:
-        raise Flood(bounds.flood_reason(["stdout"]))
+        raise bounds.OutputFlood(bounds.flood_reason(["stdout"]))
     return b"".join(chunks)
 
 
 def lines(output: bytes) -> list[str]:
     """The output's lines as pyinfra hands them to a fact: split at newlines only, decoded with
-    replacement. Flood past bounds.MAX_OUTPUT_LINES, counted before any line is made."""
+    replacement. OutputFlood past bounds.MAX_OUTPUT_LINES, counted before any line is made."""
     if output.count(b"\n") > bounds.MAX_OUTPUT_LINES:
-        raise Flood(bounds.flood_reason(["stdout"]))
+        raise bounds.OutputFlood(bounds.flood_reason(["stdout"]))
     found = output.decode("utf-8", "replace").split("\n")
     if found and found[-1] == "":
         found.pop()
@@ -99,7 +95,7 @@ def read_here(
     reads: list[Read], sudo: bool, timeout: float, bound: int | None = None
 ) -> dict[str, Any]:
     """HostState's values for `reads` on this machine ({} when the read ran out of time or
-    printed nothing), through `sudo -n` when `sudo`; Flood past the output bounds."""
+    printed nothing), through `sudo -n` when `sudo`; OutputFlood past the output bounds."""
     state = HostState()
     command = state.command(reads=reads, bound=bound)
     argv = [HostState.shell_executable or "/bin/sh", "-c", command]

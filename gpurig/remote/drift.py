@@ -6,6 +6,7 @@ when one box is down or odd."""
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -116,3 +117,8 @@ def run_drift(
 ) -> list[HostReport]:
     """Read and judge `hosts` in parallel; reports in inventory order."""
     return [report(result) for result in probe_hosts(hosts, cache, progress)]
+
+
+def progress_stream() -> TextIO | None:
+    """stderr when a person is watching it; CI logs get no progress noise."""
+    return sys.stderr if sys.stderr.isatty() else None

@@ -48,11 +48,6 @@ FLOODED = "gpurig_output_flooded"
 MAX_LINE_BYTES = 8 << 20  # longer lines arrive cut in pieces (and fail their fact's parser)
 
 
-class OutputFlood(OSError):
-    """A command printed past the output bounds. An OSError, so pyinfra fails that host's
-    fact or operation alone, as it does for a broken connection."""
-
-
 class Flooded(util.OutputLine):
     """Put in place of the lines a stream printed past the bounds (never shown as output)."""
 
@@ -92,7 +87,7 @@ def never_prompt(host: Any, _arguments: Any, execute_command: Callable[[], Any])
     if flooded:
         why = bounds.flood_reason(flooded)
         host.connector_data[FLOODED] = why
-        raise OutputFlood(why)
+        raise bounds.OutputFlood(why)
     if (
         return_code != 0
         and output

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from gpurig.read import bounds
-from gpurig.read.local import Flood, lines, run_bounded
+from gpurig.read.bounds import OutputFlood
+from gpurig.read.local import lines, run_bounded
 
 
 def alive(tag: str) -> bool:
@@ -42,7 +43,7 @@ def test_bytes_past_the_bound_are_drained_then_refused(
 ):
     monkeypatch.setattr(bounds, "MAX_OUTPUT_BYTES", 1 << 20)
     done = tmp_path / "done"
-    with pytest.raises(Flood, match="1048576 bytes on stdout"):
+    with pytest.raises(OutputFlood, match="1048576 bytes on stdout"):
         run_bounded(["/bin/sh", "-c", f"yes | head -c 8388608; touch {done}"], timeout=60)
     assert done.exists()  # it ran to its end: what it printed past the bound was drained
 
@@ -50,7 +51,7 @@ def test_bytes_past_the_bound_are_drained_then_refused(
 def test_lines_past_the_bound_are_refused_before_any_is_made(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(bounds, "MAX_OUTPUT_LINES", 1000)
     assert lines(b"a\n" * 1000) == ["a"] * 1000
-    with pytest.raises(Flood, match=f"{bounds.MAX_OUTPUT_LINES} lines"):
+    with pytest.raises(OutputFlood, match=f"{bounds.MAX_OUTPUT_LINES} lines"):
         lines(b"\n" * 1001)
 
 

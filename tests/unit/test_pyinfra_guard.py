@@ -64,7 +64,7 @@ def test_output_past_the_bound_is_drained_then_refused(
 ) -> None:
     monkeypatch.setattr(bounds, "MAX_OUTPUT_BYTES", 1 << 20)
     done = tmp_path / "done"
-    with pytest.raises(pyinfra_guard.OutputFlood, match="1048576 bytes on stdout"):
+    with pytest.raises(bounds.OutputFlood, match="1048576 bytes on stdout"):
         local_host.run_shell_command(f"yes | head -c 8388608; touch {done}", _timeout=60)
     assert done.exists()  # the command finished: what it printed past the bound was drained
     assert "refused" in local_host.connector_data.pop(pyinfra_guard.FLOODED)
@@ -87,9 +87,9 @@ def test_a_flood_of_empty_lines_is_bounded_in_memory_and_fails_the_host(
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     print(f"peak traced memory: {peak / (1 << 20):.1f} MiB")
-    faults.plant(refused=isinstance(refused, pyinfra_guard.OutputFlood), ran_as_root=False)
+    faults.plant(refused=isinstance(refused, bounds.OutputFlood), ran_as_root=False)
     assert peak < 64 << 20, f"{peak >> 20} MiB kept for a flood of empty lines"
-    assert isinstance(refused, pyinfra_guard.OutputFlood)
+    assert isinstance(refused, bounds.OutputFlood)
     assert f"{bounds.MAX_OUTPUT_LINES} lines" in str(refused)
     assert "on stdout and stderr" in str(refused)
     assert local_host.connector_data.pop(pyinfra_guard.FLOODED) == str(refused)
