@@ -64,7 +64,7 @@ def full_spec(top: Path, engine: str, checkout: tuple[str, str], secret: Path) -
         "engine": engine,
         "gpu": "auto",  # the sandbox says absent; auto converges the toolkit without a GPU
         "insecure_registries": [registry],
-        "nvidia_toolkit": {"version": aptrepo.VERSIONS[0], "repo": apt, "key": f"{apt}/gpgkey"},
+        "nvidia_toolkit": aptrepo.toolkit_spec(top, apt, aptrepo.VERSIONS[0]),
         "packages": ["curl"],
         "containers": {"train": {
             "image": state.images["train"], "shm_size": "8g", "user": "root",

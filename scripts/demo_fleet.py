@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from gpurig.remote.converge import parse_results
-from gpurig.sandbox.aptrepo import key_fingerprint
+from gpurig.sandbox.aptrepo import toolkit_spec
 from gpurig.sandbox.manager import Paths
 from gpurig.sandbox.services import url
 from gpurig.sandbox.state import load, locate
@@ -91,13 +91,7 @@ def prepare(name: str) -> None:
         "spec": {
             "gpu": "auto",  # no GPU here: the toolkit is installed, CDI is not generated
             "insecure_registries": [url(state, "registry")],
-            # Plain HTTP: the key is trusted by its pinned fingerprint alone.
-            "nvidia_toolkit": {
-                "version": "1.17.8-1",
-                "repo": apt,
-                "key": f"{apt}/gpgkey",
-                "key_fingerprint": key_fingerprint(top / "aptrepo" / "repo"),
-            },
+            "nvidia_toolkit": toolkit_spec(top, apt, "1.17.8-1"),
             "packages": ["python3-venv"],
             # The sandbox's hosts share this machine's disk: a headroom any machine has.
             "checks": {"disk_free_min": "2g"},

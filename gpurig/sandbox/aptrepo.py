@@ -180,6 +180,13 @@ def key_fingerprint(repo: Path) -> str:
     return next(line.split(":")[9] for line in shown.splitlines() if line.startswith("fpr:"))
 
 
+def toolkit_spec(top: Path, repo_url: str, version: str) -> dict[str, str]:
+    """`nvidia_toolkit` from the sandbox (directory `top`) whose repository is at `repo_url`:
+    its key comes over plain HTTP, so it is pinned by fingerprint, as a user's mirror must be."""
+    return {"version": version, "repo": repo_url, "key": f"{repo_url}/gpgkey",
+            "key_fingerprint": key_fingerprint(top / "aptrepo" / "repo")}  # fmt: skip
+
+
 def url(host: str, port: int) -> str:
     """The repository's URL, as `nvidia_toolkit.repo` declares it (`/gpgkey` below it)."""
     return f"http://{host}:{port}"

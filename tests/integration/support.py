@@ -63,9 +63,7 @@ class Sandbox:
 
     def toolkit(self, version: str) -> dict[str, str]:
         """`nvidia_toolkit` from the sandbox's apt repository, its key pinned (plain HTTP)."""
-        key = aptrepo.key_fingerprint(self.top / "aptrepo" / "repo")
-        return {"version": version, "repo": self.apt_url, "key": f"{self.apt_url}/gpgkey",
-                "key_fingerprint": key}  # fmt: skip
+        return aptrepo.toolkit_spec(self.top, self.apt_url, version)
 
     @property
     def git_url(self) -> str:
