@@ -50,16 +50,20 @@ def patched():
 """
 
 
-def loaded_by(args: list[str], tmp_path: Path, exit_code: int | None = 0) -> tuple[set[str], bool]:
+def loaded_by(
+    args: list[str], tmp_path: Path, exit_code: int | None = 0, home: Path | None = None
+) -> tuple[set[str], bool]:
     """Modules loaded after `gpurig ARGS` ran to its exit, and whether gevent was patched in.
     The command must exit with `exit_code`: one that stopped early (a usage error, a crash
     turned into an exit) loads little, and would pass for a lean one. None: the verdict is this
-    machine's (a node contract judging it), and the caller shows the work was done."""
+    machine's (a node contract judging it), and the caller shows the work was done. `home`:
+    the HOME it runs with (a user-scope converge writes there)."""
     (tmp_path / "gevent_state.py").write_text(GEVENT_STATE)
+    env = {"PYTHONPATH": f"{ROOT}:{tmp_path}", "PATH": "/usr/bin:/bin"}
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, json.dumps(args)],
         cwd=ROOT,
-        env={"PYTHONPATH": f"{ROOT}:{tmp_path}", "PATH": "/usr/bin:/bin"},
+        env=env | ({"HOME": str(home)} if home else {}),
         capture_output=True,
         text=True,
         check=True,
@@ -206,15 +210,19 @@ def test_node_contracts_load_no_ssh_stack_and_no_schema_engine(
     mode: str | None, tmp_path: Path
 ) -> None:
     """Each contract, and `up --local` on a node with nothing to change (a user-scope spec
-    with no engine: nothing to converge anywhere), reads and judges with the core alone."""
-    spec = tmp_path / "node.yaml"
+    with no engine, in a HOME of its own converged once before), reads and judges with the core
+    alone."""
+    spec, home = tmp_path / "node.yaml", tmp_path / "home"
+    home.mkdir(mode=0o700)
     if mode == "up":
         spec.write_text("engine: none\nscope: user\n")
         args = ["up", "--local", "--spec", str(spec)]
+        _, converging = loaded_by(args, tmp_path, 0, home)
+        assert converging and "gpurig core_dumps" in (home / ".profile").read_text()
     else:
         spec.write_text("engine: none\ncore_dumps: disabled\nchecks: {disk_free_min: 1m}\n")
         args = ["drift", "--local", "--spec", str(spec), *(["--mode", mode] if mode else [])]
-    modules, patched = loaded_by(args, tmp_path, None)  # the reader's modules: it judged
+    modules, patched = loaded_by(args, tmp_path, None, home)  # the reader's modules: it judged
     assert {"gpurig.checks.judge", "gpurig.read.local", "gpurig.facts.round_trip"} <= modules
     assert not patched
     assert sorted(m for m in modules if m.split(".")[0] in NODE_FORBIDDEN) == []
