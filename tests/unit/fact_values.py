@@ -4,7 +4,7 @@ recorded outputs (tests/fixtures/gpu), and a `read(FactClass, **kwargs)` answeri
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gpurig.checks.gpu import FABRIC_MANAGER
@@ -21,6 +21,19 @@ from gpurig.facts.gpurig_nvidia import (
 from gpurig.facts.gpurig_units import Units
 from gpurig.facts.round_trip import Unreadable
 from tests.unit.gpu_fixtures import read_fixture
+
+# The nonce of output built by hand in the framing that facts/round_trip.py prints.
+NONCE = "0123456789abcdef0123456789abcdef"
+
+
+def framed(kind: str, parts: Mapping[str, Sequence[str]]) -> list[str]:
+    """Lines as a run with NONCE prints them: the nonce, then each label's marker of `kind`
+    (section: HostState's, part: a Sectioned fact's) and its lines."""
+    lines = [f"--gpurig-nonce {NONCE}"]
+    for label, body in parts.items():
+        lines += ["", f"--gpurig-{kind}-{NONCE} {label}", *body]
+    return lines
+
 
 # Keyword arguments that name which of several reads of one fact is meant.
 _WHICH = ("container", "checkout")
