@@ -201,8 +201,9 @@ def test_one_plugin_scan_answers_gevent_as_a_scan_would_and_is_undone() -> None:
 
 
 # What a node contract must not load: an SSH stack, greenlets, a task runner, a schema engine
-# (issue 28: they cost a Prolog 10x NHC's time at every job start).
-NODE_FORBIDDEN = ["pyinfra", "gevent", "paramiko", "invoke", "jsonschema"]
+# (issue 28: they cost a Prolog 10x NHC's time at every job start), nor click and the CLI
+# module (its command line is read by gpurig.node.argv).
+NODE_FORBIDDEN = ["pyinfra", "gevent", "paramiko", "invoke", "jsonschema", "click"]
 
 
 @pytest.mark.parametrize("mode", ["prolog", "healthcheck", "npd", None, "up"])
@@ -226,3 +227,4 @@ def test_node_contracts_load_no_ssh_stack_and_no_schema_engine(
     assert {"gpurig.checks.judge", "gpurig.read.local", "gpurig.facts.round_trip"} <= modules
     assert not patched
     assert sorted(m for m in modules if m.split(".")[0] in NODE_FORBIDDEN) == []
+    assert "gpurig.cli.main" not in modules
