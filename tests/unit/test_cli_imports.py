@@ -59,7 +59,8 @@ def loaded_by(
     machine's (a node contract judging it), and the caller shows the work was done. `home`:
     the HOME it runs with (a user-scope converge writes there)."""
     (tmp_path / "gevent_state.py").write_text(GEVENT_STATE)
-    env = {"PYTHONPATH": f"{ROOT}:{tmp_path}", "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": f"{ROOT}:{tmp_path}", "PATH": "/usr/bin:/bin",
+           "GPURIG_RUNTIME_DIR": str(tmp_path / "run")}  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, json.dumps(args)],
         cwd=ROOT,
@@ -228,3 +229,8 @@ def test_node_contracts_load_no_ssh_stack_and_no_schema_engine(
     assert not patched
     assert sorted(m for m in modules if m.split(".")[0] in NODE_FORBIDDEN) == []
     assert "gpurig.cli.main" not in modules
+    # The spec unchanged since that run, its parse kept (gpurig.spec.runtime): no YAML parser.
+    again, _ = loaded_by(args, tmp_path, None, home)
+    assert "gpurig.checks.judge" in again and not {"ruamel", "yaml"} & {
+        m.split(".")[0] for m in again
+    }
