@@ -12,7 +12,6 @@ import secrets
 import shlex
 from typing import Any
 
-from gpurig.facts.gpurig_container import ThroughUserSocket
 from gpurig.facts.reader import Reader
 from gpurig.read.acceptance import ACCEPTANCE_SCRIPT, parse_result
 from gpurig.spec.user_scope import CONTAINER_HOST
@@ -29,6 +28,7 @@ class Acceptance(Reader[dict[str, Any]]):
     "nccl": {"exit", "output"} | None} (all_reduce_perf's, judged by gpurig.read.nccl_tests)."""
 
     shell_executable = "sh"
+    prefix = ""  # what runs first: UserAcceptance points podman at the user's socket
 
     @staticmethod
     def default() -> dict[str, Any]:
@@ -61,7 +61,7 @@ out=$(timeout {NCCL_TIMEOUT} {inside}sh -c {shlex.quote(script)} 2>&1); rc=$?
 printf '%s %s\\n' {m}-nccl "$rc"
 printf '%s\\n' "$out" | tail -c {MAX_OUTPUT}
 """
-        return f"""\
+        return f"""{self.prefix}\
 printf '%s\\n' {m}-result
 {python} 2>&1 | tail -c {MAX_OUTPUT}; echo
 {nccl}command -v dcgmi >/dev/null 2>&1 || exit 0
@@ -97,16 +97,8 @@ printf '%s\\n' "$out" | head -c {MAX_OUTPUT}
         return found
 
 
-class UserAcceptance(ThroughUserSocket, Acceptance):
-    """Acceptance with the container reached through the user's Podman API socket."""
+class UserAcceptance(Acceptance):
+    """Acceptance with the container reached through the user's Podman API socket (as
+    ThroughUserSocket does for the other container facts)."""
 
-    # Named arguments, as Acceptance takes them: pyinfra reads a fact's by its signature.
-    def command(  # type: ignore[override]
-        self,
-        engine: str | None = None,
-        container: str | None = None,
-        gpus: int = 0,
-        nccl_bytes: int = 0,
-    ) -> str:
-        body = Acceptance.command(self, engine, container, gpus, nccl_bytes)
-        return f"export {CONTAINER_HOST}\n{body}"
+    prefix = f"export {CONTAINER_HOST}\n"

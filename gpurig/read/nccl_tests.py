@@ -19,13 +19,13 @@ from gpurig.spec.units import parse_size
 @dataclass(frozen=True)
 class Half:
     """One half of a table row (out-of-place or in-place): time in µs, algorithm and bus
-    bandwidth in GB/s, and #wrong (None: 'N/A'; `error`: older builds' max error instead)."""
+    bandwidth in GB/s, and #wrong (None: 'N/A', or a build before 2.10 that printed its max
+    error there instead of a count)."""
 
     time_us: float
     algbw: float
     busbw: float
     wrong: int | None
-    error: float | None = None
 
 
 @dataclass(frozen=True)
@@ -69,11 +69,10 @@ _AVG_RE = re.compile(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
 
 def _half(cells: Sequence[str]) -> Half:
     time_us, algbw, busbw, wrong = cells
-    if wrong == "N/A":
-        return Half(float(time_us), float(algbw), float(busbw), None)
-    if wrong.isdigit():
-        return Half(float(time_us), float(algbw), float(busbw), int(wrong))
-    return Half(float(time_us), float(algbw), float(busbw), None, float(wrong))
+    if wrong != "N/A":
+        float(wrong)  # a count, or an older build's max error: a number either way
+    count = int(wrong) if wrong.isdigit() else None
+    return Half(float(time_us), float(algbw), float(busbw), count)
 
 
 def _row(cells: list[str]) -> Row | None:

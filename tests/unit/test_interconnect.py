@@ -3,8 +3,6 @@ PCIe ACS) on outputs recorded on real machines (tests/fixtures/gpu, each naming 
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +20,7 @@ from gpurig.read.interconnect_parse import (
     parse_sxid_lines,
 )
 from tests.unit.fact_values import lent_h100, reader
-from tests.unit.gpu_fixtures import read_fixture
+from tests.unit.gpu_fixtures import read_fixture, run_with_stand_in
 
 SXID_20034 = "kernel_sxid_20034_with_xid_79_dmesg.txt"
 SXID_12028 = "kernel_sxid_12028_dmesg-decode-iso.txt"
@@ -37,18 +35,10 @@ def judge(values: dict[type, Any]) -> list[Finding]:
 
 
 def read_kernel_log(text: str, tmp_path: Path) -> dict[str, Any]:
-    """KernelLog's own command run by /bin/sh with a `dmesg` that prints `text`: the read's
-    filter as it runs on a host, on a recorded log."""
-    (tmp_path / "log").write_text(text)
-    dmesg = tmp_path / "dmesg"
-    dmesg.write_text(f"#!/bin/sh\ncat {tmp_path / 'log'}\n")
-    dmesg.chmod(0o755)
+    """KernelLog's own command with a `dmesg` that prints `text`: the read's filter as it runs
+    on a host, on a recorded log."""
     fact = KernelLog()
-    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
-    out = subprocess.run(
-        ["/bin/sh", "-c", fact.command()], capture_output=True, text=True, env=env, check=True
-    ).stdout
-    return fact.process(out.splitlines())
+    return fact.process(run_with_stand_in(tmp_path, "dmesg", text, fact.command()))
 
 
 # --- NVSwitch SXid ------------------------------------------------------------------------------

@@ -5,8 +5,6 @@ shell running it, and the verdict it adds to a host's acceptance."""
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +20,7 @@ from gpurig.read.nccl_tests import (
     parse_all_reduce,
     with_all_reduce,
 )
-from tests.unit.gpu_fixtures import FIXTURES
+from tests.unit.gpu_fixtures import FIXTURES, run_with_stand_in
 
 A3MEGA = "nccl-tests_all_reduce_perf_h100x16_2-node_a3mega.txt"
 ALLTOALL_5090 = "nccl-tests_alltoall_perf_rtx5090_avg-0_na-wrong.txt"
@@ -145,20 +143,11 @@ def test_no_all_reduce_on_one_gpu() -> None:
 
 
 def run_acceptance_here(tmp_path: Path, output: str, gpus: int) -> dict[str, Any]:
-    """The Acceptance fact's own command run by sh with an `all_reduce_perf` on PATH that
-    prints a recorded output (and no torch or dcgmi here)."""
-    (tmp_path / "out.txt").write_text(output)
-    tool = tmp_path / "all_reduce_perf"
-    tool.write_text(f'#!/bin/sh\necho "$@" > {tmp_path / "args"}\ncat {tmp_path / "out.txt"}\n')
-    tool.chmod(0o755)
+    """The Acceptance fact's own command with an `all_reduce_perf` that prints a recorded
+    output (and no torch or dcgmi here)."""
     fact = Acceptance()
-    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
     command = fact.command(gpus=gpus, nccl_bytes=message_bytes(H100, gpus))
-    done = subprocess.run(
-        ["sh", "-c", command], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert done.returncode == 0, done.stderr
-    return fact.process(done.stdout.splitlines())
+    return fact.process(run_with_stand_in(tmp_path, "all_reduce_perf", output, command))
 
 
 def test_the_fact_runs_all_reduce_perf_at_the_baseline_size(tmp_path: Path) -> None:
