@@ -26,6 +26,7 @@ SXID_20034 = "kernel_sxid_20034_with_xid_79_dmesg.txt"
 SXID_12028 = "kernel_sxid_12028_dmesg-decode-iso.txt"
 HUNG_UVM = "kernel_hung-task_nvidia_uvm_4.4_dmesg.txt"
 HUNG_OTHER = "kernel_hung-task_no-nvidia-frame_6.11_waybar.txt"
+HUNG_RM_LOCK = "kernel_hung-task_nvidia_rwlock_5.15_dmesg.txt"
 ACS_629 = "lspci-vvv_grep-ACSCtl_nccl-issue-629.txt"
 FOUR_GPUS = "nvidia-smi-L_a100-sxm4-80gb-x4_mig-on-gpu0_535.54.03.txt"
 
@@ -102,6 +103,14 @@ def test_a_hung_task_in_nvidia_uvm_is_read_with_its_trace() -> None:
     assert (task.task, task.pid, task.seconds) == ("nvc:[driver]", 5403, 120)
     assert task.lines[-1].endswith("uvm_gpu_retain_by_uuid+0x1e/0x40 [nvidia_uvm]")
     assert task.gpu_lines == [task.lines[-1]]
+
+
+def test_a_hung_task_in_the_driver_s_lock_is_read_in_the_5_15_format() -> None:
+    [task] = parse_hung_tasks(read_fixture(HUNG_RM_LOCK))
+    assert (task.task, task.pid, task.seconds) == ("gdscheck", 509579, 120)
+    assert len(task.lines) == 19
+    assert task.gpu_lines[0].endswith("os_acquire_rwlock_read+0x35/0x50 [nvidia]")
+    assert len(task.gpu_lines) == 7  # every [nvidia] frame
 
 
 def test_a_hung_task_without_a_gpu_frame_is_not_the_gpu_s() -> None:

@@ -25,6 +25,7 @@ from tests.unit.gpu_fixtures import FIXTURES, run_with_stand_in
 A3MEGA = "nccl-tests_all_reduce_perf_h100x16_2-node_a3mega.txt"
 ALLTOALL_5090 = "nccl-tests_alltoall_perf_rtx5090_avg-0_na-wrong.txt"
 INTERLEAVED = "nccl-tests_all_reduce_perf_2-gpu_nccl-info-interleaved_PARTIAL.txt"
+ERROR_COLUMN = "nccl-tests_all_reduce_perf_2x2080ti_error-column_PARTIAL.txt"
 H100 = "NVIDIA H100 80GB HBM3"
 HEADER = ("# source: ", "# command: ", "# machine: ", "# note: ")
 
@@ -61,6 +62,14 @@ def test_nccl_info_lines_between_the_table_and_its_summary_are_skipped() -> None
     run = parse_all_reduce(recorded(INTERLEAVED))
     [row] = run.rows
     assert (row.size, row.in_place.busbw, run.avg_busbw) == (134217728, 25.88, 8.62002)
+
+
+def test_an_early_build_s_error_column_is_read_as_no_count() -> None:
+    run = parse_all_reduce(recorded(ERROR_COLUMN))
+    assert len(run.rows) == 11 and run.rows[-1].size == 131072
+    assert run.rows[-1].in_place.busbw == 5.63
+    assert {h.wrong for r in run.rows for h in (r.out_of_place, r.in_place)} == {None}
+    assert run.avg_busbw is None and run.out_of_bounds is None
 
 
 def test_output_without_a_table_is_refused() -> None:
