@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cache
 
 from gpurig.data.tables import table
 
@@ -34,7 +35,7 @@ def parse_sxid_lines(text: str) -> list[SxidEvent]:
     """SXid lines from kernel log text in any of dmesg's and journalctl's prefixes."""
     events = []
     for line in text.splitlines():
-        match = _SXID_RE.search(line)
+        match = _SXID_RE.search(line) if "SXid" in line else None
         if match:
             events.append(
                 SxidEvent(int(match["sxid"]), match["switch"], match["pci"], match["msg"].rstrip())
@@ -62,8 +63,15 @@ class HungTask:
     def gpu_lines(self) -> list[str]:
         """The report's lines naming the NVIDIA driver or NCCL (a frame, the task's name):
         none when the task is not the GPU's."""
-        markers = table("interconnect.yaml")["hung_task"]["markers"]
-        return [line for line in self.lines if any(re.search(m, line, re.I) for m in markers)]
+        names_gpu = _gpu_markers()
+        return [line for line in self.lines if names_gpu.search(line)]
+
+
+@cache
+def _gpu_markers() -> re.Pattern[str]:
+    """The hung-task markers of gpurig/data/interconnect.yaml as one pattern."""
+    markers = table("interconnect.yaml")["hung_task"]["markers"]
+    return re.compile("|".join(f"(?:{m})" for m in markers), re.I)
 
 
 # 'INFO: task nvc:[driver]:5403 blocked for more than 120 seconds.' (a task name may hold ':').
@@ -86,7 +94,7 @@ def parse_hung_tasks(text: str) -> list[HungTask]:
     tasks: list[HungTask] = []
     following = 0
     for line in text.splitlines():
-        match = _HUNG_RE.search(line)
+        match = _HUNG_RE.search(line) if "INFO: task " in line else None
         if match:
             tasks.append(HungTask(match["task"], int(match["pid"]), int(match["s"]), [line]))
             following = limit
