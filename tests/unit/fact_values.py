@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gpurig.checks.gpu import FABRIC_MANAGER
+from gpurig.facts.gpurig_interconnect import PcieAcs
 from gpurig.facts.gpurig_nvidia import (
     GpuDevices,
     GpuHealth,
@@ -87,6 +88,7 @@ def gpu_values(
     module_built: str | None = None,
     dkms: str | None = None,
     toolkit_info: str | None = None,
+    acs: str | None = None,
 ) -> dict[type, Any]:
     """Every GPU fact's value for one host, from recorded outputs (fixture names or text);
     nvidia-smi's parts are absent where `nvidia_smi` is False."""
@@ -115,6 +117,7 @@ def gpu_values(
             {"modinfo": "modinfo\n" + (module_built or "") if modinfo else "", "dkms": dkms or ""}
         ),
         KernelLog: KernelLog.parse({"gpu_lines": _text(xid_lines) or ""}),
+        PcieAcs: PcieAcs.parse({"acs": _text(acs) or ""}),
     }
 
 

@@ -240,7 +240,13 @@ def every_read(private_dir: Path) -> list[Read]:
     for engine in ("docker", "podman"):
         raw = full_spec(engine, checkout, secret)
         engine_name, container = where(normalise(raw))
-        accept = [(NvidiaGpus, {}), (Acceptance, {"engine": engine_name, "container": container})]
+        accept = [
+            (NvidiaGpus, {}),
+            (
+                Acceptance,
+                {"engine": engine_name, "container": container, "gpus": 2, "nccl_bytes": 1024},
+            ),
+        ]
         for cls, kwargs in [*drift_reads(normalise(raw)), *preflight_reads(new_host(raw)), *accept]:
             reads.setdefault(read_key(cls, kwargs), (cls, kwargs))
     return list(reads.values())
