@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from gpurig.facts.round_trip import BOUNDED, Sectioned, part_text
+from gpurig.facts.round_trip import BOUNDED, LINES, Sectioned, part_text
 from gpurig.read import gpu_parse, interconnect_parse
 
 
@@ -60,7 +60,7 @@ class NvidiaGpus(Sectioned[dict[str, Any]]):
             "list": _smi("-L 2>&1"),
             "query": _smi(gpu_parse.QUERY_GPU_COMMAND.removeprefix("nvidia-smi "), "2>&1"),
             "version": _smi("--version 2>/dev/null"),
-            "module": "cat /proc/driver/nvidia/version 2>/dev/null",
+            "module": f"{LINES}\ngpurig_lines /proc/driver/nvidia/version 2>/dev/null",
             "toolkit": _tool("nvidia-container-cli", "info 2>&1"),
         })  # fmt: skip
 
@@ -172,7 +172,7 @@ class RebootRequired(Sectioned[dict[str, Any]]):
     def command(self) -> str:
         return self.sectioned({
             "flag": "[ -f /var/run/reboot-required ] && echo yes",
-            "packages": "cat /var/run/reboot-required.pkgs 2>/dev/null",
+            "packages": f"{LINES}\ngpurig_lines /var/run/reboot-required.pkgs 2>/dev/null",
         })  # fmt: skip
 
     @staticmethod

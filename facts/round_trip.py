@@ -112,6 +112,17 @@ BOUNDED = (
 )
 
 
+# `gpurig_lines FILE` prints a small file's lines and `gpurig_field FILE KEY` what follows KEY
+# on its line, with the shell's own `read`: a /proc, /sys or /etc file costs no process (a fork
+# and an exec cost a node contract's read more than the file itself: issue 28).
+LINES = (
+    'gpurig_lines() { while IFS= read -r l || [ -n "$l" ]; do printf \'%s\\n\' "$l"; '
+    'done < "$1"; }\n'
+    'gpurig_field() { while read -r k v; do [ "$k" != "$2" ] || printf \'%s\\n\' "$v"; '
+    'done < "$1"; }'
+)
+
+
 def part_text(parts: Mapping[str, str], label: str) -> str | None:
     """A part's text stripped, or None when it printed nothing (or did not run)."""
     return (parts.get(label) or "").strip() or None
