@@ -5,7 +5,9 @@
   imports;
 - containers' running state (gpurig/checks/container.py): crashes, OOM kills, the engine API;
 - GPU (gpurig/checks/gpu.py): presence and health;
-- compatibility (gpurig/checks/compat.py): driver, kernel module, CUDA, torch arch lists.
+- compatibility (gpurig/checks/compat.py): driver, kernel module, CUDA, torch arch lists;
+- fabric (gpurig/checks/fabric.py): RDMA ports, their error counters, the fabric's MTU and
+  the declared containers' NCCL interfaces and HCAs.
 
 Each rule is pure `rule(spec, read) -> [Finding]`: it reads the facts it judges through the
 same `read(FactClass, **kwargs)` as the plans (the host's one-round-trip snapshot, or a Recorder
@@ -21,6 +23,7 @@ from typing import Any
 
 from gpurig.checks import compat, compat_checks
 from gpurig.checks import container as container_checks
+from gpurig.checks import fabric as fabric_checks
 from gpurig.checks import gpu as gpu_checks
 from gpurig.checks import node as node_checks
 from gpurig.checks.finding import Finding
@@ -37,7 +40,9 @@ ODD_OUTPUT = (Unreadable, ValueError)
 
 # Every id a check can carry, by domain (tests check each has a case that makes it fire, and
 # that the table has exactly these rows besides the fleet view's).
-CHECK_IDS = (*node_checks.IDS, *container_checks.IDS, *gpu_checks.IDS, *compat.IDS)
+CHECK_IDS = (
+    *node_checks.IDS, *container_checks.IDS, *gpu_checks.IDS, *compat.IDS, *fabric_checks.IDS
+)  # fmt: skip
 
 
 def rules(containers: bool = True, imports: bool = True) -> tuple[Rule, ...]:
@@ -51,6 +56,7 @@ def rules(containers: bool = True, imports: bool = True) -> tuple[Rule, ...]:
         *gpu_checks.RULES,
         *compat_checks.RULES,
         *(compat_checks.CONTAINER_RULES if containers else ()),
+        *fabric_checks.RULES,
     )
 
 
