@@ -30,7 +30,8 @@ def fabric_hosts(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> 
     for name, (interface, mtu) in FABRIC.items():
         _ip(hosts[name].netns, "link", "add", interface, "mtu", str(mtu), "type", "veth",
             "peer", "name", f"{interface}-peer", "mtu", str(mtu))  # fmt: skip
-        _ip(hosts[name].netns, "link", "set", interface, "up")
+        for end in (interface, f"{interface}-peer"):  # a veth is up once both ends are
+            _ip(hosts[name].netns, "link", "set", end, "up")
         specs[name] = {
             "fabric_expect": {"mtu": 9000, "interfaces": {interface: {}}},
             "containers": {"train": {
