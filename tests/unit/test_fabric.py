@@ -30,7 +30,7 @@ from gpurig.facts.round_trip import ROOT_PATH, HostState, Snapshot, Unreadable, 
 from gpurig.read.fabric_parse import ib_hca_unmatched, parse_fabric, socket_ifname_unmatched
 from gpurig.report import fleet
 from gpurig.spec.model import normalise
-from tests.unit.fact_values import reader
+from tests.unit.fact_values import framed, reader
 from tests.unit.gpu_fixtures import recorded_output
 
 RECORDING = Path(__file__).resolve().parent.parent / "fixtures" / "fabric"
@@ -112,7 +112,7 @@ def test_the_reader_reads_the_recorded_tree_as_the_kernel_wrote_it(recorded: dic
 
 def test_one_process_reads_every_file(tmp_path: Path) -> None:
     """The read's shell starts no process per file: the programs started (strace's successful
-    execve) are the section's sed, timeout and the inner sh, however many files it reads."""
+    execve) are the fact's shell, timeout and the bounded sh, however many files it reads."""
     tree = recorded_tree(tmp_path)
     log = tmp_path / "trace"
     command = Fabric().command()
@@ -129,7 +129,7 @@ def test_one_process_reads_every_file(tmp_path: Path) -> None:
     ]
     files = sum(1 for path in tree.rglob("*") if path.is_file())
     assert files > 100
-    assert sorted(started) == ["sed", "sh", "sh", "timeout"], started
+    assert sorted(started) == ["sh", "sh", "timeout"], started
 
 
 def test_this_machine_reads_and_parses() -> None:
@@ -168,13 +168,12 @@ def test_a_counter_without_a_pma_is_none() -> None:
 
 
 def test_an_odd_section_is_unreadable_in_the_one_read() -> None:
-    """Through the host's one read (each section's lines prefixed twice: the host state's and
-    the fact's own), a refused reading is that fact's Unreadable, not an exception."""
+    """Through the host's one read, a refused reading is that fact's Unreadable, not an
+    exception."""
     state = HostState()
     state.command([(Fabric, {})])
-    fact = state._facts[0][0]
-    output = [f"{state._marker} 0", "|", f"|{fact._marker} sysfs", "||/sys/class/net/a b/mtu\t1"]
-    value = state.process(output)[read_key(Fabric, {})]
+    part = framed("part", {"sysfs": ["/sys/class/net/a b/mtu\t1"]})
+    value = state.process(framed("section", {"0": part}))[read_key(Fabric, {})]
     assert isinstance(value, Unreadable)
     assert "not a network interface name: 'a b'" in str(value)
 
