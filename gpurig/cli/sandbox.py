@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from gpurig.sandbox.proc import SandboxError
+from gpurig.sandbox.rootfs import DEFAULT_RELEASE, RELEASES
 from gpurig.sandbox.state import locate
 
 
@@ -81,6 +82,14 @@ def sandbox() -> None:
     "slurm-2, user alice (a cluster user as --user makes them) with a shared home, in the "
     "inventory as slurm-1-alice ...; ready when sinfo lists the nodes idle.",
 )
+@click.option(
+    "--release",
+    type=click.Choice(list(RELEASES)),
+    default=DEFAULT_RELEASE,
+    show_default=True,
+    help="The Debian release of the hosts asked for here; another release's hosts are named "
+    "after it (full-trixie-1, fleet-bullseye-001) and run beside the others.",
+)
 @which_sandbox
 def up(
     fleet_hosts: int,
@@ -88,6 +97,7 @@ def up(
     behind_login: int,
     cluster_users: tuple[str, ...],
     with_slurm: bool,
+    release: str,
     name: str,
     top: Path,
 ) -> None:
@@ -105,6 +115,7 @@ def up(
             behind_login=behind_login,
             cluster_users=cluster_users,
             with_slurm=with_slurm,
+            release=release,
         )
     except SandboxError as e:
         _fail("up", e)
