@@ -256,7 +256,8 @@ def reader(state: dict[str, Any]) -> Callable[..., Any]:
             return {"inspect": state["inspect"], "oom_kill": None}
         simple = {Units: "units", UserPodman: "user_podman", LoginProfile: "profile",
                   JsonFile: "daemon_json", NvidiaGpus: "gpu",
-                  ToolkitKeyring: "keyring", CdiSpec: "cdi", OsRelease: "os_release", RepoState: "repo", RaySessions: "ray",
+                  ToolkitKeyring: "keyring", CdiSpec: "cdi", OsRelease: "os_release",
+                  RepoState: "repo", RaySessions: "ray",
                   CoreFiles: "cores", EditableFinders: "finders", FlashinferCache: "flashinfer",
                   UserRaySessions: "ray", UserCoreFiles: "cores"}  # fmt: skip
         return state[simple[cls]]
