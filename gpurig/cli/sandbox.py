@@ -125,14 +125,21 @@ def up(
 @sandbox.command()
 @click.option("--purge-cache", is_flag=True, help="Also drop the cached rootfs and host image.")
 @click.option("--all", "every", is_flag=True, help="Every sandbox `gpurig sandbox list` shows.")
+@click.option(
+    "--release",
+    type=click.Choice([r for r in RELEASES if r != DEFAULT_RELEASE]),
+    help="Only the hosts of this release; the sandbox and its other hosts keep running.",
+)
 @which_sandbox
-def down(purge_cache: bool, every: bool, name: str, top: Path) -> None:
+def down(purge_cache: bool, every: bool, release: str | None, name: str, top: Path) -> None:
     """Remove everything the sandbox made, by its own records."""
     from gpurig.sandbox import manager
 
     try:
         env = manager.Paths(top).podman_env() if purge_cache else {}
-        if every:
+        if release:
+            manager.down_release(top, release, log=click.echo)
+        elif every:
             manager.down_all(log=click.echo)
         else:
             manager.down(top, log=click.echo)

@@ -304,6 +304,27 @@ def down(top: Path, log: Log = print) -> None:
     log(f"down: sandbox {state.name or top} removed")
 
 
+def down_release(top: Path, release: str, log: Log = print) -> None:
+    """Remove the hosts of one release other than the default (`down --release`), by the
+    records, with their directories; the sandbox, its services and other hosts keep running."""
+    if rootfs.check_release(release) == rootfs.DEFAULT_RELEASE:
+        raise SandboxError(f"--release {release}: the sandbox's own release; `down` removes all")
+    paths = Paths(top)
+    state = load(paths.state)
+    env = paths.podman_env()
+    for rec in [h for h in state.hosts.values() if h.release == release]:
+        if rec.kind == "fleet":
+            fleet.stop(rec)
+        else:
+            full.stop(rec, env)
+        del state.hosts[rec.name]
+        save(paths.state, state)
+        shutil.rmtree(paths.hosts / rec.name, ignore_errors=True)
+        log(f"down: {rec.name} removed")
+    shutil.rmtree(paths.lower(release), ignore_errors=True)
+    write_access_files(paths, state)
+
+
 def down_all(log: Log = print) -> None:
     """`down` every sandbox the index knows; one that fails does not stop the others."""
     failed = []
