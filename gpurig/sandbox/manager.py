@@ -268,6 +268,18 @@ def _mounts_under(path: Path) -> list[str]:
         return [p for p in (line.split()[1] for line in f) if p.startswith(prefix)]
 
 
+def _remove_hosts(paths: Paths, state: State, hosts: list[HostRecord], env: dict[str, str]) -> None:
+    """Stop each host and drop its record, one at a time, so a killed run leaves records of
+    exactly what still runs."""
+    for rec in hosts:
+        if rec.kind == "fleet":
+            fleet.stop(rec)
+        else:
+            full.stop(rec, env)
+        del state.hosts[rec.name]
+        save(paths.state, state)
+
+
 def down(top: Path, log: Log = print) -> None:
     """Remove exactly what the records say was made: processes, namespaces, links,
     containers, the registry, then the sandbox's own directory and its index entry."""
@@ -278,13 +290,7 @@ def down(top: Path, log: Log = print) -> None:
     _require_root_and_tools("ip")
     state = load(paths.state)
     env = paths.podman_env()
-    for rec in list(state.hosts.values()):
-        if rec.kind == "fleet":
-            fleet.stop(rec)
-        else:
-            full.stop(rec, env)
-        del state.hosts[rec.name]
-        save(paths.state, state)
+    _remove_hosts(paths, state, list(state.hosts.values()), env)
     if state.podman_network:
         full.remove_network(state.podman_network, env)
     for pid, started in state.services.values():
@@ -311,14 +317,9 @@ def down_release(top: Path, release: str, log: Log = print) -> None:
         raise SandboxError(f"--release {release}: the sandbox's own release; `down` removes all")
     paths = Paths(top)
     state = load(paths.state)
-    env = paths.podman_env()
-    for rec in [h for h in state.hosts.values() if h.release == release]:
-        if rec.kind == "fleet":
-            fleet.stop(rec)
-        else:
-            full.stop(rec, env)
-        del state.hosts[rec.name]
-        save(paths.state, state)
+    gone = [h for h in state.hosts.values() if h.release == release]
+    _remove_hosts(paths, state, gone, paths.podman_env())
+    for rec in gone:
         shutil.rmtree(paths.hosts / rec.name, ignore_errors=True)
         log(f"down: {rec.name} removed")
     shutil.rmtree(paths.lower(release), ignore_errors=True)
