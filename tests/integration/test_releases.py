@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import Sandbox, Upstream, finding_ids, gpurig, host_spec, remote, write_inventory
+from support import Sandbox, Upstream, finding_ids, gpurig, host_spec, remote
 from test_change_table import OLD
 from test_user_scope import install_gpurig, user_spec
 
@@ -51,16 +51,17 @@ class Release:
         return RELEASES[self.suite]
 
 
-def full_spec(box: Sandbox, kind: str, code: str, proj: str, secret: Path) -> dict:
+def full_spec(box: Sandbox, kind: str, suite: str, refs: tuple[str, str], secret: Path) -> dict:
     """Everything the converge manages on a root host, as the session's change table has it."""
+    code, proj = refs
     spec = host_spec(kind, box.state.images["train"])
     spec.update(
         gpu="auto",  # the sandbox inventory says absent; auto installs the toolkit all the same
         core_dumps="disabled",
         packages=["curl", "tmux", "python3-venv"],
         nvidia_toolkit=box.toolkit(OLD),
-        repos={CODE: {"url": f"{box.git_url}/rel-code.git", "ref": code},
-               PROJ: {"url": f"{box.git_url}/rel-proj.git", "ref": proj,
+        repos={CODE: {"url": f"{box.git_url}/rel-code-{suite}.git", "ref": code},
+               PROJ: {"url": f"{box.git_url}/rel-proj-{suite}.git", "ref": proj,
                       "python": {"manager": "pip", "lockfile": "requirements.txt"}}},
         secrets=[{"src": str(secret), "dest": SECRET}],
         cleanup={"ray_sessions": True, "core_files": True},
@@ -103,22 +104,23 @@ def converged(box: Sandbox, suite: str, tmp: Path) -> Release:
     users.ensure(home, users.Account(USER), public_key(box.paths.client_key),
                  box.paths.podman_env())  # fmt: skip
     login = users.host_name(podman, USER)
-    code = Upstream(box, tmp / "code", "rel-code")
+    code = Upstream(box, tmp / "code", f"rel-code-{suite}")
     (code.work / "run.sh").write_text("#!/bin/sh\necho ok\n")
-    proj = Upstream(box, tmp / "proj", "rel-proj")
+    proj = Upstream(box, tmp / "proj", f"rel-proj-{suite}")
     make_project(proj.work, {"alpha": "1.0", "keepme": "2.0"}, WHEELS, f"{PROJ}/wheels")
     alice = Upstream(box, tmp / "alice", f"rel-alice-{suite}")
     (alice.work / "train.py").write_text("print('train')\n")
     refs = code.commit("first"), proj.commit("locked")
-    specs = {name: full_spec(box, kind, *refs, secret)
+    specs = {name: full_spec(box, kind, suite, refs, secret)
              for name, kind in ((docker, "docker"), (podman, "podman"))}  # fmt: skip
     specs[login] = user_spec(box, (alice, alice.commit("first")))
     inventory = yaml.safe_load(box.paths.inventory.read_text())
     inventory["hosts"][login] = {"address": home.address, "groups": ["full"],
                                  "ssh": {"user": USER, "host_key": home.host_key}}  # fmt: skip
+    for name, spec in specs.items():
+        inventory["hosts"][name]["spec"] = spec
     path = tmp / "inventory.yaml"
     path.write_text(yaml.safe_dump(inventory))
-    write_inventory(box, path, specs)
     for name in (docker, podman):
         remote(box, name).check_output("mkdir -p /srv/data")
     first = converge([path], limit=[docker, podman])
