@@ -89,6 +89,15 @@ def setup_script(account: Account, client_key: str) -> str:
             f"install -d -m 700 -o {u} -g {u} {home}/.ssh",
             f"printf '%s\\n' {shlex.quote(client_key)} > {home}/.ssh/authorized_keys",
             f"chown {u}: {home}/.ssh/authorized_keys && chmod 600 {home}/.ssh/authorized_keys",
+            # The home is on the full host's overlayfs, which Podman 5's rootless overlay store
+            # cannot sit on (a real node's ext4 or xfs can); vfs, as Podman 4.3 picks there
+            # itself. Only where the user has none: a user's own storage.conf is kept.
+            f"conf={home}/.config/containers",
+            'if [ ! -e "$conf/storage.conf" ]; then',
+            f'  install -d -m 700 -o {u} -g {u} {home}/.config "$conf"',
+            '  printf \'[storage]\\ndriver = "vfs"\\n\' > "$conf/storage.conf"',
+            f'  chown {u}: "$conf/storage.conf"',
+            "fi",
             "chmod 666 /dev/net/tun",
         ]
     )
