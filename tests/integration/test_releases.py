@@ -134,8 +134,13 @@ def converged(box: Sandbox, suite: str, tmp: Path) -> Release:
 def test_the_hosts_run_their_release(sandbox: Sandbox, release: Release):
     for name in (release.podman, release.docker):
         shell = remote(sandbox, name)
-        assert shell.system_info.release == release.version
-        assert shell.check_output("systemctl is-system-running --wait") in {"running", "degraded"}
+        assert shell.system_info.release.split(".")[0] == release.version
+        # Debian 13's systemd 257 boots to `degraded` in a container: only the kernel modules
+        # it cannot load; sshd answers all the same (what `up` waits for).
+        state = shell.run("systemctl is-system-running --wait").stdout.strip()
+        assert state in {"running", "degraded"}
+        failed = shell.check_output("systemctl list-units --failed --plain --no-legend")
+        assert {line.split()[0] for line in failed.splitlines()} <= {"systemd-modules-load.service"}
 
 
 def test_a_second_converge_changes_nothing_and_drift_is_clean(release: Release):
