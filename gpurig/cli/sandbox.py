@@ -166,7 +166,7 @@ def status(as_json: bool, name: str, top: Path) -> None:
         for row in rows:
             state = "up" if row["up"] else "DOWN"
             detail = f" ({row['state']})" if "state" in row else ""
-            click.echo(f"{row['name']:<12} {row['kind']:<9} {row['address']:<24} {state}{detail}")
+            click.echo(f"{row['name']:<16} {row['kind']:<9} {row['address']:<24} {state}{detail}")
     sys.exit(0 if all(row["up"] for row in rows) else 1)
 
 
