@@ -14,7 +14,13 @@ from gpurig.deploys import writes
 from gpurig.deploys.changes import start
 from gpurig.deploys.packages import install
 from gpurig.deploys.snapshot import read
-from gpurig.facts.gpurig_repo import GIT_CHANGES, LF_ATTRIBUTES, LF_PATTERNS, LOCK_MARKER
+from gpurig.facts.gpurig_repo import (
+    GIT_CHANGES,
+    LF_ATTRIBUTES,
+    LF_PATTERNS,
+    LOCK_MARKER,
+    attributes_file,
+)
 from gpurig.plans import repos as plan
 from gpurig.plans.change import Change
 from gpurig.plans.repos import env_marker, split_credential
@@ -42,8 +48,8 @@ def _add_attributes(path: str, lines: Sequence[str]) -> str:
     """Append gpurig's lines to the checkout's info/attributes (not tracked, so no dirt)."""
     text = "".join(f"{line}\n" for line in lines)
     return (
-        f"a=$(git -C {_q(path)} rev-parse --path-format=absolute --git-path info/attributes) "
-        f'&& mkdir -p "$(dirname "$a")" && printf %s {shlex.quote(text)} >> "$a"'
+        f'{attributes_file(_q(path))} && mkdir -p "$(dirname "$a")" && '
+        f'printf %s {shlex.quote(text)} >> "$a"'
     )
 
 

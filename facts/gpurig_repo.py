@@ -21,6 +21,17 @@ LOCK_MARKER = ".gpurig-lock.sha256"
 LF_ATTRIBUTES = ("*.sh text eol=lf", "*.py text eol=lf")
 LF_PATTERNS = ("*.sh", "*.py")
 
+
+def attributes_file(path: str) -> str:
+    """Shell that sets $a to the checkout's info/attributes as an absolute path; `path` is a
+    shell word. git prints it relative to the checkout, or absolute (a linked worktree);
+    `--path-format=absolute` would say it once, but git 2.30 (Debian 11) does not know it."""
+    return (
+        f"a=$(git -C {path} rev-parse --git-path info/attributes) && "
+        f'case "$a" in /*) ;; *) a={path}/"$a" ;; esac'
+    )
+
+
 _LISTS = ("dirt", "eol_only", "local", "crlf", "attributes", "writers")
 
 
@@ -67,7 +78,7 @@ class RepoState(Reader[dict[str, Any]]):
             " $pin 2>/dev/null",
             f'git -C "$p" ls-files --eol -- {patterns} '
             '| sed -n "s/^[^$T]*w\\/crlf[^$T]*$T/crlf$T/p"',
-            'a=$(git -C "$p" rev-parse --path-format=absolute --git-path info/attributes)',
+            attributes_file('"$p"'),
             '[ -f "$a" ] && sed "s/^/attributes$T/" "$a"',
         ]
         if lockfile:

@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from gpurig.sandbox.proc import SandboxError
+from gpurig.sandbox.rootfs import DEFAULT_RELEASE, RELEASES
 from gpurig.sandbox.state import locate
 
 
@@ -81,6 +82,14 @@ def sandbox() -> None:
     "slurm-2, user alice (a cluster user as --user makes them) with a shared home, in the "
     "inventory as slurm-1-alice ...; ready when sinfo lists the nodes idle.",
 )
+@click.option(
+    "--release",
+    type=click.Choice(list(RELEASES)),
+    default=DEFAULT_RELEASE,
+    show_default=True,
+    help="The Debian release of the hosts asked for here; another release's hosts are named "
+    "after it (full-trixie-1, fleet-bullseye-001) and run beside the others.",
+)
 @which_sandbox
 def up(
     fleet_hosts: int,
@@ -88,6 +97,7 @@ def up(
     behind_login: int,
     cluster_users: tuple[str, ...],
     with_slurm: bool,
+    release: str,
     name: str,
     top: Path,
 ) -> None:
@@ -105,6 +115,7 @@ def up(
             behind_login=behind_login,
             cluster_users=cluster_users,
             with_slurm=with_slurm,
+            release=release,
         )
     except SandboxError as e:
         _fail("up", e)
@@ -114,14 +125,21 @@ def up(
 @sandbox.command()
 @click.option("--purge-cache", is_flag=True, help="Also drop the cached rootfs and host image.")
 @click.option("--all", "every", is_flag=True, help="Every sandbox `gpurig sandbox list` shows.")
+@click.option(
+    "--release",
+    type=click.Choice([r for r in RELEASES if r != DEFAULT_RELEASE]),
+    help="Only the hosts of this release; the sandbox and its other hosts keep running.",
+)
 @which_sandbox
-def down(purge_cache: bool, every: bool, name: str, top: Path) -> None:
+def down(purge_cache: bool, every: bool, release: str | None, name: str, top: Path) -> None:
     """Remove everything the sandbox made, by its own records."""
     from gpurig.sandbox import manager
 
     try:
         env = manager.Paths(top).podman_env() if purge_cache else {}
-        if every:
+        if release:
+            manager.down_release(top, release, log=click.echo)
+        elif every:
             manager.down_all(log=click.echo)
         else:
             manager.down(top, log=click.echo)
@@ -148,7 +166,7 @@ def status(as_json: bool, name: str, top: Path) -> None:
         for row in rows:
             state = "up" if row["up"] else "DOWN"
             detail = f" ({row['state']})" if "state" in row else ""
-            click.echo(f"{row['name']:<12} {row['kind']:<9} {row['address']:<24} {state}{detail}")
+            click.echo(f"{row['name']:<16} {row['kind']:<9} {row['address']:<24} {state}{detail}")
     sys.exit(0 if all(row["up"] for row in rows) else 1)
 
 

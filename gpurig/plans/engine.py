@@ -9,7 +9,9 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gpurig.data.tables import table
 from gpurig.facts.gpurig_json import JsonFile
+from gpurig.facts.gpurig_node import OsRelease
 from gpurig.facts.gpurig_units import Units
 from gpurig.facts.gpurig_user import LoginProfile, UserPodman
 from gpurig.plans.change import Change
@@ -26,8 +28,20 @@ DOCKER_HOST_LINE = (
     "# Managed by gpurig: docker CLI and SDK use Podman.\n"
     f"export DOCKER_HOST=unix://{PODMAN_SOCKET}\n"
 )
-PACKAGES = {"docker": ["docker.io"], "podman": ["podman"]}
 NVIDIA_RUNTIME = {"nvidia": {"path": "nvidia-container-runtime", "args": []}}
+
+
+def engine_packages(kind: str, os_id: str | None, os_version: str | None) -> list[str]:
+    """The packages `engine: kind` installs on this release (gpurig/data/releases.yaml)."""
+    packages = table("releases.yaml")["engine_packages"]
+    return packages.get(f"{os_id} {os_version}", packages["default"])[kind]
+
+
+def all_engine_packages(kind: str) -> list[str]:
+    """Every package `engine: kind` installs on some release: what the plan reads, by the
+    spec alone, before it knows the release."""
+    rows = table("releases.yaml")["engine_packages"].values()
+    return sorted({name for row in rows for name in row[kind]})
 
 
 def toolkit_wanted(spec: Mapping[str, Any]) -> bool:
@@ -246,7 +260,9 @@ def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
     # Every read first: plans read by the spec alone (see gpurig.plans).
     unit = "docker" if kind == "docker" else "podman.socket"
     units = read(Units, units=[unit])
-    packages = missing(PACKAGES[kind], read, f"engine {kind}")
+    release = read(OsRelease)
+    wanted = engine_packages(kind, release["os_id"], release["os_version"])
+    packages = missing(wanted, read, f"engine {kind}", among=all_engine_packages(kind))
     if kind == "docker":
         daemon_json = _daemon_json(spec, read(JsonFile, path=DAEMON_JSON))
         rest = _service("docker", units, "engine.service") + daemon_json

@@ -11,16 +11,21 @@ from gpurig.plans.change import Change
 
 
 def missing(
-    names: Sequence[str], read: Callable[..., Any], why: str = "", user: bool = False
+    names: Sequence[str],
+    read: Callable[..., Any],
+    why: str = "",
+    user: bool = False,
+    among: Sequence[str] = (),
 ) -> list[Change]:
     """`packages.missing` for those of `names` that are not installed; for a user-scope
     converge (`user`), which installs nothing, `tools.missing` (refused) for those of them
-    the login's PATH lacks."""
+    the login's PATH lacks. `among`: the packages to read, a superset of `names` fixed by
+    the spec alone, where `names` depends on another read (the release)."""
     if not names:
         return []
     if user:
         return _tools(names, read, why)
-    state = read(DebStatus, packages=sorted(set(names)))
+    state = read(DebStatus, packages=sorted(set(among or names)))
     absent = [n for n in names if not (state.get(n) or {}).get("version")]
     if not absent:
         return []

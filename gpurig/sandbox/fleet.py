@@ -9,6 +9,7 @@ from pathlib import Path
 from gpurig.sandbox import net
 from gpurig.sandbox.keys import ensure_keypair, public_key
 from gpurig.sandbox.proc import SandboxError, children, kill, start_time
+from gpurig.sandbox.rootfs import DEFAULT_RELEASE, RELEASES, host_name
 from gpurig.sandbox.state import HostRecord, State
 
 # Runs inside the new namespaces; the mounts vanish with them, so nothing leaks to the machine.
@@ -41,17 +42,26 @@ def prepare_lower(lower: Path, client_key: Path) -> None:
     (ssh_dir / "authorized_keys").write_text(Path(f"{client_key}.pub").read_text())
 
 
-def record(state: State, index: int) -> HostRecord:
-    """Fleet host `index` of the sandbox: its address on the sandbox's bridge, and a netns
-    and veth named after the sandbox (veth names have 15 characters: the slot stands in)."""
-    name = f"fleet-{index:03d}"
+# Fleet hosts of each release number from their own thousand (at most 1000 per `up`), so
+# their addresses and veth names never meet: bookworm's 1..1000, bullseye's 1001..2000, ...
+RELEASE_SPAN = 1000
+
+
+def record(state: State, index: int, release: str = DEFAULT_RELEASE) -> HostRecord:
+    """Fleet host `index` of the sandbox on `release`: its address on the sandbox's bridge,
+    and a netns and veth named after the sandbox (veth names have 15 characters: the slot
+    stands in)."""
+    name = host_name("fleet", f"{index:03d}", release)
+    order = [DEFAULT_RELEASE, *(r for r in RELEASES if r != DEFAULT_RELEASE)]
+    number = index + RELEASE_SPAN * order.index(release)
     return HostRecord(
         name=name,
         kind="fleet",
         index=index,
-        address=net.host_address(state.network, index),
+        address=net.host_address(state.network, number),
         netns=f"gpurig.{state.name}.{name}",
-        veth=f"gv{state.slot}-{index}",
+        veth=f"gv{state.slot}-{number}",
+        release=release,
     )
 
 

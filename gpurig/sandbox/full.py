@@ -10,6 +10,7 @@ from pathlib import Path
 from gpurig.fsutil import atomic_write
 from gpurig.sandbox.keys import ensure_keypair, public_key
 from gpurig.sandbox.proc import SandboxError, run
+from gpurig.sandbox.rootfs import DEFAULT_RELEASE, host_name
 from gpurig.sandbox.state import HostRecord, State
 
 LABEL = "io.gpurig.sandbox"  # value: the host's name
@@ -86,9 +87,10 @@ def remove_network(name: str, env: dict[str, str]) -> None:
         run(["podman", "network", "rm", "--force", name], env=env)
 
 
-def record(state: State, index: int) -> HostRecord:
-    name = f"full-{index}"
-    return HostRecord(name=name, kind="full", index=index, container=f"gpurig.{state.name}.{name}")
+def record(state: State, index: int, release: str = DEFAULT_RELEASE) -> HostRecord:
+    name = host_name("full", str(index), release)
+    container = f"gpurig.{state.name}.{name}"
+    return HostRecord(name=name, kind="full", index=index, container=container, release=release)
 
 
 def running(rec: HostRecord, env: dict[str, str]) -> bool:

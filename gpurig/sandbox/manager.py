@@ -46,9 +46,9 @@ class Paths:
     def hosts(self) -> Path:
         return self.top / "hosts"
 
-    @property
-    def lower(self) -> Path:
-        return self.top / "rootfs"
+    def lower(self, release: str) -> Path:
+        """The release's rootfs, the read-only lower layer of its fleet hosts."""
+        return self.top / f"rootfs-{release}"
 
     @property
     def client_key(self) -> Path:
@@ -110,17 +110,20 @@ def up(
     behind_login: int = 0,
     cluster_users: Sequence[str] = (),
     with_slurm: bool = False,
+    release: str = rootfs.DEFAULT_RELEASE,
 ) -> State:
     """Make sure the sandbox `name` (kept in `top`) runs at least `fleet_hosts` +
-    `full_hosts` hosts, with `behind_login` a login node and that many hosts reachable only
-    through it, and the cluster users asked for now or before (on full-1, see
-    gpurig.sandbox.users), and with `with_slurm` its SLURM cluster (three more full hosts;
-    once made, every `up` keeps it); repair what a killed run left.
+    `full_hosts` hosts of Debian `release` (each release's hosts have names of their own,
+    so releases run side by side), with `behind_login` a login node and that many hosts
+    reachable only through it, and the cluster users asked for now or before (on full host 1
+    of each release, see gpurig.sandbox.users), and with `with_slurm` its SLURM cluster
+    (three more full hosts; once made, every `up` keeps it); repair what a killed run left.
 
     Idempotent: healthy hosts are left alone, missing ones made, broken ones restarted (and
     with a restarted login node, the hosts behind it: their links went with it).
     """
     _require_root_and_tools("ip", "unshare", "ssh-keygen", "docker-registry", "podman")
+    rootfs.check_release(release)
     paths = Paths(top)
     register(name, top)
     top.mkdir(parents=True, exist_ok=True)
@@ -148,8 +151,8 @@ def up(
         save(paths.state, state)
         log(f"image      {state.images['train']}")
 
-    wanted = [fleet.record(state, i) for i in range(1, fleet_hosts + 1)]
-    wanted += [full.record(state, i) for i in range(1, full_hosts + 1)]
+    wanted = [fleet.record(state, i, release) for i in range(1, fleet_hosts + 1)]
+    wanted += [full.record(state, i, release) for i in range(1, full_hosts + 1)]
     if behind_login:  # the login node first: the hosts behind it are wired to it
         wanted.append(fleet.login_record(state))
         wanted += [fleet.behind_record(state, i) for i in range(1, behind_login + 1)]
@@ -160,13 +163,11 @@ def up(
     for rec in wanted:
         state.hosts.setdefault(rec.name, rec)
     env = paths.podman_env()
-    lower = None
-    if state.fleet():
-        lower = rootfs.extract(paths.lower)
+    lowers = {r: rootfs.extract(paths.lower(r), r) for r in state.releases("fleet")}
+    for lower in lowers.values():
         fleet.prepare_lower(lower, paths.client_key)
-    image = ""
-    if state.full():
-        image = rootfs.image(env)
+    images = {r: rootfs.image(env, r) for r in state.releases("full")}
+    if images:
         full.ensure_network(state, env)
 
     started: list[HostRecord] = []
@@ -176,10 +177,9 @@ def up(
         save(paths.state, state)  # the intent is on record before anything is made
         if rec.kind == "fleet":
             fleet.stop(rec)
-            assert lower is not None
-            fleet.start(rec, state, lower, paths.hosts)
+            fleet.start(rec, state, lowers[rec.release], paths.hosts)
         else:
-            full.start(rec, state, image, paths.client_key, paths.hosts, env)
+            full.start(rec, state, images[rec.release], paths.client_key, paths.hosts, env)
         save(paths.state, state)
         started.append(rec)
 
@@ -192,10 +192,9 @@ def up(
             answers = wait_port(rec.address, 22, timeout=left)
         if not answers:
             raise SandboxError(f"{rec.name}: sshd is not answering at {rec.address}:22")
-    home = state.hosts.get(users.HOST)
-    for user in state.users:
-        assert home is not None
-        users.ensure(home, users.Account(user), public_key(paths.client_key), env)
+    for home in users.homes(state):
+        for user in state.users:
+            users.ensure(home, users.Account(user), public_key(paths.client_key), env)
     write_access_files(paths, state)
     with_slurm = with_slurm or any(rec.role for rec in state.hosts.values())
     if with_slurm and (any(rec.role for rec in started) or not slurm.ready(state, env)):
@@ -239,9 +238,8 @@ def write_access_files(paths: Paths, state: State) -> None:
             for h in hosts
         },
     }
-    home = state.hosts.get(users.HOST)
     logins = [(h.name, "root", h) for h in hosts]
-    accounts = [(home, user) for user in state.users] if home else []
+    accounts = [(home, user) for home in users.homes(state) for user in state.users]
     accounts += [(rec, slurm.USER) for rec in slurm.logins(state)]
     for rec, user in accounts:
         name = users.host_name(rec.name, user)
@@ -270,6 +268,18 @@ def _mounts_under(path: Path) -> list[str]:
         return [p for p in (line.split()[1] for line in f) if p.startswith(prefix)]
 
 
+def _remove_hosts(paths: Paths, state: State, hosts: list[HostRecord], env: dict[str, str]) -> None:
+    """Stop each host and drop its record, one at a time, so a killed run leaves records of
+    exactly what still runs."""
+    for rec in hosts:
+        if rec.kind == "fleet":
+            fleet.stop(rec)
+        else:
+            full.stop(rec, env)
+        del state.hosts[rec.name]
+        save(paths.state, state)
+
+
 def down(top: Path, log: Log = print) -> None:
     """Remove exactly what the records say was made: processes, namespaces, links,
     containers, the registry, then the sandbox's own directory and its index entry."""
@@ -280,13 +290,7 @@ def down(top: Path, log: Log = print) -> None:
     _require_root_and_tools("ip")
     state = load(paths.state)
     env = paths.podman_env()
-    for rec in list(state.hosts.values()):
-        if rec.kind == "fleet":
-            fleet.stop(rec)
-        else:
-            full.stop(rec, env)
-        del state.hosts[rec.name]
-        save(paths.state, state)
+    _remove_hosts(paths, state, list(state.hosts.values()), env)
     if state.podman_network:
         full.remove_network(state.podman_network, env)
     for pid, started in state.services.values():
@@ -304,6 +308,22 @@ def down(top: Path, log: Log = print) -> None:
     if state.name:
         unregister(state.name, real)
     log(f"down: sandbox {state.name or top} removed")
+
+
+def down_release(top: Path, release: str, log: Log = print) -> None:
+    """Remove the hosts of one release other than the default (`down --release`), by the
+    records, with their directories; the sandbox, its services and other hosts keep running."""
+    if rootfs.check_release(release) == rootfs.DEFAULT_RELEASE:
+        raise SandboxError(f"--release {release}: the sandbox's own release; `down` removes all")
+    paths = Paths(top)
+    state = load(paths.state)
+    gone = [h for h in state.hosts.values() if h.release == release]
+    _remove_hosts(paths, state, gone, paths.podman_env())
+    for rec in gone:
+        shutil.rmtree(paths.hosts / rec.name, ignore_errors=True)
+        log(f"down: {rec.name} removed")
+    shutil.rmtree(paths.lower(release), ignore_errors=True)
+    write_access_files(paths, state)
 
 
 def down_all(log: Log = print) -> None:
@@ -335,7 +355,13 @@ def status(top: Path) -> list[dict[str, object]]:
     ]
     for rec in sorted(state.hosts.values(), key=lambda h: (h.kind, h.index)):
         rows.append(
-            {"name": rec.name, "kind": rec.kind, "address": rec.address, "up": _healthy(rec, env)}
+            {
+                "name": rec.name,
+                "kind": rec.kind,
+                "release": rec.release,
+                "address": rec.address,
+                "up": _healthy(rec, env),
+            }
         )
     return rows + slurm.status(state, env)
 
@@ -360,8 +386,10 @@ def listing() -> list[dict[str, object]]:
 
 
 def purge_cache(env: dict[str, str]) -> None:
-    """Drop the cached rootfs tarball and host image (the next `up` rebuilds them). The
-    image stays while another sandbox's full hosts run on it (no --force)."""
+    """Drop the cached rootfs tarballs and host images of every release (the next `up`
+    rebuilds what it needs). An image stays while another sandbox's full hosts run on it (no
+    --force)."""
     shutil.rmtree(rootfs.cache_dir(), ignore_errors=True)
     if shutil.which("podman"):
-        run(["podman", "rmi", rootfs.image_ref()], check=False, env=env)
+        for release in rootfs.RELEASES:
+            run(["podman", "rmi", rootfs.image_ref(release)], check=False, env=env)

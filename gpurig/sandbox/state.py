@@ -12,6 +12,7 @@ from typing import Any
 from gpurig.fsutil import atomic_write, xdg_dir
 from gpurig.sandbox.alloc import Allocation, check_name
 from gpurig.sandbox.proc import SandboxError
+from gpurig.sandbox.rootfs import DEFAULT_RELEASE
 
 STATE_VERSION = 2
 DEFAULT_NAME = "default"
@@ -39,6 +40,7 @@ class HostRecord:
     via: str = ""  # the login node (a host's name) that is the only way to this host
     role: str = ""  # a full host's part in the sandbox's SLURM: "slurmctld" | "slurmd"
     volumes: list[str] = field(default_factory=list)  # a full host's extra bind mounts
+    release: str = DEFAULT_RELEASE  # the Debian suite its rootfs was made from
 
 
 @dataclass
@@ -63,6 +65,10 @@ class State:
     users: list[str] = field(default_factory=list)  # cluster users on full-1 (sandbox.users)
     # The SLURM cluster `up --slurm` made and found ready: controller, nodes, user, shared dir.
     slurm: dict[str, Any] = field(default_factory=dict)
+
+    def releases(self, kind: str) -> list[str]:
+        """The releases this sandbox's hosts of `kind` run, each once."""
+        return sorted({h.release for h in self.hosts.values() if h.kind == kind})
 
     def fleet(self) -> list[HostRecord]:
         return [h for h in self.hosts.values() if h.kind == "fleet"]

@@ -17,9 +17,8 @@ import shlex
 from dataclasses import dataclass
 
 from gpurig.sandbox.proc import SandboxError, run
-from gpurig.sandbox.state import HostRecord
+from gpurig.sandbox.state import HostRecord, State
 
-HOST = "full-1"  # where `--user` accounts live; full-4 stays a fresh rental for onboarding
 NAME = re.compile(r"[a-z_][a-z0-9_-]{0,30}")
 PACKAGES = ("podman", "uidmap", "slirp4netns", "dbus-user-session")
 SUBIDS = 65536  # subordinate ids per user: one range, the same on every node (from the uid)
@@ -36,6 +35,13 @@ class Account:
     @property
     def home_dir(self) -> str:
         return self.home or f"/home/{self.name}"
+
+
+def homes(state: State) -> list[HostRecord]:
+    """Where `--user` accounts live: full host 1 of each release the sandbox runs (full-1,
+    full-trixie-1, ...), so a release's user scope is tried on that release; full-4 stays
+    a fresh rental for onboarding."""
+    return [h for h in state.full() if h.index == 1 and not h.role]
 
 
 def check_name(name: str) -> str:
@@ -83,6 +89,15 @@ def setup_script(account: Account, client_key: str) -> str:
             f"install -d -m 700 -o {u} -g {u} {home}/.ssh",
             f"printf '%s\\n' {shlex.quote(client_key)} > {home}/.ssh/authorized_keys",
             f"chown {u}: {home}/.ssh/authorized_keys && chmod 600 {home}/.ssh/authorized_keys",
+            # The home is on the full host's overlayfs, which Podman 5's rootless overlay store
+            # cannot sit on (a real node's ext4 or xfs can); vfs, as Podman 4.3 picks there
+            # itself. Only where the user has none: a user's own storage.conf is kept.
+            f"conf={home}/.config/containers",
+            'if [ ! -e "$conf/storage.conf" ]; then',
+            f'  install -d -m 700 -o {u} -g {u} {home}/.config "$conf"',
+            '  printf \'[storage]\\ndriver = "vfs"\\n\' > "$conf/storage.conf"',
+            f'  chown {u}: "$conf/storage.conf"',
+            "fi",
             "chmod 666 /dev/net/tun",
         ]
     )

@@ -57,24 +57,27 @@ def as_alice_on_host(box: Sandbox, script: str) -> subprocess.CompletedProcess[s
     return subprocess.run(argv, capture_output=True, text=True, timeout=300)
 
 
-def install_gpurig(box: Sandbox) -> None:
+def install_gpurig(box: Sandbox, host: str = HOST, same_python: bool = True) -> None:
     """gpurig on the host for every user, as a cluster's admins would install it: this
-    environment's packages (the same Debian and Python) and the sources, in /opt/gpurig."""
-    version = ssh(box, HOST, "python3 -c 'import sys; print(*sys.version_info[:2])'").split()
-    assert version == [str(n) for n in sys.version_info[:2]], f"host python {version}"
+    environment's packages (the same Debian and Python) and the sources, in /opt/gpurig.
+    Without `same_python` (another release's python3) only the pure-Python packages load
+    there: enough for the node contracts, which need no compiled one."""
+    version = ssh(box, host, "python3 -c 'import sys; print(*sys.version_info[:2])'").split()
+    if same_python:
+        assert version == [str(n) for n in sys.version_info[:2]], f"host python {version}"
     site = Path(sysconfig.get_paths()["purelib"])
     packed = subprocess.run(
         ["tar", "-C", str(site.parent), "--exclude=*.pth", "--exclude=__pycache__", "-cf", "-",
          site.name], capture_output=True, check=True,
     ).stdout  # fmt: skip
-    ssh(box, HOST, "rm -rf /opt/gpurig && mkdir -p /opt/gpurig/src && tar -C /opt/gpurig -xf - "
+    ssh(box, host, "rm -rf /opt/gpurig && mkdir -p /opt/gpurig/src && tar -C /opt/gpurig -xf - "
         f"&& mv /opt/gpurig/{site.name} /opt/gpurig/site", packed)  # fmt: skip
     sources = subprocess.run(
         ["tar", "-C", str(REPO_ROOT), "--exclude=__pycache__", "-cf", "-", "gpurig", "deploys",
          "facts", "schemas", "inventory.py"], capture_output=True, check=True,
     ).stdout  # fmt: skip
     wrapper = '#!/bin/sh\nPYTHONPATH=/opt/gpurig/src:/opt/gpurig/site exec python3 -m gpurig "$@"\n'
-    ssh(box, HOST, "tar -C /opt/gpurig/src -xf - && python3 -m compileall -q /opt/gpurig "
+    ssh(box, host, "tar -C /opt/gpurig/src -xf - && python3 -m compileall -q /opt/gpurig "
         f">/dev/null && printf %s {shlex.quote(wrapper)} > /usr/local/bin/gpurig && "
         "chmod 755 /usr/local/bin/gpurig", sources)  # fmt: skip
 

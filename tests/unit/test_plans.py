@@ -20,6 +20,7 @@ from gpurig.facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCa
 from gpurig.facts.gpurig_container import ContainerInspect, CpuQuota, UserContainerInspect
 from gpurig.facts.gpurig_files import MODP_2048, FileDigests, SecretDigests
 from gpurig.facts.gpurig_json import JsonFile
+from gpurig.facts.gpurig_node import OsRelease
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.gpurig_packages import DebStatus, DriverPackages
 from gpurig.facts.gpurig_repo import LF_ATTRIBUTES, RepoState
@@ -221,6 +222,8 @@ def converged(kind: str) -> dict[str, Any]:
         "finders": {},
         "flashinfer": {"cache": None, "installed": {}},
         "cpus": 8,
+        "os_release": {"kernel": "6.1.0", "os_id": "debian", "os_version": "12",
+                       "os_pretty": "Debian GNU/Linux 12 (bookworm)"},
         "inspect": inspect_for("podman" if kind == "user" else kind),
         # scope: user: the login's tools, its Podman API (supervised), its login file
         "commands": {},
@@ -253,7 +256,8 @@ def reader(state: dict[str, Any]) -> Callable[..., Any]:
             return {"inspect": state["inspect"], "oom_kill": None}
         simple = {Units: "units", UserPodman: "user_podman", LoginProfile: "profile",
                   JsonFile: "daemon_json", NvidiaGpus: "gpu",
-                  ToolkitKeyring: "keyring", CdiSpec: "cdi", RepoState: "repo", RaySessions: "ray",
+                  ToolkitKeyring: "keyring", CdiSpec: "cdi", OsRelease: "os_release",
+                  RepoState: "repo", RaySessions: "ray",
                   CoreFiles: "cores", EditableFinders: "finders", FlashinferCache: "flashinfer",
                   UserRaySessions: "ray", UserCoreFiles: "cores"}  # fmt: skip
         return state[simple[cls]]
@@ -567,3 +571,15 @@ def test_a_stopped_socket_is_one_finding_not_also_an_api_that_does_not_answer():
     assert [f.id for f in reported if f.subject == "podman.socket"] == ["engine.socket"]
     # Without the stopped unit, a socket that does not answer is a finding of its own.
     assert one_per_cause(api) == api
+
+
+@pytest.mark.parametrize(("version", "absent"), [("12", []), ("13", ["docker-cli"])])
+def test_docker_installs_the_client_its_release_splits_out(version: str, absent: list[str]):
+    """Debian 13's docker.io only recommends docker-cli (the converge installs without
+    recommends): the plan names it there, and only there (Debian 12 has no such package)."""
+    state = converged("docker")
+    state["os_release"]["os_version"] = version
+    found = [c for c in plan_host(state["spec"], reader(state)) if c.id == "packages.missing"]
+    assert [c.data["packages"] for c in found] == ([absent] if absent else [])
+    state["packages"]["docker-cli"] = {"version": "26.1.5", "held": False}
+    assert not [c for c in plan_host(state["spec"], reader(state)) if c.id == "packages.missing"]
