@@ -329,9 +329,22 @@ def findings_reference() -> str:
         for key, heading in explain.SECTIONS.items():
             if key in found.words:
                 lines += [f"**{heading}.** {found.words[key]}", ""]
+        lines += _example_lines(found)
         lines += [f"- Severity: `{found.severity}`", f"- Remediation: {found.remediation}",
                   f"- Source: {found.source}"]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _example_lines(found: explain.Entry) -> list[str]:
+    """What drift printed for the id on a real input, as a code block (a fence longer than any
+    run of backticks in it: host output is untrusted), or why no real input shows it."""
+    if not found.example:
+        return (
+            [f"**Example.** None recorded: {found.example_from}", ""] if found.example_from else []
+        )
+    fence = "`" * max(3, 1 + max(len(run) for run in re.findall("`*", found.example)))
+    return [f"**Example**, what `gpurig drift` printed ({_cell(found.example_from)}):", "",
+            f"{fence}text", found.example, fence, ""]  # fmt: skip
 
 
 def _anchor(finding_id: str) -> str:
