@@ -21,6 +21,7 @@ import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 from unittest.mock import patch
@@ -36,6 +37,7 @@ from gpurig.report import explain
 from gpurig.report.render import HostReport, finding_block
 from gpurig.spec.inventory import Host
 from gpurig.spec.model import normalise
+from tests.unit.gpu_fixtures import read_fixture
 
 ROOT = Path(__file__).resolve().parents[1]
 STATES = ROOT / "tests" / "fixtures" / "states"
@@ -159,14 +161,32 @@ def sandbox_reports() -> Iterator[tuple[str, HostReport]]:
         yield where, replay(recorded)
 
 
-def gpu_reports() -> Iterator[tuple[str, HostReport]]:
-    """(where from, report) for each GPU check's case on recorded outputs."""
-    from tests.unit.test_gpu_checks import FIRES_ON_RECORDING, check
+def _reading(read: list[str], name: str) -> str:
+    """A recorded GPU fixture's output, its name noted in `read`."""
+    read.append(name)
+    return read_fixture(name)
 
-    for check_id, case in sorted(FIRES_ON_RECORDING.items()):
-        spec, values = case()
-        where = f"tests/unit/test_gpu_checks.py FIRES_ON_RECORDING[{check_id!r}]"
-        yield where, HostReport(GPU_HOST, True, one_per_cause(check(spec, values)))
+
+def gpu_reports() -> Iterator[tuple[str, HostReport]]:
+    """(where from, report) for each GPU check's case on recorded outputs, naming the
+    recordings it read besides the lent H100's (tests/unit/fact_values.py LENT_H100)."""
+    from tests.unit import fact_values, test_gpu_checks
+
+    lent = {v for v in fact_values.LENT_H100.values() if isinstance(v, str) and v}
+    for check_id, case in sorted(test_gpu_checks.FIRES_ON_RECORDING.items()):
+        read: list[str] = []
+        reading = partial(_reading, read)
+        with (
+            patch.object(fact_values, "read_fixture", reading),
+            patch.object(test_gpu_checks, "read_fixture", reading),
+        ):
+            spec, values = case()
+        files = [f"tests/fixtures/gpu/{name}" for name in sorted(set(read) - lent)]
+        if lent & set(read):
+            files.append("the lent H100's recordings")
+        what = " over ".join(files) or "no output (nvidia-smi absent, as on every sandbox host)"
+        where = f"{what} (tests/unit/test_gpu_checks.py FIRES_ON_RECORDING[{check_id!r}])"
+        yield where, HostReport(GPU_HOST, True, one_per_cause(test_gpu_checks.check(spec, values)))
 
 
 def no_example() -> dict[str, str]:
