@@ -317,7 +317,10 @@ def findings_reference() -> str:
         "Severity `error` fails a drift run (exit 1), `warn` is advice (exit 0); see "
         "[findings and severities](../concepts.md#findings-and-severities). Where several of "
         "the converge's changes meet on one subject, drift reports one `CONCERN.differs` "
-        "finding listing each change's own id.",
+        "finding listing each change's own id. Each example is what `gpurig drift` printed "
+        "for the id on a real input (a sandbox host's recorded state, or GPU outputs recorded "
+        "on real machines), judged and rendered by the code this page was built from; see "
+        "[where the examples come from](../concepts.md#findings-and-severities).",
         "",
         "| id | severity | summary |",
         "| --- | --- | --- |",

@@ -123,8 +123,10 @@ def as_text(found: Entry, width: int = 88) -> str:
             lines += [heading, textwrap.fill(found.words[key], width, initial_indent="  ",
                                              subsequent_indent="  "), ""]  # fmt: skip
     if found.example:
-        lines += [f"Example (what gpurig drift printed; {found.example_from})",
-                  textwrap.indent(found.example, "  "), ""]  # fmt: skip
+        where = textwrap.fill(f"from {found.example_from}", width, initial_indent="  ",
+                              subsequent_indent="    ")  # fmt: skip
+        lines += ["Example (what gpurig drift printed)", textwrap.indent(found.example, "  "),
+                  where, ""]  # fmt: skip
     elif found.example_from:
         why = f"none recorded: {found.example_from}"
         lines += ["Example", textwrap.fill(why, width, initial_indent="  ",

@@ -80,7 +80,10 @@ def test_explain_prints_the_example_or_why_there_is_none() -> None:
         text = explain.as_text(explain.entry(finding_id))
         if finding_id in document["examples"]:
             shown = document["examples"][finding_id]
-            assert "Example (what gpurig drift printed; " in text
+            assert "Example (what gpurig drift printed)\n" in text
+            assert " ".join(f"from {shown['source']}: {shown['from']}".split()) in " ".join(
+                text.split()
+            )
             assert "\n".join("  " + line for line in shown["report"].splitlines()) in text
         else:
             assert "none recorded: " in text, finding_id
