@@ -52,7 +52,45 @@ HEADER = """\
 GPU_HOST = "gpu-1"  # the recorded GPU fixtures' host name in their reports
 
 # Ids no recorded input shows (besides the GPU ids of test_gpu_checks.NO_RECORDING), and why.
-NO_EXAMPLE: dict[str, str] = {}
+# An id that gets an example drops its reason by itself (examples() gives a reason only to an
+# id without one); test_finding_examples holds every reason's id to a catalogue id.
+_NEEDS_GPU_HOST = "no recording of a GPU host's drift read shows it, and the sandbox has no GPU"
+_NO_TEST = "no integration test's drift run makes a sandbox host show it yet"
+_FLEET = (
+    "the fleet view compares the hosts of one drift run; the recorder keeps each host's state "
+    "alone, and the sandbox's hosts share one kernel and have no NVIDIA driver, toolkit or torch"
+)
+NO_EXAMPLE: dict[str, str] = {
+    "compat.driver_cuda": f"{_NEEDS_GPU_HOST}: it judges a container's torch against the "
+    "host's driver (`gpurig compat` judges recorded torch outputs offline: test_compat.py)",
+    "compat.kernel_module": f"{_NEEDS_GPU_HOST} whose kernel module differs from its driver "
+    "(the recorded NVML mismatches are reported as gpu.nvml_mismatch, one cause said once)",
+    "compat.torch_arch": f"{_NEEDS_GPU_HOST}: it judges a container's torch arch list against "
+    "the host's GPUs",
+    "container.gpus": "a container given GPUs cannot start on a host without one (sandbox)",
+    "toolkit.cdi": "nvidia-ctk cdi generate needs an NVIDIA driver and GPU (sandbox)",
+    "gpurig.internal_error": "only a bug in gpurig while judging a host reports it; the fault "
+    "suite (test_faults_input.py) counts it as a traceback, and a real run must never show it",
+    "cleanup.editable_finders": "needs a venv with a stale editable finder on a host: tests/unit/"
+    "test_code_facts.py reads one here, no sandbox drift run shows it",
+    "cleanup.flashinfer_cache": "needs FlashInfer installed on a host: tests/unit/"
+    "test_code_facts.py reads a cache here, no sandbox drift run shows it",
+    "repo.writable": "refused before anything runs there; shown on real git as root here "
+    "(tests/unit/test_code_facts.py), not by a sandbox drift run",
+    "repo.credential": "needs an origin that asks for a credential; the sandbox's git daemon "
+    "asks none (tests/unit/test_repo_credentials.py uses a real HTTP server, not drift)",
+    "tools.missing": "a scope: user node lacking podman, curl or git; the sandbox's node has "
+    "them all",
+    "engine.rootless": "a scope: user account without a subuid range; the sandbox's user has one",
+    **{f"fleet.mixed_{what}": _FLEET
+       for what in ("code", "cuda", "driver", "image", "kernel", "toolkit")},
+    **{i: _NO_TEST for i in (
+        "container.oom_kill", "container.restarting", "core_dumps.login_shell", "disk.inodes",
+        "engine.api", "env.imports", "env.imports_unchecked", "host.cgroup_leak",
+        "host.not_root", "host.oom_kill", "host.percpu_memory", "repo.env", "shm.size",
+        "state.unreadable",
+    )},
+}  # fmt: skip
 
 _ERRORS = {"__unreadable__": Unreadable, "__fact_failed__": FactFailed}
 
@@ -200,16 +238,30 @@ def no_example() -> dict[str, str]:
 SOURCES = (("sandbox", sandbox_reports), ("recorded GPU fixture", gpu_reports))
 
 
-def examples() -> dict[str, Any]:
-    """{"examples": {id: {source, from, report}}, "none": {id: why}} over the catalogue's ids."""
+def best(groups: Iterator[tuple[Any, list[str]]]) -> dict[str, Any]:
+    """{id: the first item whose finding shows it with the fewest other ids}: a grouped
+    finding's difference is shown where it differs alone, if any input has it so."""
     wanted = set(explain.catalogue_ids())
+    chosen: dict[str, tuple[int, Any]] = {}
+    for item, finding_ids in groups:
+        for finding_id in set(finding_ids) & wanted:
+            if finding_id not in chosen or len(finding_ids) < chosen[finding_id][0]:
+                chosen[finding_id] = (len(finding_ids), item)
+    return {finding_id: item for finding_id, (_, item) in chosen.items()}
+
+
+def examples() -> dict[str, Any]:
+    """{"examples": {id: {source, from, report}}, "none": {id: why}} over the catalogue's ids:
+    each id's block from the first source that shows it (best() of that source's blocks)."""
     found: dict[str, dict[str, str]] = {}
     for source, reports in SOURCES:
-        for where, host in reports():
-            for finding, block in zip(host.by_subject, blocks(host), strict=True):
-                for finding_id in finding.ids:
-                    if finding_id in wanted and finding_id not in found:
-                        found[finding_id] = {"source": source, "from": where, "report": block}
+        shown = best(
+            ({"source": source, "from": where, "report": block}, list(finding.ids))
+            for where, host in reports()
+            for finding, block in zip(host.by_subject, blocks(host), strict=True)
+        )
+        found = {**shown, **found}
+    wanted = set(explain.catalogue_ids())
     reasons = {i: why for i, why in no_example().items() if i in wanted and i not in found}
     return {"examples": dict(sorted(found.items())), "none": dict(sorted(reasons.items()))}
 
@@ -239,26 +291,25 @@ def _name(recorded: Mapping[str, Any], text: str) -> str:
 
 
 def take(directory: Path) -> list[str]:
-    """Keep, of the recordings kept so far and those in `directory` (oldest first), each that
-    shows a catalogue id none before it shows; remove the others. Returns the kept names."""
-    wanted = set(explain.catalogue_ids())
-    kept = sorted(STATES.glob("*.json"))
-    new = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
-    seen: set[str] = set()
-    chosen: dict[str, str] = {}
-    for path in [*kept, *new]:
+    """Keep, of the recordings kept so far and those in `directory`, those examples() would
+    use (by name order, best() of their findings); remove the others. Returns the kept names."""
+    candidates: dict[str, str] = {}
+    for path in [*STATES.glob("*.json"), *directory.glob("*.json")]:
         text = path.read_text(encoding="utf-8")
-        recorded = json.loads(text)
-        shown = {i for group in recorded.get("ids", []) for i in group} & wanted
-        if shown - seen:
-            seen |= shown
-            chosen[_name(recorded, text)] = text
+        candidates.setdefault(_name(json.loads(text), text), text)
+    chosen = set(
+        best(
+            (name, group)
+            for name in sorted(candidates)
+            for group in json.loads(candidates[name])["ids"]
+        ).values()
+    )
     STATES.mkdir(parents=True, exist_ok=True)
-    for path in kept:
+    for path in STATES.glob("*.json"):
         if path.name not in chosen:
             path.unlink()
-    for name, text in chosen.items():
-        (STATES / name).write_text(text, encoding="utf-8")
+    for name in chosen:
+        (STATES / name).write_text(candidates[name], encoding="utf-8")
     return sorted(chosen)
 
 

@@ -123,8 +123,10 @@ def as_text(found: Entry, width: int = 88) -> str:
             lines += [heading, textwrap.fill(found.words[key], width, initial_indent="  ",
                                              subsequent_indent="  "), ""]  # fmt: skip
     if found.example:
+        # Paths and test ids stay whole, to be copied.
         where = textwrap.fill(f"from {found.example_from}", width, initial_indent="  ",
-                              subsequent_indent="    ")  # fmt: skip
+                              subsequent_indent="    ", break_long_words=False,
+                              break_on_hyphens=False)  # fmt: skip
         lines += ["Example (what gpurig drift printed)", textwrap.indent(found.example, "  "),
                   where, ""]  # fmt: skip
     elif found.example_from:
