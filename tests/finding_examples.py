@@ -88,8 +88,11 @@ NO_EXAMPLE: dict[str, str] = {
         "container.oom_kill", "container.restarting", "core_dumps.login_shell", "disk.inodes",
         "engine.api", "env.imports", "env.imports_unchecked", "host.cgroup_leak",
         "host.not_root", "host.oom_kill", "host.percpu_memory", "repo.env", "shm.size",
-        "state.unreadable",
     )},
+    "state.unreadable": "test_rental_faults.py cuts a host's link in the middle of its read "
+    "(state.unreadable or host.unreachable, by timing) with a drift runner of its own, which "
+    "the recorder does not wrap; the fault suite's unparsable outputs are fed to the readers "
+    "without a drift run (test_faults_input.py)",
 }  # fmt: skip
 
 _ERRORS = {"__unreadable__": Unreadable, "__fact_failed__": FactFailed}

@@ -15,7 +15,16 @@ import yaml
 from docs.hooks import _example_lines, findings_reference
 from gpurig.report import explain
 from gpurig.report.textsafe import visible
-from tests.finding_examples import DATA, STATES, blocks, dump, examples, ids, replay
+from tests.finding_examples import (
+    DATA,
+    STATES,
+    blocks,
+    dump,
+    examples,
+    ids,
+    no_example,
+    replay,
+)
 
 RECORDINGS = sorted(STATES.glob("*.json"))
 STALE = "stale: run `python -m tests.finding_examples` and commit gpurig/data/finding_examples.yaml"
@@ -38,6 +47,10 @@ def test_every_id_has_an_example_or_says_why_none_never_both() -> None:
     assert {e["source"] for e in document["examples"].values()} <= {
         "sandbox", "recorded GPU fixture"
     }  # fmt: skip
+
+
+def test_every_stated_reason_names_a_catalogue_id() -> None:
+    assert set(no_example()) <= set(explain.catalogue_ids())
 
 
 @pytest.mark.parametrize("path", RECORDINGS, ids=lambda p: p.name)
