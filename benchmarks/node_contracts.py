@@ -8,10 +8,14 @@ Runs in pairs, interleaved, so both see the same load: NHC (benchmarks/nhc, vend
 mounted read-write, disk and inode headroom, free memory, load, the core pattern), and
 `python -I -m gpurig drift --local --spec SPEC --mode MODE` for npd and prolog with a spec
 declaring core dumps and disk headroom (what those checks judge). Then `gpurig up --local` with
-nothing to do (a spec whose converge has nothing to change here). Prints the medians of wall
+nothing to do (a spec whose converge has nothing to change here, converged once first). All
+run with a HOME of their own holding Debian's stock login files for root (base-files'
+dot.profile and dot.bashrc, where this machine has them): the login-shell read runs root's
+profile, and a developer's (a toolchain's `eval "$(... init -)"`) would time that instead of
+gpurig, while up's converge would write into it. Prints the medians of wall
 time, CPU time (user + system, the process and its children) and the largest process's peak
 RSS, their ratios to NHC, the read script's time per section, and the `-X importtime` entries
-with the largest cumulative time. Nothing on this machine is changed.
+with the largest cumulative time. Nothing outside its temporary directory is changed.
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ def gpurig(*args: str) -> list[str]:
     return [sys.executable, "-I", "-m", "gpurig", *args]
 
 
-def section_times(spec: Path, mode: str) -> list[tuple[str, float]]:
+def section_times(spec: Path, mode: str, env: dict[str, str]) -> list[tuple[str, float]]:
     """Each section of the mode's read script run alone: (fact, seconds)."""
     sys.path.insert(0, str(ROOT))
     from gpurig.checks.judge import drift_reads
@@ -77,15 +81,15 @@ def section_times(spec: Path, mode: str) -> list[tuple[str, float]]:
     for cls, kwargs in drift_reads(host.spec, scope(node_modes.mode(mode))):
         command = cls().command(**kwargs)
         start = time.perf_counter()
-        subprocess.run(["/bin/sh", "-c", command], capture_output=True, cwd="/")
+        subprocess.run(["/bin/sh", "-c", command], capture_output=True, cwd="/", env=env)
         times.append((cls.__name__, time.perf_counter() - start))
     return times
 
 
-def import_top(argv: list[str], top: int) -> list[str]:
+def import_top(argv: list[str], top: int, env: dict[str, str]) -> list[str]:
     """The `-X importtime` entries with the largest cumulative time."""
     proc = subprocess.run(
-        [argv[0], "-X", "importtime", *argv[1:]], capture_output=True, text=True, cwd=ROOT
+        [argv[0], "-X", "importtime", *argv[1:]], capture_output=True, text=True, cwd=ROOT, env=env
     )
     rows = []
     for line in proc.stderr.splitlines():
@@ -93,6 +97,21 @@ def import_top(argv: list[str], top: int) -> list[str]:
         if line.startswith("import time:") and parts[1].strip().isdigit():
             rows.append((int(parts[1]), parts[2].strip()))
     return [f"{us / 1000:8.1f} ms  {name}" for us, name in sorted(rows, reverse=True)[:top]]
+
+
+STOCK_LOGIN = {".profile": "dot.profile", ".bashrc": "dot.bashrc"}
+
+
+def stock_home(path: Path) -> str:
+    """A HOME for root with the distribution's stock login files; which, in words."""
+    path.mkdir(mode=0o700)
+    found = []
+    for name, stock in STOCK_LOGIN.items():
+        source = Path("/usr/share/base-files", stock)
+        if source.is_file():
+            (path / name).write_bytes(source.read_bytes())
+            found.append(str(source))
+    return ", ".join(found) or "none (no base-files here): an empty HOME"
 
 
 def main() -> None:
@@ -113,8 +132,10 @@ def main() -> None:
             "gpurig prolog": gpurig("drift", "--local", "--spec", str(spec), "--mode", "prolog"),
             "gpurig up --local (no-op)": gpurig("up", "--local", "--spec", str(up_spec)),
         }
+        login = stock_home(Path(tmp, "home"))
         env = {**os.environ, "INCDIR": str(NHC / "scripts"), "NHC_RM": "none"}
-        for argv in commands.values():  # warm caches and bytecode; the spec's verdict kept
+        env["HOME"] = str(Path(tmp, "home"))
+        for argv in commands.values():  # warm caches and bytecode; up converges its HOME
             measure(argv, env)
         runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in commands}
         for _ in range(args.pairs):
@@ -127,16 +148,17 @@ def main() -> None:
         base = medians["NHC 1.4.3"]
         print(f"medians of {args.pairs} interleaved runs; goals: within {GOAL_RATIO}x NHC's wall,")
         print(f"under {GOAL_MIB} MiB; up --local no-op under {UP_GOAL_S} s")
+        print(f"root's login files: {login}")
         print(f"{'':<28}{'wall s':>8}{'CPU s':>8}{'MiB':>7}{'x wall':>8}{'x CPU':>7}{'x MiB':>7}")
         for name, (wall, cpu, mib) in medians.items():
             ratios = f"{wall / base[0]:>8.1f}{cpu / base[1]:>7.1f}{mib / base[2]:>7.1f}"
             print(f"{name:<28}{wall:>8.3f}{cpu:>8.3f}{mib:>7.1f}{ratios}")
         for mode in ("npd", "prolog"):
             print(f"\nread script sections ({mode}), each run alone:")
-            for fact, seconds in section_times(spec, mode):
+            for fact, seconds in section_times(spec, mode, env):
                 print(f"  {seconds * 1000:8.1f} ms  {fact}")
         print("\nlargest imports (cumulative), gpurig npd:")
-        for line in import_top(commands["gpurig npd"], args.top):
+        for line in import_top(commands["gpurig npd"], args.top, env):
             print(f"  {line}")
 
 

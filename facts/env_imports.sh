@@ -1,26 +1,27 @@
 # gpurig's import check of one declared environment (facts.gpurig_repo.EnvImports): where each
 # named module resolves when the environment's own python starts in the checkout, as a job
-# started there would. POSIX sh; needs sh and sed, and readlink, stat and id to tell who may
+# started there would. POSIX sh; needs readlink, stat and id to tell who may
 # run that python (as root: only the one account able to change what it executes, through
 # setpriv, in a PID namespace of its own: unshare).
 #
-# Arguments: MARKER CHECKOUT VENV MODULE...  (checked by EnvImports before they reach a command)
-# bounded() (facts/round_trip.py BOUNDED) and writers() (facts/writers.sh) come before it.
-# Output: parts `MARKER LABEL` (every line of a value prefixed with `|`): python, ran, run_as,
+# Arguments: CHECKOUT VENV MODULE...  (checked by EnvImports before they reach a command)
+# The run's nonce (facts/round_trip.py START), bounded() (BOUNDED) and writers()
+# (facts/writers.sh) come before it.
+# Output: parts `--gpurig-part-NONCE LABEL`, each followed by its value: python, ran, run_as,
 # refused, report.
 set -u
 set -f
 LC_ALL=C
 export LC_ALL
-MARKER=$1 CHECKOUT=$2 VENV=$3
-shift 3
+CHECKOUT=$1 VENV=$2
+shift 2
 PYTHON=$VENV/bin/python
 MAX_REPORT=1048576 # bytes of the environment's report kept (it prints a few hundred)
 IFS='
 ' # writers() prints one word list per line: split on newlines only
 
 have() { command -v "$1" >/dev/null 2>&1; }
-part() { printf '\n%s %s\n' "$MARKER" "$1"; printf '%s\n' "$2" | sed 's/^/|/'; }
+part() { printf '\n--gpurig-part-%s %s\n%s\n' "$gpurig_nonce" "$1" "$2"; }
 
 # Where each named module of a declared environment resolves, printed as JSON by the
 # environment's own python started in the checkout (as a job started there would be). Names

@@ -11,7 +11,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpurig.facts.round_trip import BOUNDED, Sectioned, part_text
+from gpurig.facts.round_trip import BOUNDED, LINES, Sectioned, part_text
 from gpurig.read import node_parse
 
 # `df -P`'s line for one file system: name (may hold blanks), four numbers, capacity, mount.
@@ -34,8 +34,8 @@ class OsRelease(Sectioned[dict[str, Any]]):
 
     def command(self) -> str:
         return self.sectioned(
-            {"kernel": "cat /proc/sys/kernel/osrelease 2>/dev/null",
-             "os": "cat /etc/os-release 2>/dev/null"}
+            {"kernel": f"{LINES}\ngpurig_lines /proc/sys/kernel/osrelease 2>/dev/null",
+             "os": f"{LINES}\ngpurig_lines /etc/os-release 2>/dev/null"}
         )  # fmt: skip
 
     @staticmethod
@@ -88,10 +88,10 @@ class CgroupMemory(Sectioned[dict[str, Any]]):
     def command(self) -> str:
         v2, v1 = "/sys/fs/cgroup", "/sys/fs/cgroup/memory"
         return self.sectioned({
-            "limit": f"if {_V2}; then cat {v2}/memory.max; "
-                     f"else cat {v1}/memory.limit_in_bytes; fi 2>/dev/null",
-            "oom_kill": f"if {_V2}; then sed -n 's/^oom_kill //p' {v2}/memory.events; "
-                        f"else sed -n 's/^oom_kill //p' {v1}/memory.oom_control; fi 2>/dev/null",
+            "limit": f"{LINES}\nif {_V2}; then gpurig_lines {v2}/memory.max; "
+                     f"else gpurig_lines {v1}/memory.limit_in_bytes; fi 2>/dev/null",
+            "oom_kill": f"{LINES}\nif {_V2}; then gpurig_field {v2}/memory.events oom_kill; "
+                        f"else gpurig_field {v1}/memory.oom_control oom_kill; fi 2>/dev/null",
         })  # fmt: skip
 
     @staticmethod
@@ -111,9 +111,10 @@ class CgroupLeaks(Sectioned[dict[str, Any]]):
 
     def command(self) -> str:
         return self.sectioned({
-            "proc_cgroups": "cat /proc/cgroups 2>/dev/null",
-            "stat": f"{_V2} && cat /sys/fs/cgroup/cgroup.stat 2>/dev/null",
-            "percpu": f"{_V2} && sed -n 's/^percpu //p' /sys/fs/cgroup/memory.stat 2>/dev/null",
+            "proc_cgroups": f"{LINES}\ngpurig_lines /proc/cgroups 2>/dev/null",
+            "stat": f"{LINES}\n{_V2} && gpurig_lines /sys/fs/cgroup/cgroup.stat 2>/dev/null",
+            "percpu": f"{LINES}\n{_V2} && gpurig_field /sys/fs/cgroup/memory.stat percpu "
+                      "2>/dev/null",
         })  # fmt: skip
 
     @staticmethod
@@ -130,7 +131,7 @@ class HostMemory(Sectioned[dict[str, Any]]):
     against) and its per-cpu kernel memory (`Percpu: N kB`, every kernel since 4.16)."""
 
     def command(self) -> str:
-        return self.sectioned({"meminfo": "cat /proc/meminfo 2>/dev/null"})
+        return self.sectioned({"meminfo": f"{LINES}\ngpurig_lines /proc/meminfo 2>/dev/null"})
 
     @staticmethod
     def parse(parts: Mapping[str, str]) -> dict[str, Any]:

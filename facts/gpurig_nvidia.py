@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from gpurig.facts.round_trip import BOUNDED, Sectioned, part_text
-from gpurig.read import gpu_parse
+from gpurig.facts.round_trip import BOUNDED, LINES, Sectioned, part_text
+from gpurig.read import gpu_parse, interconnect_parse
 
 
 def _tool(tool: str, *args: str) -> str:
@@ -60,7 +60,7 @@ class NvidiaGpus(Sectioned[dict[str, Any]]):
             "list": _smi("-L 2>&1"),
             "query": _smi(gpu_parse.QUERY_GPU_COMMAND.removeprefix("nvidia-smi "), "2>&1"),
             "version": _smi("--version 2>/dev/null"),
-            "module": "cat /proc/driver/nvidia/version 2>/dev/null",
+            "module": f"{LINES}\ngpurig_lines /proc/driver/nvidia/version 2>/dev/null",
             "toolkit": _tool("nvidia-container-cli", "info 2>&1"),
         })  # fmt: skip
 
@@ -172,7 +172,7 @@ class RebootRequired(Sectioned[dict[str, Any]]):
     def command(self) -> str:
         return self.sectioned({
             "flag": "[ -f /var/run/reboot-required ] && echo yes",
-            "packages": "cat /var/run/reboot-required.pkgs 2>/dev/null",
+            "packages": f"{LINES}\ngpurig_lines /var/run/reboot-required.pkgs 2>/dev/null",
         })  # fmt: skip
 
     @staticmethod
@@ -211,7 +211,9 @@ class NvidiaModule(Sectioned[dict[str, Any]]):
 class KernelLog(Sectioned[dict[str, Any]]):
     """GPU events in the kernel log since boot: Xid lines, and the 'fallen off the bus'
     messages drivers also log without an Xid (the multi-line form names the GPU on its 'The
-    NVIDIA GPU' line). dmesg may be restricted to root: journalctl -k -b is the fallback."""
+    NVIDIA GPU' line); NVSwitch SXid lines and hung-task reports with the lines after them
+    (gpurig.read.interconnect_parse). dmesg may be restricted to root: journalctl -k -b is
+    the fallback."""
 
     def command(self) -> str:
         log = (
@@ -221,7 +223,10 @@ class KernelLog(Sectioned[dict[str, Any]]):
             "log=$(bounded journalctl -k -b --no-pager -q 2>/dev/null); then :\n"
             "else exit 0; fi\n"
             "printf '%s\\n' \"$log\" | sed -n -e '/NVRM: Xid/{p;d;}' "
-            "-e '/fallen off the bus/{p;d;}' -e '/NVRM: The NVIDIA GPU/{p;d;}'"
+            "-e '/fallen off the bus/{p;d;}' -e '/NVRM: The NVIDIA GPU/{p;d;}' "
+            f"-e '/{interconnect_parse.HUNG_TASK_SED}/,+{interconnect_parse.hung_task_lines()}"
+            "{p;d;}' "
+            "-e '/: SXid (/{p;d;}'"
         )
         return self.sectioned({"gpu_lines": log})
 
@@ -231,4 +236,9 @@ class KernelLog(Sectioned[dict[str, Any]]):
         return {
             "xids": [asdict(e) for e in gpu_parse.parse_xid_lines(text)],
             "fallen_off_bus": [asdict(e) for e in gpu_parse.parse_fallen_off_bus(text)],
+            "sxids": [asdict(e) for e in interconnect_parse.parse_sxid_lines(text)],
+            "hung_tasks": [
+                {**asdict(t), "gpu_lines": t.gpu_lines}
+                for t in interconnect_parse.parse_hung_tasks(text)
+            ],
         }

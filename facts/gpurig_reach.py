@@ -9,13 +9,12 @@ not one per source and never apt's minutes of retries.
 from __future__ import annotations
 
 import re
-import secrets
 import shlex
 from collections.abc import Sequence
 from typing import Any
 
 from gpurig.facts.reader import Reader
-from gpurig.facts.round_trip import section, sections
+from gpurig.facts.round_trip import START, section, sections
 from gpurig.read.sources import Endpoint, checked_host
 
 SOURCE_FILES = (
@@ -35,20 +34,19 @@ class AptSources(Reader[dict[str, Any]]):
         return {"files": {}, "proxies": {}}
 
     def command(self) -> str:
-        self._marker = f"--gpurig-apt-{secrets.token_hex(8)}"
         proxies = (
             "command -v apt-config >/dev/null 2>&1 && apt-config dump 2>/dev/null"
             " | grep -E '^Acquire::https?::Proxy \"' || true"
         )
         read = f'head -c {MAX_FILE_BYTES} "$f"; echo'
+        each, after = section("apt", '"$f"', read), section("apt", '""', proxies)
         return (
-            f"for f in {SOURCE_FILES}; do\n"
-            f'  [ -f "$f" ] || continue\n{section(self._marker, chr(34) + "$f" + chr(34), read)}\n'
-            f"done\n{section(self._marker, chr(34) + chr(34), proxies)}"
+            f"{START}\nfor f in {SOURCE_FILES}; do\n"
+            f'  [ -f "$f" ] || continue\n{each}\ndone\n{after}'
         )
 
     def process(self, output: list[str]) -> dict[str, Any]:
-        files = sections(output, self._marker)
+        files = sections(output, "apt")
         proxies = [_PROXY.match(line) for line in files.pop("", [])]  # after the bare marker
         return {
             "files": {p: "\n".join(lines) for p, lines in files.items()},

@@ -4,14 +4,13 @@ its environment's declared imports resolve, for the checks."""
 
 from __future__ import annotations
 
-import secrets
 import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from gpurig.facts.reader import Reader
-from gpurig.facts.round_trip import BOUNDED, Sectioned, part_text
+from gpurig.facts.round_trip import BOUNDED, START, Sectioned, part_text
 from gpurig.read import node_parse
 
 GIT_CHANGES = Path(__file__).with_name("git_changes.sh").read_text(encoding="utf-8")
@@ -119,9 +118,8 @@ class EnvImports(Sectioned[dict[str, Any]]):
         bad = [name for name in names if not node_parse.MODULE_NAME.fullmatch(name)]
         if bad or not names:
             raise ValueError(f"imports: not top-level module names: {bad or names!r}")
-        self._marker = f"--gpurig-part-{secrets.token_hex(8)}"
-        args = [self._marker, _clean_path(checkout), _clean_path(venv), *names]
-        return f"set -- {shlex.join(args)}\n{BOUNDED}\n{WRITERS}\n{ENV_IMPORTS}"
+        args = [_clean_path(checkout), _clean_path(venv), *names]
+        return f"{START}\nset -- {shlex.join(args)}\n{BOUNDED}\n{WRITERS}\n{ENV_IMPORTS}"
 
     @staticmethod
     def parse(parts: Mapping[str, str]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ through `Snapshot.get` until something on the host has changed.
 from __future__ import annotations
 
 import json
-import secrets
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -57,28 +57,48 @@ def required_reads(plan: Callable[[Callable[..., Any]], object]) -> list[Read]:
     return list(recorder.reads.values())
 
 
-# Every line a section prints reaches us behind this prefix; a marker line never has it.
-PREFIX = "|"
+# Each run's nonce: a fresh random UUID from the kernel, read by the shell's own `read` into a
+# variable it never exports, and printed first (`START`: the run's, and each Sectioned
+# fact's own). It is in no command line,
+# environment or file, so nothing another account runs or reads (/proc shows command lines:
+# a file named after a nonce sent in the command once forged the probe) can print a marker.
+# No process per section either: a `sed` prefixing each section's lines cost a node contract
+# more than all its tools (issue 28).
+NONCE = "--gpurig-nonce"
+_NONCE_VALUE = re.compile(r"[0-9a-f-]{32,36}")
+# Unset first: a value (or an export) from the caller's environment is not this run's.
+START = (
+    "unset gpurig_nonce; read -r gpurig_nonce 2>/dev/null </proc/sys/kernel/random/uuid"
+    ' || gpurig_nonce=$(od -An -N16 -tx1 /dev/urandom 2>/dev/null | tr -d " \\n")\n'
+    f'[ -n "$gpurig_nonce" ] || exit 0\nprintf \'%s %s\\n\' {NONCE} "$gpurig_nonce"'
+)
 
 
-def section(marker: str, label: str, body: str) -> str:
-    """Shell printing `MARKER LABEL` (label: a shell word), then the body's output with every
-    line prefixed. No output can start a section, whatever it prints, even from someone who
-    read the marker's nonce in /proc (a file named after it once forged the probe)."""
-    return f"printf '\\n%s %s\\n' '{marker}' {label}\n(\n{body}\n) </dev/null | sed 's/^/{PREFIX}/'"
+def section(kind: str, label: str, body: str) -> str:
+    """Shell printing the marker of `kind` (a word) with this run's nonce and `label` (a shell
+    word) on a line of its own, then the body's output, run in a subshell; after `START`. It
+    exits 0: a tool that failed is a value for the parser, not a failed read."""
+    marker = f"printf '\\n--gpurig-{kind}-%s %s\\n' \"$gpurig_nonce\" {label}"
+    return f"{marker}\n(\n{body}\n) </dev/null || true"
 
 
-def sections(output: list[str], marker: str) -> dict[str, list[str]]:
-    """Output split at lines `MARKER` or `MARKER LABEL` ({label or "": lines}); only prefixed
-    lines are a section's (others, and lines before the first marker, are dropped)."""
+def sections(output: list[str], kind: str) -> dict[str, list[str]]:
+    """Output split at this run's markers of `kind` ({label or "": lines}). The run's nonce is
+    on the first nonce line, printed before any command ran; lines before the first marker, and
+    the empty line each marker's printf starts with, are no section's."""
+    nonce = next((line[len(NONCE) + 1 :] for line in output if line.startswith(f"{NONCE} ")), "")
+    if not _NONCE_VALUE.fullmatch(nonce):
+        return {}
+    marker = f"--gpurig-{kind}-{nonce}"
     found: dict[str, list[str]] = {}
     current: list[str] | None = None
     for line in output:
-        if line.startswith(PREFIX):
-            if current is not None:
-                current.append(line[len(PREFIX) :])
-        elif line == marker or line.startswith(f"{marker} "):
+        if line == marker or line.startswith(f"{marker} "):
+            if current and not current[-1]:
+                current.pop()
             current = found.setdefault(line[len(marker) + 1 :], [])
+        elif current is not None:
+            current.append(line)
     return found
 
 
@@ -92,25 +112,35 @@ BOUNDED = (
 )
 
 
+# `gpurig_lines FILE` prints a small file's lines and `gpurig_field FILE KEY` what follows KEY
+# on its line, with the shell's own `read`: a /proc, /sys or /etc file costs no process (a fork
+# and an exec cost a node contract's read more than the file itself: issue 28).
+LINES = (
+    'gpurig_lines() { while IFS= read -r l || [ -n "$l" ]; do printf \'%s\\n\' "$l"; '
+    'done < "$1"; }\n'
+    'gpurig_field() { while read -r k v; do [ "$k" != "$2" ] || printf \'%s\\n\' "$v"; '
+    'done < "$1"; }'
+)
+
+
 def part_text(parts: Mapping[str, str], label: str) -> str | None:
     """A part's text stripped, or None when it printed nothing (or did not run)."""
     return (parts.get(label) or "").strip() or None
 
 
 class Sectioned(Reader[T]):
-    """A fact whose command prints several outputs, each behind its own marker (a per-run
-    nonce, every line prefixed: `section()`), so one tool's output can never pass for
-    another's. `parse({label: text})` types them; `parse({})` is what a host without any
-    of the tools answers, and the default."""
+    """A fact whose command prints several outputs, each behind its own marker (the run's
+    secret nonce: `section()`), so one tool's output can never pass for another's.
+    `parse({label: text})` types them; `parse({})` is what a host without any of the tools
+    answers, and the default."""
 
     def sectioned(self, parts: Mapping[str, str]) -> str:
         """The command printing each part's output under its label (a shell word)."""
-        self._marker = f"--gpurig-part-{secrets.token_hex(8)}"
-        return "\n".join(section(self._marker, label, body) for label, body in parts.items())
+        return "\n".join([START, *(section("part", label, body) for label, body in parts.items())])
 
     def split(self, output: list[str]) -> dict[str, str]:
         """{label: the part's text} for the parts `sectioned()` printed."""
-        return {label: "\n".join(lines) for label, lines in sections(output, self._marker).items()}
+        return {label: "\n".join(lines) for label, lines in sections(output, "part").items()}
 
     def process(self, output: list[str]) -> T:
         return self.parse(self.split(output))
@@ -141,9 +171,6 @@ class HostState(Reader[dict[str, Any]]):
         return {}
 
     def command(self, reads: Sequence[Read], bound: int | None = None) -> str:
-        # The marker carries a per-run nonce, so no file or tool output can end a section early
-        # by accident; pyinfra calls process() on this same instance.
-        self._marker = f"--gpurig-section-{secrets.token_hex(8)}"
         # Each fact's own instance parses its section: some keep what command() was given.
         self._facts = [(cls(), cls, kwargs) for cls, kwargs in reads]
         # As root, the system's PATH and `/` as the working directory: a caller's PATH entry
@@ -157,16 +184,16 @@ class HostState(Reader[dict[str, Any]]):
             '{ [ -n "$(find "$HOME" -maxdepth 0 -user 0 ! -perm /022 2>/dev/null)" ] || '
             "{ HOME=~root && export HOME; }; } && cd /"
         )
-        parts = [f'[ "$(command -p id -u 2>/dev/null)" = 0 ] && {root}']
+        parts = [START, f'[ "$(command -p id -u 2>/dev/null)" = 0 ] && {root}']
         if bound is not None:  # seconds for each call a fact bounds (BOUNDED)
             parts.insert(0, f"GPURIG_BOUND={int(bound)}")
         for index, (fact, _, kwargs) in enumerate(self._facts):
-            parts.append(section(self._marker, str(index), fact.command(**kwargs)))
+            parts.append(section("section", str(index), fact.command(**kwargs)))
         parts.append("exit 0")
         return "\n".join(parts)
 
     def process(self, output: list[str]) -> dict[str, Any]:
-        parts = sections(output, self._marker)
+        parts = sections(output, "section")
         state: dict[str, Any] = {}
         for index, (fact, cls, kwargs) in enumerate(self._facts):
             lines = parts.get(str(index), [])

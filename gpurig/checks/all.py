@@ -5,6 +5,8 @@
   imports;
 - containers' running state (gpurig/checks/container.py): crashes, OOM kills, the engine API;
 - GPU (gpurig/checks/gpu.py): presence and health;
+- the interconnect between GPUs (gpurig/checks/interconnect.py): NVSwitch SXid, hung tasks in
+  the GPU driver, PCIe ACS;
 - compatibility (gpurig/checks/compat.py): driver, kernel module, CUDA, torch arch lists.
 
 Each rule is pure `rule(spec, read) -> [Finding]`: it reads the facts it judges through the
@@ -22,6 +24,7 @@ from typing import Any
 from gpurig.checks import compat, compat_checks
 from gpurig.checks import container as container_checks
 from gpurig.checks import gpu as gpu_checks
+from gpurig.checks import interconnect as interconnect_checks
 from gpurig.checks import node as node_checks
 from gpurig.checks.finding import Finding
 from gpurig.checks.rules import one_per_cause
@@ -37,7 +40,10 @@ ODD_OUTPUT = (Unreadable, ValueError)
 
 # Every id a check can carry, by domain (tests check each has a case that makes it fire, and
 # that the table has exactly these rows besides the fleet view's).
-CHECK_IDS = (*node_checks.IDS, *container_checks.IDS, *gpu_checks.IDS, *compat.IDS)
+CHECK_IDS = (
+    *node_checks.IDS, *container_checks.IDS, *gpu_checks.IDS, *interconnect_checks.IDS,
+    *compat.IDS,
+)  # fmt: skip
 
 
 def rules(containers: bool = True, imports: bool = True) -> tuple[Rule, ...]:
@@ -49,6 +55,7 @@ def rules(containers: bool = True, imports: bool = True) -> tuple[Rule, ...]:
         *container_checks.RULES,
         *(container_checks.CONTAINER_RULES if containers else ()),
         *gpu_checks.RULES,
+        *interconnect_checks.RULES,
         *compat_checks.RULES,
         *(compat_checks.CONTAINER_RULES if containers else ()),
     )

@@ -22,6 +22,12 @@ def connects(argv: list[str]) -> bool:
 
 
 def main() -> None:
+    from gpurig.node import argv as node_argv
+
+    call = node_argv.parse(sys.argv[1:])
+    if call is not None:  # a node contract: no click, no CLI module (gpurig.node.argv)
+        sys.stdout.flush()
+        raise SystemExit(node_argv.run(call))
     if connects(sys.argv[1:]):
         from gpurig.remote.cooperative import patch
 

@@ -164,53 +164,37 @@ def drift(
 
     --textfile DIR writes the results for Prometheus (node_exporter's textfile collector): one
     file per node with --local, one file with a `host` label per host from a controller."""
-    import platform
-
-    from gpurig.spec.inventory import InventoryError, load_inventory, load_spec_file
-
     _drift_usage(inventory, limits, local, as_host, spec_file)
     if mode is not None and not local:
         raise click.UsageError("--mode goes with --local")
+    if local:
+        from gpurig.node.command import drift_here
+
+        raise SystemExit(drift_here(inventory, as_host, spec_file, fmt, output, mode, textfile))
+    from gpurig.spec.inventory import InventoryError, load_inventory
+
     try:
-        if spec_file is not None:
-            hosts = [load_spec_file(spec_file, platform.node() or "localhost")]
-        else:
-            hosts = list(load_inventory([str(inventory)]).hosts)
+        hosts = list(load_inventory([str(inventory)]).hosts)
     except InventoryError as exc:
         click.echo(str(exc), err=True)
-        if mode is not None:
-            from gpurig.node.run import refused
-
-            raise SystemExit(refused(mode, str(exc))) from None
         raise SystemExit(2) from None
-    names = (as_host,) if as_host is not None else limits
-    unknown = [name for name in names if name not in {h.name for h in hosts}]
+    unknown = [name for name in limits if name not in {h.name for h in hosts}]
     if unknown:
         click.echo(f"{inventory}: no host named {', '.join(unknown)}", err=True)
         raise SystemExit(2)
-    selected = [h for h in hosts if not names or h.name in names]
+    selected = [h for h in hosts if not limits or h.name in limits]
+    # Imported here: the console script (gpurig.cli.entry) has patched gevent in by now.
+    from gpurig.remote.drift import progress_stream, run_drift
+    from gpurig.remote.pyinfra_inventory import cache_dir
     from gpurig.report.render import exit_code, render
     from gpurig.report.textfile import written
 
     started = time.monotonic()
-    if mode is not None:
-        from gpurig.node.run import run_mode
-
-        raise SystemExit(run_mode(mode, selected[0], started, fmt, output, textfile))
-    if local:
-        from gpurig.node.read import drift_local
-
-        reports = [drift_local(selected[0])]
-    else:
-        # Imported here: the console script (gpurig.cli.entry) has patched gevent in by now.
-        from gpurig.remote.drift import progress_stream, run_drift
-        from gpurig.remote.pyinfra_inventory import cache_dir
-
-        reports = run_drift(selected, cache_dir(), progress_stream())
+    reports = run_drift(selected, cache_dir(), progress_stream())
     duration = time.monotonic() - started
     stream = output or sys.stdout
     stream.write(render(reports, fmt, colour=output is None and stream.isatty()))
-    if textfile is not None and not written(textfile, reports, duration, not local):
+    if textfile is not None and not written(textfile, reports, duration, True):
         raise SystemExit(1)
     raise SystemExit(exit_code(reports))
 
@@ -254,43 +238,27 @@ def up(
     socket the spec declares); everything else goes to stderr. Exit 0 ready, 1 this node
     cannot serve the job (one line says why), 2 invalid input. INVENTORY defaults to
     $GPURIG_INVENTORY or inventories/*.yaml."""
-    import platform
+    _up_usage(inventories, local, as_host, spec_file)
+    paths = list(inventories)
+    if as_host is not None and not paths:
+        from gpurig.remote.converge import DEPLOY_ROOT
+        from gpurig.remote.pyinfra_inventory import inventory_paths
 
-    from gpurig.remote.converge import DEPLOY_ROOT
-    from gpurig.remote.pyinfra_inventory import inventory_paths
-    from gpurig.spec.inventory import InventoryError, load_inventory, load_spec_file
+        paths = [str(p) for p in inventory_paths(DEPLOY_ROOT)]
+    from gpurig.node.command import up_here
 
+    raise SystemExit(up_here(paths, as_host, spec_file))
+
+
+def _up_usage(
+    inventories: tuple[str, ...], local: bool, as_host: str | None, spec_file: str | None
+) -> None:
     if not local:
         raise click.UsageError("up converges the machine it runs on: give --local")
     if (as_host is None) == (spec_file is None):
         raise click.UsageError("up needs one of --as NAME or --spec FILE")
     if spec_file is not None and inventories:
         raise click.UsageError("--spec FILE replaces INVENTORY: give one of them")
-    paths = list(inventories) or [str(p) for p in inventory_paths(DEPLOY_ROOT)]
-    try:
-        if spec_file is not None:
-            host = load_spec_file(spec_file, platform.node() or "localhost")
-        else:
-            host = next((h for h in load_inventory(paths).hosts if h.name == as_host), None)
-    except InventoryError as exc:
-        click.echo(str(exc), err=True)
-        raise SystemExit(2) from None
-    if host is None:
-        click.echo(f"{', '.join(paths) or 'no inventory'}: no host named {as_host}", err=True)
-        raise SystemExit(2)
-    # Imported here: the console script (gpurig.cli.entry) has patched gevent in by now.
-    from gpurig.node.up import UpError
-    from gpurig.node.up import up as bring_up
-
-    try:
-        ready = bring_up(host, lambda line: click.echo(line, err=True))
-    except UpError as exc:
-        click.echo(f"gpurig up: {exc}", err=True)
-        raise SystemExit(1) from None
-    for line in ready.exports:
-        click.echo(line)
-    state = "converged" if ready.converged else "already as declared"
-    click.echo(f"gpurig up: {host.name} ready ({state})", err=True)
 
 
 def _confirm(question: str) -> bool:

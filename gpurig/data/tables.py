@@ -4,21 +4,48 @@ A module of its own so that users of a table (the compat rules, the sandbox's ap
 need not import the drift evaluator and, through it, pyinfra. libyaml's safe loader where
 PyYAML has it: the same YAML as `yaml.safe_load`, without the pure-Python parse that cost
 `gpurig compat` most of its run (cuda_drivers.yaml).
+
+Each table's parse is kept beside it in __pycache__ (gpurig.data.kept), named by the YAML's
+content hash: a node contract then loads neither PyYAML nor the parse (a seventh of a Prolog's
+start, issue 28). Only the table's owner writes or trusts a copy; where none can be kept, the
+YAML is parsed each time.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
-import yaml
+from gpurig.data import kept
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+HERE = Path(__file__).resolve().parent
+CACHE = HERE / "__pycache__"
+
+
+def _parse(text: str) -> Any:
+    import yaml
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 @cache
 def table(name: str) -> Any:
     """`gpurig/data/<name>`, parsed; shared between callers, so read it, never change it."""
-    text = (resources.files("gpurig") / "data" / name).read_text(encoding="utf-8")
-    return yaml.load(text, Loader=_LOADER)
+    return load(HERE / name, CACHE)
+
+
+def load(source: Path, cache_dir: Path) -> Any:
+    """The YAML file `source` parsed, through its copy in `cache_dir` where one is kept."""
+    data = source.read_bytes()
+    name = f"{source.name}.{hashlib.sha256(data).hexdigest()[:32]}"
+    owner = source.stat().st_uid
+    found = kept.read(cache_dir, name, owner)
+    if found is not None:
+        return found
+    parsed = _parse(data.decode("utf-8"))
+    if os.geteuid() == owner:
+        kept.keep(cache_dir, name, parsed, f"{source.name}.*")
+    return parsed

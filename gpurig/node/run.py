@@ -8,12 +8,11 @@ or a health check drained a node: slurmd keeps neither program's output.
 from __future__ import annotations
 
 import os
+import sys
 import syslog
 import time
 from pathlib import Path
 from typing import TextIO
-
-import click
 
 from gpurig.checks.judge import Scope
 from gpurig.node import modes as node_modes
@@ -32,7 +31,7 @@ def _log(lines: list[str], priority: int) -> None:
 def _say(lines: list[str], priority: int, stdout: bool = False) -> None:
     """The lines on stderr (stdout: the first one there instead) and in syslog."""
     for index, line in enumerate(lines):
-        click.echo(line, err=not (stdout and index == 0))
+        print(line, file=sys.stdout if stdout and index == 0 else sys.stderr)
     _log(lines, priority)
 
 
@@ -41,7 +40,7 @@ def refused(name: str, message: str) -> int:
     m = node_modes.mode(name)
     why = "invalid spec (see stderr or syslog)"
     if name == "npd":
-        click.echo(f"gpurig: could not check: {why}"[: m.max_output or 80])
+        print(f"gpurig: could not check: {why}"[: m.max_output or 80])
     _log([f"gpurig {name}: could not check: {message.splitlines()[0][:300]}"], syslog.LOG_ERR)
     return node_modes.exit_status(m, "unknown")
 
@@ -70,7 +69,7 @@ def run_mode(
         written(textfile, [report], duration, False, node_modes.checked_ids(m))
     result = node_modes.verdict(report)
     if name == "npd":
-        click.echo(node_modes.npd_line(report, m))
+        print(node_modes.npd_line(report, m))
     elif name == "prolog":
         # slurmd says which of the two runs it (and keeps an Epilog's output in its log).
         context = "epilog" if os.environ.get("SLURM_SCRIPT_CONTEXT") == "epilog_slurmd" else name

@@ -21,12 +21,14 @@ from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.round_trip import Snapshot
 from gpurig.fsutil import atomic_write, xdg_dir
 from gpurig.read.acceptance import DEFAULT_MARGIN, Verdict, judge_host
+from gpurig.read.nccl_tests import message_bytes, with_all_reduce
 from gpurig.report.textsafe import visible
 from gpurig.spec.inventory import Host
 from gpurig.spec.model import gpu_containers, normalise
 from gpurig.spec.user_scope import is_user
 
-ACCEPT_TIMEOUT = 900  # torch's import and first CUDA call, the timings, and dcgmi's own 300 s
+# torch's import and first CUDA call, the timings, all_reduce_perf's 300 s and dcgmi's own 300 s
+ACCEPT_TIMEOUT = 1200
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,8 @@ def judged(host: Host, gpus: list[str], found: dict[str, Any], margin: float) ->
         spec["gpu"] == "required",
         margin,
     )
+    if gpus:
+        verdict = with_all_reduce(verdict, found.get("nccl"), gpus)
     return Accepted(host.name, f"container {container}" if container else "host", verdict, dcgmi)
 
 
@@ -91,8 +95,14 @@ def measure(host: Host, cache: Path, margin: float = DEFAULT_MARGIN) -> Accepted
             return state
         found = Acceptance().default()
         if listed:
+            size = message_bytes(listed[0], len(listed))
             found = pyinfra_host.get_fact(
-                fact, engine=engine, container=container, _timeout=ACCEPT_TIMEOUT
+                fact,
+                engine=engine,
+                container=container,
+                gpus=len(listed),
+                nccl_bytes=size,
+                _timeout=ACCEPT_TIMEOUT,
             )
         return {**state, "gpus": listed, "acceptance": found}
 
@@ -140,6 +150,15 @@ def _baseline(figures: dict[str, Any]) -> str | None:
     )
 
 
+def _all_reduce(nccl: dict[str, Any]) -> str:
+    """The all-reduce step in words: its status, bus bandwidth and baseline, or why not run."""
+    if "busbw_gbps" not in nccl:
+        return f"{nccl['status']}: {nccl.get('reason')}"
+    text = f"{nccl['status']}: busbw {nccl['busbw_gbps']} GB/s at {nccl['bytes']} bytes"
+    base = nccl.get("baseline")
+    return text + (f" (baseline {base['busbw_gbps']} GB/s)" if base else "")
+
+
 def summary(accepted: Accepted) -> str:
     """One line: the status and the numbers behind it (host text escaped)."""
     v = accepted.verdict
@@ -151,6 +170,8 @@ def summary(accepted: Accepted) -> str:
         )
         if _baseline(v.figures):
             text += f" (baseline {_baseline(v.figures)})"
+    if "nccl" in v.figures:
+        text += f"; all-reduce {_all_reduce(v.figures['nccl'])}"
     if v.reasons and v.status != "pass":
         text += "; " + "; ".join(v.reasons)
     return visible(f"{text} [ran on the {accepted.ran_in}]")
@@ -167,6 +188,8 @@ def render(host: Host, accepted: Accepted, fmt: str) -> str:
             rows.append((key, str(v.figures[key])))
     if _baseline(v.figures):
         rows.append(("baseline", str(_baseline(v.figures))))
+    if "nccl" in v.figures:
+        rows.append(("nccl all-reduce", _all_reduce(v.figures["nccl"])))
     if accepted.dcgmi:
         rows.append(("dcgmi diag -r 1", f"exit {accepted.dcgmi['exit']}"))
     rows += [("reason", r) for r in v.reasons]

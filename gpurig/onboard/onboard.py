@@ -65,7 +65,7 @@ from gpurig.spec.inventory import (
     load_inventory_text,
 )
 from gpurig.spec.model import normalise
-from gpurig.spec.safe_yaml import YamlRefused, read_bytes
+from gpurig.spec.text_file import YamlRefused, read_bytes
 from gpurig.spec.units import format_size
 from gpurig.spec.user_scope import is_user
 

@@ -6,14 +6,15 @@ from real machines (tests/fixtures/gpu) where CI has no GPU.
 from __future__ import annotations
 
 import ast
-import csv
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpurig.data.tables import table
+
+if TYPE_CHECKING:
+    import xml.etree.ElementTree as ET
 
 # Fields the GPU query (facts.gpurig_nvidia.NvidiaGpus) asks nvidia-smi for, in its order: the
 # query recorded on the lent H100 as it runs (noheader, nounits: columns by position), so its one
@@ -97,6 +98,13 @@ class TorchCapabilityWarning:
     supported_range: tuple[str, str | None] | None = None
 
 
+def _xml_root(xml_text: str) -> ET.Element:
+    """nvidia-smi's XML parsed (xml.etree loaded only where a GPU printed some)."""
+    import xml.etree.ElementTree as ET
+
+    return ET.fromstring(xml_text.lstrip())
+
+
 def parse_proc_driver_version(text: str) -> KernelModule:
     """Parse /proc/driver/nvidia/version (proprietary and open module line shapes)."""
     match = re.search(
@@ -133,6 +141,8 @@ def parse_query_gpu_csv(
     lines = [line for line in text.splitlines() if line.strip()]
     if lines and re.match(r'Field ".*" is not a valid field to query', lines[0]):
         raise ValueError(f"nvidia-smi refused the query: {lines[0]}")
+    import csv
+
     rows = list(csv.reader(lines, skipinitialspace=True))
     if rows and all(_FIELD_RE.fullmatch(cell) for cell in rows[0]):
         header = [_strip_unit(cell) for cell in rows.pop(0)]
@@ -207,7 +217,7 @@ def parse_throttle_reasons(xml_text: str) -> dict[str, list[str]]:
     Drivers before 530-ish write <clocks_throttle_reasons>, later ones <clocks_event_reasons>;
     both are read, and names lose their prefix ('gpu_idle', 'sw_power_cap').
     """
-    root = ET.fromstring(xml_text.lstrip())
+    root = _xml_root(xml_text)
     result = {}
     for gpu in root.iter("gpu"):
         active = []
@@ -315,7 +325,7 @@ def parse_ecc_uncorrectable(xml_text: str) -> dict[str, int | None]:
     None where the GPU reports every counter N/A (ECC unsupported or disabled): no ECC is not
     the same as zero errors.
     """
-    root = ET.fromstring(xml_text.lstrip())
+    root = _xml_root(xml_text)
     result: dict[str, int | None] = {}
     for gpu in root.iter("gpu"):
         values = [
@@ -465,7 +475,7 @@ def _health(pci: str, lookup: Callable[[str], str | None], xml: bool) -> GpuHeal
 
 def parse_health_xml(xml_text: str) -> list[GpuHealth]:
     """Health fields per GPU from `nvidia-smi -q -x` (v11 to v13 DTDs)."""
-    root = ET.fromstring(xml_text.lstrip())
+    root = _xml_root(xml_text)
 
     def finder(gpu: ET.Element) -> Callable[[str], str | None]:
         def lookup(path: str) -> str | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -164,6 +163,8 @@ def to_table(reports: Sequence[HostReport], colour: bool = False) -> str:
 def to_junit(reports: Sequence[HostReport]) -> str:
     """One testsuite, one testcase per host, one <failure> per error finding: its headline as
     the message, what differs and the fix as the text."""
+    import xml.etree.ElementTree as ET
+
     failures = sum(1 for r in reports if r.failed)
     suite = ET.Element(
         "testsuite", name="gpurig drift", tests=str(len(reports)), failures=str(failures),

@@ -15,18 +15,16 @@ from functools import cache, reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ruamel.yaml.error import YAMLError
-from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
-
 from gpurig import DEPLOY_ROOT
 from gpurig.spec.hostkeys import key_problem
 from gpurig.spec.model import normalise
-from gpurig.spec.safe_yaml import YamlRefused, bounded_yaml, check_text, read_text, syntax_refusal
 from gpurig.spec.schema_check import passes
+from gpurig.spec.text_file import YamlRefused, check_text, read_text
 from gpurig.spec.user_scope import root_only
 
 if TYPE_CHECKING:  # jsonschema is loaded only to explain a document that does not pass
     from jsonschema import Draft202012Validator, TypeChecker, ValidationError
+    from ruamel.yaml.nodes import Node
 
 SCHEMA_PATH = Path(DEPLOY_ROOT, "schemas", "inventory.schema.json")
 
@@ -256,6 +254,10 @@ def _load_file(file: str) -> tuple[list[Problem], list[Host]]:
 
 def _parse(file: str, text: str) -> tuple[list[Problem], Any]:
     """Syntax problems (every duplicate key at once), or none and the round-trip document."""
+    from ruamel.yaml.error import YAMLError
+
+    from gpurig.spec.safe_yaml import bounded_yaml, syntax_refusal
+
     yaml = bounded_yaml()
     try:
         check_text(text)
@@ -306,16 +308,37 @@ def _load_text(file: str, text: str) -> tuple[list[Problem], list[Host]]:
 
 def load_spec_file(path: str | Path, name: str) -> Host:
     """Host `name` (this machine) from a file holding only its spec (`gpurig drift --local
-    --spec`), validated as an inventory host's `spec` is; raise InventoryError."""
+    --spec`), validated as an inventory host's `spec` is; raise InventoryError.
+
+    The node contracts read one spec file at every job start: its parse is kept by content
+    (gpurig.spec.runtime) and the kept data validated as a parse's is; only a spec that passes
+    is kept, and one that fails is parsed again, for its problems' lines."""
+    from gpurig.spec import runtime
+
     file = str(path)
     try:
         text = read_text(file)
+    except YamlRefused as exc:
+        raise InventoryError([Problem(file, exc.line, (), exc.message)]) from None
+    data = runtime.kept_parse(text)
+    if data is not None and not _spec_problems(file, None, data):
+        return Host(name, "localhost", SshSettings(), (), normalise(data), file, 1)
+    try:
         problems, doc = _parse(file, text)
     except YamlRefused as exc:
         problems, doc = [Problem(file, exc.line, (), exc.message)], None
     if problems:
         raise InventoryError(problems)
     data = _plain(doc)
+    problems = _spec_problems(file, doc, data)
+    if problems:
+        raise InventoryError(sorted(problems, key=lambda p: p.line or 0))
+    runtime.keep_parse(text, data)
+    return Host(name, "localhost", SshSettings(), (), normalise(data), file, 1)
+
+
+def _spec_problems(file: str, doc: Any, data: Any) -> list[Problem]:
+    """What is wrong with one host's spec, at the lines of `doc` (line 1 without one)."""
     problems = _schema_problems(file, doc, data, _spec_validator, "#/$defs/spec")
     problems += _mount_problems(file, doc, (), data)
     if not problems:
@@ -323,12 +346,12 @@ def load_spec_file(path: str | Path, name: str) -> Host:
         problems += [
             Problem(file, _line(doc, path), path, why) for path, why in root_only(normalise(data))
         ]
-    if problems:
-        raise InventoryError(sorted(problems, key=lambda p: p.line or 0))
-    return Host(name, "localhost", SshSettings(), (), normalise(data), file, 1)
+    return problems
 
 
 def _duplicate_keys(file: str, node: Node | None, path: KeyPath) -> Iterator[Problem]:
+    from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
+
     if isinstance(node, MappingNode):
         first_lines: dict[Any, int] = {}
         for key_node, value_node in node.value:

@@ -1,4 +1,5 @@
-"""Read YAML that may be hostile: bounded in bytes, characters, nodes, depth and integer size.
+"""Parse YAML that may be hostile: bounded in nodes, depth and integer size (its bytes and
+characters are gpurig.spec.text_file's).
 
 An inventory is small and shallow, so anything far beyond that is refused before it can hang
 or exhaust memory: a FIFO or /dev/zero named as the file, an alias bomb (a few hundred bytes
@@ -9,9 +10,6 @@ plain file costs what parsing it up to a bound costs (see the numbers below).
 
 from __future__ import annotations
 
-import os
-import stat
-from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
@@ -21,83 +19,14 @@ from ruamel.yaml.events import AliasEvent
 from ruamel.yaml.nodes import ScalarNode
 from ruamel.yaml.scanner import RoundTripScanner
 
-from gpurig.report.textsafe import escape_char, first_unsafe
+from gpurig.spec.text_file import YamlRefused, check_text
 
-# ruamel parses in pure Python: on a busy 2-core machine a 1 MiB scalar took 0.6 s, a 1 MiB
-# comment 1.1 s, and 20,000 values 3 s. 1 MiB is a thousand hosts and change.
-MAX_BYTES = 1024**2
 # Values once aliases are expanded: 80 times the example fleet (a thousand hosts with a dozen
 # values each), where an alias bomb stands for billions.
 MAX_NODES = 20_000
 MAX_DEPTH = 32  # the deepest inventory key (hosts.H.spec.repos.P.python.keep[0]) is 8
 MAX_INT_CHARS = 32  # a 64-bit limit has 20 characters; Python refuses to convert 4300 digits
 _INT_TAG = "tag:yaml.org,2002:int"
-_TOO_LARGE = f"larger than {MAX_BYTES // 1024**2} MiB, the most gpurig reads as an inventory"
-
-
-class YamlRefused(Exception):
-    """Input gpurig will not parse; `line` is 1-based, None for the file as a whole."""
-
-    def __init__(self, line: int | None, message: str) -> None:
-        self.line = line
-        self.message = message
-        super().__init__(message if line is None else f"line {line}: {message}")
-
-
-def read_bytes(path: str | Path) -> bytes:
-    """The bytes of a regular file of at most MAX_BYTES; never blocks on a FIFO or a device.
-
-    Raises YamlRefused for anything else (OSError's text included when it cannot be opened).
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        raise YamlRefused(None, f"cannot read: {exc.strerror or exc}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise YamlRefused(None, f"cannot read: not a regular file ({_kind(mode)})")
-        chunks, size = [], 0
-        while size <= MAX_BYTES and (chunk := os.read(fd, MAX_BYTES + 1 - size)):
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as exc:
-        raise YamlRefused(None, f"cannot read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if size > MAX_BYTES:
-        raise YamlRefused(None, _TOO_LARGE)
-    return b"".join(chunks)
-
-
-def read_text(path: str | Path) -> str:
-    """read_bytes, decoded as UTF-8 (a byte order mark first, as some editors save, is not
-    text) and checked by check_text."""
-    raw = read_bytes(path)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise YamlRefused(line, f"cannot read: not UTF-8 (byte 0x{raw[exc.start]:02x})") from None
-    check_text(text)
-    return text
-
-
-def check_text(text: str) -> None:
-    """Refuse text too long or carrying control characters (tab, newline and CR are fine)."""
-    if len(text) > MAX_BYTES:
-        raise YamlRefused(None, _TOO_LARGE)
-    bad = first_unsafe(text)
-    if bad:
-        line = text.count("\n", 0, bad.start()) + 1
-        raise YamlRefused(line, f"control character {escape_char(bad[0])} is not allowed")
-
-
-def _kind(mode: int) -> str:
-    kinds = [(stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-             (stat.S_ISSOCK, "a socket")]  # fmt: skip
-    return next((name for test, name in kinds if test(mode)), "not a file")
 
 
 class BoundedScanner(RoundTripScanner):

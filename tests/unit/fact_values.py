@@ -4,10 +4,11 @@ recorded outputs (tests/fixtures/gpu), and a `read(FactClass, **kwargs)` answeri
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gpurig.checks.gpu import FABRIC_MANAGER
+from gpurig.facts.gpurig_interconnect import PcieAcs
 from gpurig.facts.gpurig_nvidia import (
     GpuDevices,
     GpuHealth,
@@ -21,6 +22,19 @@ from gpurig.facts.gpurig_nvidia import (
 from gpurig.facts.gpurig_units import Units
 from gpurig.facts.round_trip import Unreadable
 from tests.unit.gpu_fixtures import read_fixture
+
+# The nonce of output built by hand in the framing that facts/round_trip.py prints.
+NONCE = "0123456789abcdef0123456789abcdef"
+
+
+def framed(kind: str, parts: Mapping[str, Sequence[str]]) -> list[str]:
+    """Lines as a run with NONCE prints them: the nonce, then each label's marker of `kind`
+    (section: HostState's, part: a Sectioned fact's) and its lines."""
+    lines = [f"--gpurig-nonce {NONCE}"]
+    for label, body in parts.items():
+        lines += ["", f"--gpurig-{kind}-{NONCE} {label}", *body]
+    return lines
+
 
 # Keyword arguments that name which of several reads of one fact is meant.
 _WHICH = ("container", "checkout")
@@ -74,6 +88,7 @@ def gpu_values(
     module_built: str | None = None,
     dkms: str | None = None,
     toolkit_info: str | None = None,
+    acs: str | None = None,
 ) -> dict[type, Any]:
     """Every GPU fact's value for one host, from recorded outputs (fixture names or text);
     nvidia-smi's parts are absent where `nvidia_smi` is False."""
@@ -102,6 +117,7 @@ def gpu_values(
             {"modinfo": "modinfo\n" + (module_built or "") if modinfo else "", "dkms": dkms or ""}
         ),
         KernelLog: KernelLog.parse({"gpu_lines": _text(xid_lines) or ""}),
+        PcieAcs: PcieAcs.parse({"acs": _text(acs) or ""}),
     }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "gpu"
@@ -28,3 +30,19 @@ def recorded_command(name: str) -> str:
         if line.startswith("# command: "):
             return line.removeprefix("# command: ")
     raise ValueError(f"{name} names no '# command:'")
+
+
+def run_with_stand_in(tmp_path: Path, tool: str, output: str, command: str) -> list[str]:
+    """`command` run by /bin/sh with a stand-in `tool` first on PATH that prints `output` (a
+    recording) and writes the arguments it was given to tmp_path/args: a fact's own shell,
+    as it runs on a host, on recorded output. Returns the lines it printed."""
+    (tmp_path / "output").write_text(output)
+    stand_in = tmp_path / tool
+    stand_in.write_text(f'#!/bin/sh\necho "$@" > {tmp_path / "args"}\ncat {tmp_path / "output"}\n')
+    stand_in.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    done = subprocess.run(
+        ["/bin/sh", "-c", command], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()

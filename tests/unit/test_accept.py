@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from gpu_fixtures import read_fixture
+from test_nccl_tests import recorded
 
 from gpurig.cli.main import main
 from gpurig.facts.gpurig_acceptance import Acceptance
@@ -106,6 +107,25 @@ def test_record_and_reports(tmp_path: Path) -> None:
     assert ["bf16_tflops", "793.3"] in map(str.split, table)
     assert json.loads(accept.render(host, accepted, "json")) == record
     assert accept.summary(accepted).startswith("pass: NVIDIA H100 80GB HBM3: bf16 793.3 TFLOPS")
+
+
+def test_the_all_reduce_step_is_recorded_and_reported(tmp_path: Path) -> None:
+    """8 GPUs: the recorded 2-host H100 run (tests/unit/test_nccl_tests.py) stops at 8 GiB, short
+    of the 8x H100 baseline's 16 GiB: the host fails with the figures recorded."""
+    [host] = load_inventory_text(INVENTORY, str(tmp_path / "fleet.yaml")).hosts
+    output = recorded("nccl-tests_all_reduce_perf_h100x16_2-node_a3mega.txt")
+    found = {"result": H100, "error": None, "dcgmi": None, "nccl": {"exit": 0, "output": output}}
+    accepted = accept.judged(host, ["NVIDIA H100 80GB HBM3"] * 8, found, 0.35)
+    assert accepted.failed
+    record = json.loads(accept.render(host, accepted, "json"))
+    assert record["figures"]["nccl"]["busbw_gbps"] == 338.82
+    assert record["figures"]["nccl"]["baseline"]["busbw_gbps"] == 460.0
+    rows = [line.split("  ", 1) for line in accept.render(host, accepted, "table").splitlines()]
+    assert [
+        "nccl all-reduce",
+        "fail: busbw 338.82 GB/s at 8589934592 bytes (baseline 460.0 GB/s)",
+    ] in [[k.strip(), v.strip()] for k, v in rows]
+    assert "the run stopped at 8589934592 bytes" in accept.summary(accepted)
 
 
 def test_a_hosts_odd_output_reaches_the_report_escaped(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from gpurig.checks import container as container_checks
 from gpurig.checks import gpu as gpu_checks
+from gpurig.checks import interconnect as interconnect_checks
 from gpurig.checks import node as node_checks
 from gpurig.checks.all import CHECK_IDS, check, compat, compat_checks
 from gpurig.checks.node import key_changed, unreachable
@@ -186,6 +187,8 @@ SEPARATE = {
 # cases (tests/unit/test_node_checks.py).
 SEPARATE |= set(FIRES_ON_RECORDING) | set(NO_RECORDING)
 SEPARATE |= (set(node_checks.IDS) | {"container.oom_kill"}) - set(CASES)
+# The interconnect checks fire on recordings in tests/unit/test_interconnect.py.
+SEPARATE |= set(interconnect_checks.IDS)
 
 
 def run(mutation: Mutation | None = None) -> list[Any]:
@@ -203,6 +206,7 @@ def test_every_finding_id_has_a_case() -> None:
 def test_one_table_row_per_id_with_a_remediation_and_a_source() -> None:
     """Every domain's ids, and nothing else, have a row in gpurig/data/checks.yaml."""
     domains = [node_checks.IDS, container_checks.IDS, gpu_checks.IDS, compat.IDS, fleet.IDS]
+    domains.append(interconnect_checks.IDS)
     assert set(rules()["checks"]) == {i for ids in domains for i in ids}
     assert sum(len(ids) for ids in domains) == len(rules()["checks"])
     for check_id, row in rules()["checks"].items():

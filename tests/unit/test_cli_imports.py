@@ -59,7 +59,8 @@ def loaded_by(
     machine's (a node contract judging it), and the caller shows the work was done. `home`:
     the HOME it runs with (a user-scope converge writes there)."""
     (tmp_path / "gevent_state.py").write_text(GEVENT_STATE)
-    env = {"PYTHONPATH": f"{ROOT}:{tmp_path}", "PATH": "/usr/bin:/bin"}
+    env = {"PYTHONPATH": f"{ROOT}:{tmp_path}", "PATH": "/usr/bin:/bin",
+           "GPURIG_RUNTIME_DIR": str(tmp_path / "run")}  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, json.dumps(args)],
         cwd=ROOT,
@@ -201,8 +202,9 @@ def test_one_plugin_scan_answers_gevent_as_a_scan_would_and_is_undone() -> None:
 
 
 # What a node contract must not load: an SSH stack, greenlets, a task runner, a schema engine
-# (issue 28: they cost a Prolog 10x NHC's time at every job start).
-NODE_FORBIDDEN = ["pyinfra", "gevent", "paramiko", "invoke", "jsonschema"]
+# (issue 28: they cost a Prolog 10x NHC's time at every job start), nor click and the CLI
+# module (its command line is read by gpurig.node.argv).
+NODE_FORBIDDEN = ["pyinfra", "gevent", "paramiko", "invoke", "jsonschema", "click"]
 
 
 @pytest.mark.parametrize("mode", ["prolog", "healthcheck", "npd", None, "up"])
@@ -226,3 +228,9 @@ def test_node_contracts_load_no_ssh_stack_and_no_schema_engine(
     assert {"gpurig.checks.judge", "gpurig.read.local", "gpurig.facts.round_trip"} <= modules
     assert not patched
     assert sorted(m for m in modules if m.split(".")[0] in NODE_FORBIDDEN) == []
+    assert "gpurig.cli.main" not in modules
+    # The spec unchanged since that run, its parse kept (gpurig.spec.runtime): no YAML parser.
+    again, _ = loaded_by(args, tmp_path, None, home)
+    assert "gpurig.checks.judge" in again and not {"ruamel", "yaml"} & {
+        m.split(".")[0] for m in again
+    }

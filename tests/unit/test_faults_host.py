@@ -131,9 +131,10 @@ def test_odd_output_in_one_section_spoils_only_its_concern(faults: Any):
     out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
     lines = out.stdout.splitlines()
     index = next(i for i, (cls, _) in enumerate(reads) if cls is CgroupLeaks)
-    part = f"|{fact._facts[index][0]._marker} proc_cgroups"
-    at = lines.index(part, lines.index(f"{fact._marker} {index}"))
-    lines[at + 1] = "||memory [Unknown Error]" + "\x1b]8;;http://x\x07"
+    start = lines.index(f"--gpurig-section-{lines[0].removeprefix('--gpurig-nonce ')} {index}")
+    nonce = lines[start + 1].removeprefix("--gpurig-nonce ")  # the Sectioned fact's own
+    at = lines.index(f"--gpurig-part-{nonce} proc_cgroups", start)
+    lines[at + 1] = "memory [Unknown Error]" + "\x1b]8;;http://x\x07"
     faults.injected += 1
     values = fact.process(lines)
     key = read_key(CgroupLeaks, {})

@@ -37,7 +37,8 @@ from gpurig.spec.inventory import (
     load_spec_file,
     schema,
 )
-from gpurig.spec.safe_yaml import MAX_BYTES, MAX_DEPTH
+from gpurig.spec.safe_yaml import MAX_DEPTH
+from gpurig.spec.text_file import MAX_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = Path(sys.executable).with_name("pyinfra")

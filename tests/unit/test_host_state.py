@@ -26,6 +26,7 @@ from gpurig.facts.round_trip import (
 )
 from gpurig.plans import converge_reads, plan_host
 from gpurig.spec.model import normalise
+from tests.unit.fact_values import framed
 
 SPEC = normalise(
     {
@@ -128,22 +129,30 @@ def test_a_section_that_cannot_be_parsed_spoils_only_its_concern():
 
 
 def test_host_output_cannot_forge_a_section_marker():
-    """A section printing this run's own marker (a local user can read the nonce in /proc and
-    name a file after it) stays data: it reaches DebStatus's own parser, which refuses the
-    line, instead of starting or replacing a section."""
+    """Marker lines a section prints (with a nonce of its own making) stay data: they reach
+    DebStatus's own parser, which refuses them, instead of starting or replacing a section.
+    The run's nonce is in no command line or environment a process of the read (or another
+    account, in /proc) can see."""
     fact = HostState()
     reads = [(DebStatus, {"packages": ["sed"]}), (FileDigests, {"paths": ["/etc/hostname"]})]
     command = fact.command(reads=reads)
-    marker = fact._marker
+    made_up = "f" * 32
     forged = command.replace(
-        "dpkg-query", f"printf '%s\\n' '{marker} 1' '' '{marker} 0'; dpkg-query", 1
+        "dpkg-query",
+        f"printf '%s\\n' '--gpurig-nonce {made_up}' '--gpurig-section-{made_up} 1' ''; "
+        "tr '\\0' ' ' </proc/$$/cmdline; tr '\\0' ' ' </proc/self/environ; echo; dpkg-query",
+        1,
     )
     proc = subprocess.run(["sh", "-c", forged], capture_output=True, text=True, check=True)
-    assert proc.stdout.splitlines().count(f"{marker} 1") == 1  # the real one; the forged is data
-    values = fact.process(proc.stdout.splitlines())
+    lines = proc.stdout.splitlines()
+    nonce = lines[0].removeprefix("--gpurig-nonce ")
+    assert len(nonce) == 36 and nonce != made_up
+    seen = "\n".join(lines[1:])
+    assert "--gpurig-section-%s" in seen and seen.count(nonce) == 2  # printf's two markers only
+    values = fact.process(lines)
     packages, digests = (values[read_key(cls, kwargs)] for cls, kwargs in reads)
     assert isinstance(packages, Unreadable)
-    assert f"unexpected dpkg-query line: '{marker} 1'" in str(packages)
+    assert "unexpected dpkg-query line: '--gpurig-nonce" in str(packages)
     assert not isinstance(digests, Unreadable) and "/etc/hostname" in str(digests)
 
 
@@ -201,7 +210,7 @@ def test_a_fact_failing_on_its_own_is_gpurigs_bug_not_the_hosts():
     fact = HostState()
     fact.command(reads=[(KernelLog, {})])
     fact._facts[0][0].parse = broken  # the instance HostState hands the section to
-    values = fact.process([f"{fact._marker} 0", f"|{fact._facts[0][0]._marker} gpu_lines", "||"])
+    values = fact.process(framed("section", {"0": framed("part", {"gpu_lines": ["x"]})}))
     with pytest.raises(FactFailed, match=r"KernelLog\.process: KeyError"):
         Snapshot(values)(KernelLog)
     _, real = run_here(drift_reads(SPEC))
@@ -254,7 +263,7 @@ def test_as_root_no_login_file_or_env_file_another_account_can_change_runs(tmp_p
         os.chown(where, 65534, 65534)
     elif home == "others may write":
         where.chmod(0o1777)
-    prefix = HostState().command([]).splitlines()[0]
+    prefix = next(line for line in HostState().command([]).splitlines() if "id -u" in line)
     done = subprocess.run(
         ["/bin/sh", "-c", f"{prefix}\nbash -lc 'echo \"$HOME\"'"],
         env={"HOME": str(where), "BASH_ENV": str(where / "env.sh"),

@@ -40,7 +40,7 @@ from gpurig.facts.gpurig_nvidia import (
 )
 from gpurig.facts.round_trip import HostState, Snapshot, Unreadable
 from gpurig.read.gpu_parse import QUERY_GPU_COMMAND
-from tests.unit.fact_values import run_here
+from tests.unit.fact_values import framed, run_here
 from tests.unit.gpu_fixtures import read_fixture, recorded_command
 
 NODE_FACTS = (OsRelease, Login, CgroupMemory, CgroupLeaks, HostMemory, LoginShell, EngineVersions)
@@ -214,13 +214,8 @@ def test_odd_gpu_output_is_unreadable_host_output() -> None:
     fact = HostState()
     reads = [(GpuHealth, {}), (GpuProcesses, {}), (NvidiaGpus, {})]
     fact.command(reads=reads)
-    marker = fact._marker
-    lines = []
-    for index in range(len(reads)):
-        part = fact._facts[index][0]._marker
-        lines += [f"{marker} {index}", f"|{part} xml", "||ran", "||<nvidia_smi_log><gpu",
-                  f"|{part} apps", "||ran", "||GPU-1, 12"]  # fmt: skip
-    values = fact.process(lines)
+    odd = framed("part", {"xml": ["ran", "<nvidia_smi_log><gpu"], "apps": ["ran", "GPU-1, 12"]})
+    values = fact.process(framed("section", {str(index): odd for index in range(len(reads))}))
     snapshot = Snapshot(values)
     for cls in (GpuHealth, GpuProcesses):
         with pytest.raises(Unreadable, match=cls.__name__):

@@ -62,10 +62,11 @@ PLUMBING = {"sh", "dash", "cat", "sed", "head", "tail", "grep", "cut", "tr", "wc
             "dirname"}  # fmt: skip
 # Programs that run another as given (`timeout 20 nvidia-smi -L`, `setpriv ... python`).
 WRAPPERS = {"timeout", "setpriv", "env", "nice"}
-# Opens by the loader, libc and the locale: not host state.
+# Opens by the loader, libc and the locale, and the framing's nonce (facts/round_trip.py
+# START, each Sectioned fact's own): not host state.
 NOISE = re.compile(r"^(/etc/ld\.so\.|/lib|/usr/lib|/usr/share/locale|/dev/null$|/dev/tty$|"
                    r"/proc/self/|/proc/filesystems$|/etc/nsswitch\.conf$|/etc/passwd$|"
-                   r"/etc/group$)")  # fmt: skip
+                   r"/etc/group$|/proc/sys/kernel/random/uuid$)")  # fmt: skip
 # This login's own identity (`id -u`), asked by the login fact and by the import check to know
 # whether it runs as root: the reading process's, not the host's state. And who may change a
 # path (facts/writers.sh: `readlink -f`, then `stat -c '%u %a'` up to /), asked by the
@@ -239,7 +240,13 @@ def every_read(private_dir: Path) -> list[Read]:
     for engine in ("docker", "podman"):
         raw = full_spec(engine, checkout, secret)
         engine_name, container = where(normalise(raw))
-        accept = [(NvidiaGpus, {}), (Acceptance, {"engine": engine_name, "container": container})]
+        accept = [
+            (NvidiaGpus, {}),
+            (
+                Acceptance,
+                {"engine": engine_name, "container": container, "gpus": 2, "nccl_bytes": 1024},
+            ),
+        ]
         for cls, kwargs in [*drift_reads(normalise(raw)), *preflight_reads(new_host(raw)), *accept]:
             reads.setdefault(read_key(cls, kwargs), (cls, kwargs))
     return list(reads.values())

@@ -1,0 +1,59 @@
+"""Parses kept between runs, trusted as Python trusts bytecode in __pycache__: in `marshal`'s
+format (data only), named by what was parsed, used only where the reading account owns both
+the file and its directory and no one else may write either. A node contract then skips
+what a parse costs it at every job start (issue 28); anything odd means parsing again."""
+
+from __future__ import annotations
+
+import contextlib
+import marshal
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+SUFFIX = f"marshal{marshal.version}"
+
+
+def trusted(path: Path, owner: int, kind: int) -> bool:
+    """Whether `path` is a `kind` (stat.S_IFREG, S_IFDIR) of `owner` that no one else may
+    write, itself and not through a link."""
+    try:
+        found = path.lstat()
+    except OSError:
+        return False
+    mode = found.st_mode
+    return stat.S_IFMT(mode) == kind and found.st_uid == owner and not mode & 0o022
+
+
+def read(directory: Path, name: str, owner: int) -> Any | None:
+    """The value kept as `name` in `directory`, or None (none kept, or not to be trusted)."""
+    copy = directory / f"{name}.{SUFFIX}"
+    if not (trusted(directory, owner, stat.S_IFDIR) and trusted(copy, owner, stat.S_IFREG)):
+        return None
+    try:
+        return marshal.loads(copy.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+
+
+def keep(directory: Path, name: str, value: Any, stale: str, mode: int = 0o755) -> None:
+    """Keep `value` as `name` (atomically: a run beside this one reads all of it or none),
+    removing the copies `stale` (a glob) names but this one. Nothing is kept where it cannot
+    be written, or of a value marshal cannot hold as it is (a date)."""
+    with contextlib.suppress(OSError, ValueError):
+        data = marshal.dumps(value)
+        directory.mkdir(mode=mode, parents=False, exist_ok=True)
+        copy = directory / f"{name}.{SUFFIX}"
+        with tempfile.NamedTemporaryFile(dir=directory, delete=False, suffix=".tmp") as out:
+            out.write(data)
+        try:
+            os.chmod(out.name, 0o644)
+            os.replace(out.name, copy)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(out.name)
+        for old in directory.glob(f"{stale}.{SUFFIX}"):
+            if old != copy:
+                old.unlink(missing_ok=True)

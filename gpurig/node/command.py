@@ -1,0 +1,94 @@
+"""`gpurig drift --local` and `gpurig up --local` after their options are read: one body for
+click's commands (gpurig/cli/main.py) and for the node contracts' own reading of the command
+line (gpurig/node/argv.py), which leaves click unloaded. Returns the exit status."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+from gpurig.spec.inventory import Host, InventoryError, load_inventory, load_spec_file
+
+
+def this_node() -> str:
+    """The name a spec file's host gets: this machine's."""
+    return os.uname().nodename or "localhost"
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def drift_here(
+    inventory: str | None,
+    as_host: str | None,
+    spec_file: str | None,
+    fmt: str = "table",
+    output: TextIO | None = None,
+    mode: str | None = None,
+    textfile: Path | None = None,
+) -> int:
+    """This machine read and judged as `as_host` of `inventory`, or as the spec in
+    `spec_file`, as `mode`'s contract says when one is given."""
+    try:
+        if spec_file is not None:
+            hosts = [load_spec_file(spec_file, this_node())]
+        else:
+            hosts = list(load_inventory([str(inventory)]).hosts)
+    except InventoryError as exc:
+        _say(str(exc))
+        if mode is not None:
+            from gpurig.node.run import refused
+
+            return refused(mode, str(exc))
+        return 2
+    host = hosts[0] if as_host is None else next((h for h in hosts if h.name == as_host), None)
+    if host is None:
+        _say(f"{inventory}: no host named {as_host}")
+        return 2
+    started = time.monotonic()
+    if mode is not None:
+        from gpurig.node.run import run_mode
+
+        return run_mode(mode, host, started, fmt, output, textfile)
+    from gpurig.node.read import drift_local
+    from gpurig.report.render import exit_code, render
+    from gpurig.report.textfile import written
+
+    reports = [drift_local(host)]
+    stream = output or sys.stdout
+    stream.write(render(reports, fmt, colour=output is None and stream.isatty()))
+    if textfile is not None and not written(textfile, reports, time.monotonic() - started, False):
+        return 1
+    return exit_code(reports)
+
+
+def up_here(inventories: list[str], as_host: str | None, spec_file: str | None) -> int:
+    """Converge this machine as `as_host` of `inventories` or as the spec in `spec_file`;
+    print what a job needs on stdout, everything else on stderr."""
+    try:
+        if spec_file is not None:
+            host: Host | None = load_spec_file(spec_file, this_node())
+        else:
+            host = next((h for h in load_inventory(inventories).hosts if h.name == as_host), None)
+    except InventoryError as exc:
+        _say(str(exc))
+        return 2
+    if host is None:
+        _say(f"{', '.join(inventories) or 'no inventory'}: no host named {as_host}")
+        return 2
+    from gpurig.node.up import UpError, up
+
+    try:
+        ready = up(host, _say)
+    except UpError as exc:
+        _say(f"gpurig up: {exc}")
+        return 1
+    for line in ready.exports:
+        print(line)
+    state = "converged" if ready.converged else "already as declared"
+    _say(f"gpurig up: {host.name} ready ({state})")
+    return 0

@@ -1,0 +1,149 @@
+"""Parsers for the interconnect between a host's GPUs: NVSwitch SXid kernel-log lines, tasks
+hung in the kernel (khungtaskd's reports), and PCIe ACS controls from `lspci -vvv`. Pure
+functions over text, tested on recordings from real machines (tests/fixtures/gpu); the
+markers they match by live in gpurig/data/interconnect.yaml with their sources.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache
+
+from gpurig.data.tables import table
+
+
+@dataclass(frozen=True)
+class SxidEvent:
+    """One `nvidia-nvswitchN: SXid (PCI:...): CODE, ...` kernel log line."""
+
+    sxid: int
+    switch: str
+    pci: str
+    message: str
+
+
+# 'nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM Fault Up'; one event
+# logs several lines with one code (its severity, engine instance and data words).
+_SXID_RE = re.compile(
+    r"(?P<switch>nvidia-nvswitch\d+): SXid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): "
+    r"(?P<sxid>\d+), (?P<msg>.*)$"
+)
+
+
+def parse_sxid_lines(text: str) -> list[SxidEvent]:
+    """SXid lines from kernel log text in any of dmesg's and journalctl's prefixes."""
+    events = []
+    for line in text.splitlines():
+        match = _SXID_RE.search(line) if "SXid" in line else None
+        if match:
+            events.append(
+                SxidEvent(int(match["sxid"]), match["switch"], match["pci"], match["msg"].rstrip())
+            )
+    return events
+
+
+def sxid_severity_word(message: str) -> str | None:
+    """'Fatal' or 'Non-fatal' where the driver logged one first in the line, else None."""
+    word = message.split(",", 1)[0].strip()
+    return word if word in ("Fatal", "Non-fatal") else None
+
+
+@dataclass(frozen=True)
+class HungTask:
+    """One khungtaskd report: the task, its pid, how long it was blocked, and the report's
+    lines (the message, its state and call trace) as logged."""
+
+    task: str
+    pid: int
+    seconds: int
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def gpu_lines(self) -> list[str]:
+        """The report's lines naming the NVIDIA driver or NCCL (a frame, the task's name):
+        none when the task is not the GPU's."""
+        names_gpu = _gpu_markers()
+        return [line for line in self.lines if names_gpu.search(line)]
+
+
+@cache
+def _gpu_markers() -> re.Pattern[str]:
+    """The hung-task markers of gpurig/data/interconnect.yaml as one pattern."""
+    markers = table("interconnect.yaml")["hung_task"]["markers"]
+    return re.compile("|".join(f"(?:{m})" for m in markers), re.I)
+
+
+# 'INFO: task nvc:[driver]:5403 blocked for more than 120 seconds.' (a task name may hold ':').
+_HUNG_RE = re.compile(
+    r"INFO: task (?P<task>.+):(?P<pid>\d+) blocked for more than (?P<s>\d+) seconds"
+)
+# The same line as a sed basic regular expression, for the kernel-log read's filter.
+HUNG_TASK_SED = "INFO: task .* blocked for more than"
+
+
+def hung_task_lines() -> int:
+    """How many lines after its 'INFO: task' line a hung-task report may take."""
+    return int(table("interconnect.yaml")["hung_task"]["lines_after"])
+
+
+def parse_hung_tasks(text: str) -> list[HungTask]:
+    """Every hung-task report in kernel log text, each with the lines that follow it up to the
+    next report (at most `hung_task.lines_after`, gpurig/data/interconnect.yaml)."""
+    limit = hung_task_lines()
+    tasks: list[HungTask] = []
+    following = 0
+    for line in text.splitlines():
+        match = _HUNG_RE.search(line) if "INFO: task " in line else None
+        if match:
+            tasks.append(HungTask(match["task"], int(match["pid"]), int(match["s"]), [line]))
+            following = limit
+        elif tasks and following > 0:
+            tasks[-1].lines.append(line)
+            following -= 1
+    return tasks
+
+
+@dataclass(frozen=True)
+class AcsControl:
+    """One `ACSCtl:` line of `lspci -vvv`: the device it belongs to (its header line, None when
+    the text has only the ACSCtl lines, as `lspci -vvv | grep ACSCtl` prints them) and which
+    controls are on."""
+
+    device: str | None
+    enabled: list[str]
+
+
+# A device's header line starts at the first column: '0000:03:00.0 PCI bridge: ...' (with -D)
+# or '03:00.0 PCI bridge: ...'; everything of that device is indented below it.
+_DEVICE_RE = re.compile(r"(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] \S")
+_ACSCTL_RE = re.compile(r"^\s+ACSCtl:\s*(?P<flags>.*)$")
+
+
+def parse_acs_controls(text: str) -> list[AcsControl]:
+    """Each ACSCtl line of `lspci -vvv` output (whole, or only its device and ACSCtl lines)
+    with the controls it shows on ('SrcValid+'). Capabilities lspci may not read (not root:
+    '<access denied>') print no ACSCtl line: nothing is reported, never 'disabled'."""
+    controls = []
+    device = None
+    for line in text.splitlines():
+        if _DEVICE_RE.match(line):
+            device = line.strip()
+            continue
+        match = _ACSCTL_RE.match(line)
+        if match:
+            flags = re.findall(r"(\w+)([+-])", match["flags"])
+            controls.append(AcsControl(device, [name for name, on in flags if on == "+"]))
+    return controls
+
+
+def acs_redirecting(controls: list[AcsControl]) -> list[AcsControl]:
+    """The ACSCtl lines with a control on that NCCL's troubleshooting guide says breaks or
+    slows GPU peer-to-peer (gpurig/data/interconnect.yaml `acs_enabled_controls`), on bridges
+    where the header says which device it is."""
+    wanted = set(table("interconnect.yaml")["acs_enabled_controls"])
+    return [
+        c
+        for c in controls
+        if wanted & set(c.enabled) and (c.device is None or "bridge" in c.device.lower())
+    ]

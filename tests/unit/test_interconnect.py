@@ -1,0 +1,172 @@
+"""The interconnect's parsers, reads and checks (NVSwitch SXid, hung tasks in the GPU driver,
+PCIe ACS) on outputs recorded on real machines (tests/fixtures/gpu, each naming its source)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpurig.checks.finding import Finding
+from gpurig.checks.interconnect import RULES, sxid_class
+from gpurig.checks.rules import rules
+from gpurig.data.tables import table
+from gpurig.facts.gpurig_nvidia import KernelLog
+from gpurig.read.interconnect_parse import (
+    acs_redirecting,
+    parse_acs_controls,
+    parse_hung_tasks,
+    parse_sxid_lines,
+)
+from tests.unit.fact_values import lent_h100, reader
+from tests.unit.gpu_fixtures import read_fixture, run_with_stand_in
+
+SXID_20034 = "kernel_sxid_20034_with_xid_79_dmesg.txt"
+SXID_12028 = "kernel_sxid_12028_dmesg-decode-iso.txt"
+HUNG_UVM = "kernel_hung-task_nvidia_uvm_4.4_dmesg.txt"
+HUNG_OTHER = "kernel_hung-task_no-nvidia-frame_6.11_waybar.txt"
+HUNG_RM_LOCK = "kernel_hung-task_nvidia_rwlock_5.15_dmesg.txt"
+ACS_629 = "lspci-vvv_grep-ACSCtl_nccl-issue-629.txt"
+FOUR_GPUS = "nvidia-smi-L_a100-sxm4-80gb-x4_mig-on-gpu0_535.54.03.txt"
+
+
+def judge(values: dict[type, Any]) -> list[Finding]:
+    return [finding for rule in RULES for finding in rule({}, reader(values))]
+
+
+def read_kernel_log(text: str, tmp_path: Path) -> dict[str, Any]:
+    """KernelLog's own command with a `dmesg` that prints `text`: the read's filter as it runs
+    on a host, on a recorded log."""
+    fact = KernelLog()
+    return fact.process(run_with_stand_in(tmp_path, "dmesg", text, fact.command()))
+
+
+# --- NVSwitch SXid ------------------------------------------------------------------------------
+
+
+def test_sxid_lines_are_read_with_their_switch_and_code() -> None:
+    events = parse_sxid_lines(read_fixture(SXID_20034))
+    assert len(events) == 8
+    assert {e.sxid for e in events} == {20034}
+    assert {(e.switch, e.pci) for e in events} == {
+        ("nvidia-nvswitch0", "0000:05:00.0"),
+        ("nvidia-nvswitch1", "0000:06:00.0"),
+        ("nvidia-nvswitch2", "0000:07:00.0"),
+    }
+    assert events[0].message == "Fatal, Link 48 LTSSM Fault Up"
+    [decoded] = parse_sxid_lines(read_fixture(SXID_12028))
+    assert (decoded.sxid, decoded.pci) == (12028, "0000:84:00.0")
+    assert decoded.message.startswith("Data {0x000001c0")
+
+
+def test_the_kernel_log_read_keeps_sxid_and_xid_lines(tmp_path: Path) -> None:
+    log = read_kernel_log(read_fixture(SXID_20034), tmp_path)
+    assert len(log["sxids"]) == 8
+    assert [x["xid"] for x in log["xids"]] == [79]
+    assert [e["pci"] for e in log["fallen_off_bus"]] == ["0000:91:00.0"]
+
+
+def test_a_fatal_sxid_is_one_reboot_finding_per_nvswitch() -> None:
+    findings = judge(lent_h100(xid_lines=SXID_20034))
+    assert sorted(f.subject for f in findings) == [
+        "NVSwitch 0000:05:00.0", "NVSwitch 0000:06:00.0", "NVSwitch 0000:07:00.0"
+    ]  # fmt: skip
+    for f in findings:
+        assert (f.id, f.severity, f.remediation) == ("gpu.sxid", "error", "reboot")
+        assert "SXid 20034 (LTSSM Fault Up, fatal)" in f.message
+        assert "Fatal, Link" in f.actual and f.fix
+
+
+def test_sxid_12028_stalls_nvlink_and_needs_a_reboot() -> None:
+    [finding] = judge(lent_h100(xid_lines=SXID_12028))
+    assert (finding.severity, finding.remediation) == ("error", "reboot")
+    assert "egress nonposted PRIV error, reset" in finding.message
+
+
+def test_every_sxid_category_names_a_known_remediation() -> None:
+    data = table("interconnect.yaml")
+    assert {c for _, c in data["sxids"].values()} == set(data["sxid_categories"])
+    for category in data["sxid_categories"].values():
+        assert category["remediation"] in rules()["remediations"]
+        assert category["severity"] in ("error", "warn")
+    # A code the table lacks: by the driver's own word, else fatal.
+    assert sxid_class(26008, "Non-fatal") == ("not in the table", "corrected")
+    assert sxid_class(26008, "") == ("not in the table", "fatal")
+
+
+# --- Hung tasks ---------------------------------------------------------------------------------
+
+
+def test_a_hung_task_in_nvidia_uvm_is_read_with_its_trace() -> None:
+    [task] = parse_hung_tasks(read_fixture(HUNG_UVM))
+    assert (task.task, task.pid, task.seconds) == ("nvc:[driver]", 5403, 120)
+    assert task.lines[-1].endswith("uvm_gpu_retain_by_uuid+0x1e/0x40 [nvidia_uvm]")
+    assert task.gpu_lines == [task.lines[-1]]
+
+
+def test_a_hung_task_in_the_driver_s_lock_is_read_in_the_5_15_format() -> None:
+    [task] = parse_hung_tasks(read_fixture(HUNG_RM_LOCK))
+    assert (task.task, task.pid, task.seconds) == ("gdscheck", 509579, 120)
+    assert len(task.lines) == 19
+    assert task.gpu_lines[0].endswith("os_acquire_rwlock_read+0x35/0x50 [nvidia]")
+    assert len(task.gpu_lines) == 7  # every [nvidia] frame
+
+
+def test_a_hung_task_without_a_gpu_frame_is_not_the_gpu_s() -> None:
+    [task] = parse_hung_tasks(read_fixture(HUNG_OTHER))
+    assert (task.task, task.pid, task.seconds) == ("waybar", 1488, 122)
+    assert len(task.lines) == 28
+    assert task.gpu_lines == []
+    assert judge(lent_h100(xid_lines=HUNG_OTHER)) == []
+
+
+def test_the_kernel_log_read_keeps_the_report_not_what_came_before(tmp_path: Path) -> None:
+    log = read_kernel_log(read_fixture(HUNG_UVM), tmp_path)
+    [task] = log["hung_tasks"]
+    assert task["gpu_lines"] and len(task["lines"]) == 14
+    assert not any("__audit_syscall_entry" in line for line in task["lines"])
+
+
+def test_a_task_hung_in_the_driver_is_an_error_naming_it() -> None:
+    [finding] = judge(lent_h100(xid_lines=HUNG_UVM))
+    assert finding.id == "gpu.hung_task"
+    assert finding.subject == "task nvc:[driver] (pid 5403)"
+    assert (finding.severity, finding.remediation) == ("error", "reboot")
+    assert finding.actual.startswith("[  721.028170] INFO: task nvc:[driver]:5403 blocked")
+    assert finding.actual.endswith("uvm_gpu_retain_by_uuid+0x1e/0x40 [nvidia_uvm]")
+
+
+# --- PCIe ACS -----------------------------------------------------------------------------------
+
+
+def test_acs_controls_are_read_from_lspci() -> None:
+    controls = parse_acs_controls(read_fixture(ACS_629))
+    assert len(controls) == 15
+    on = acs_redirecting(controls)
+    assert len(on) == 4
+    assert all(c.device is None for c in on)
+    assert on[0].enabled == ["SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd"]
+
+
+def test_acs_on_a_multi_gpu_host_is_a_warning_naming_the_bridges() -> None:
+    [finding] = judge(lent_h100(listing=FOUR_GPUS, acs=ACS_629))
+    assert finding.id == "pcie.acs_enabled"
+    assert (finding.severity, finding.remediation) == (
+        rules()["checks"]["pcie.acs_enabled"]["severity"], "by-hand"
+    )  # fmt: skip
+    assert "4 PCIe bridge(s) of a host with 4 GPUs" in finding.message
+    assert "SrcValid+ ReqRedir+ CmpltRedir+ UpstreamFwd+" in finding.actual
+
+
+@pytest.mark.parametrize(
+    ("listing", "acs"),
+    [
+        (None, ACS_629),  # the lent H100: one GPU, no peer to talk to
+        # The same host's lines with every control off.
+        (FOUR_GPUS, "\n".join(x for x in read_fixture(ACS_629).splitlines() if "+" not in x)),
+    ],
+)
+def test_no_acs_finding_without_a_peer_or_with_acs_off(listing: str | None, acs: str) -> None:
+    raw = {"acs": acs} | ({"listing": listing} if listing else {})
+    assert judge(lent_h100(**raw)) == []

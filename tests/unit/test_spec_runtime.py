@@ -1,0 +1,93 @@
+"""A spec file's parse kept between runs (gpurig/spec/runtime.py, gpurig/data/kept.py): kept
+only for a spec that passes, read back only as the account's own, and never in place of what
+the spec now says or of an error's line."""
+
+from __future__ import annotations
+
+import marshal
+import os
+from pathlib import Path
+
+import pytest
+
+from gpurig.spec import runtime
+from gpurig.spec.inventory import InventoryError, load_spec_file
+
+SPEC = "engine: none\ncore_dumps: disabled\nchecks: {disk_free_min: 1g}\n"
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    where = tmp_path / "run"
+    monkeypatch.setenv("GPURIG_RUNTIME_DIR", str(where))
+    return where
+
+
+def copies(where: Path) -> list[Path]:
+    return sorted(p for p in where.glob("spec.*") if not p.name.endswith(".tmp"))
+
+
+def test_a_passing_spec_is_kept_and_read_back_the_same(tmp_path: Path, run_dir: Path) -> None:
+    spec = tmp_path / "node.yaml"
+    spec.write_text(SPEC)
+    first = load_spec_file(spec, "n")
+    [copy] = copies(run_dir)
+    assert marshal.loads(copy.read_bytes()) == {"engine": "none", "core_dumps": "disabled",
+                                                 "checks": {"disk_free_min": "1g"}}  # fmt: skip
+    assert run_dir.stat().st_mode & 0o777 == 0o700
+    assert load_spec_file(spec, "n") == first
+    spec.write_text(SPEC.replace("1g", "2g"))  # a new content: a new parse, the old one gone
+    assert (
+        load_spec_file(spec, "n").spec["checks"]["disk_free_min"]
+        != first.spec["checks"]["disk_free_min"]
+    )
+    assert len(copies(run_dir)) == 1 and copies(run_dir) != [copy]
+
+
+def test_a_spec_that_fails_is_not_kept_and_says_its_line(tmp_path: Path, run_dir: Path) -> None:
+    spec = tmp_path / "node.yaml"
+    spec.write_text("engine: none\ncore_dumps: sometimes\n")
+    with pytest.raises(InventoryError, match=r"node.yaml:2"):
+        load_spec_file(spec, "n")
+    assert copies(run_dir) == []
+
+
+def test_a_kept_parse_that_no_longer_passes_is_parsed_again_for_its_lines(
+    tmp_path: Path, run_dir: Path
+) -> None:
+    """A copy whose data fails validation (an older gpurig's, or one changed by its owner) is
+    not taken: the file is parsed, and its own problems are said at their lines."""
+    spec = tmp_path / "node.yaml"
+    spec.write_text(SPEC)
+    load_spec_file(spec, "n")
+    [copy] = copies(run_dir)
+    copy.write_bytes(marshal.dumps({"engine": "none", "core_dumps": "sometimes"}))
+    assert load_spec_file(spec, "n").spec["core_dumps"] == "disabled"
+
+
+def test_a_copy_another_account_may_write_is_not_read(tmp_path: Path, run_dir: Path) -> None:
+    spec = tmp_path / "node.yaml"
+    spec.write_text(SPEC)
+    load_spec_file(spec, "n")
+    [copy] = copies(run_dir)
+    copy.write_bytes(marshal.dumps({"engine": "none", "core_dumps": "unlimited"}))
+    for where in (copy, run_dir):
+        where.chmod(where.stat().st_mode | 0o002)
+        assert runtime.kept_parse(SPEC) is None
+        assert load_spec_file(spec, "n").spec["core_dumps"] == "disabled"
+        where.chmod(where.stat().st_mode & ~0o002)
+    if os.geteuid() == 0:
+        os.chown(copy, 65534, 65534)
+        assert runtime.kept_parse(SPEC) is None
+
+
+def test_no_runtime_directory_keeps_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GPURIG_RUNTIME_DIR", raising=False)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert runtime.directory() is None
+    spec = tmp_path / "node.yaml"
+    spec.write_text(SPEC)
+    assert load_spec_file(spec, "n").spec["engine"] == "none"
