@@ -28,10 +28,10 @@ from unittest.mock import patch
 
 import yaml
 
-from gpurig.checks.judge import Probed, report
+from gpurig.checks.judge import Probed, drift_reads, report
 from gpurig.checks.rules import one_per_cause
 from gpurig.facts.gpurig_files import SecretDigests
-from gpurig.facts.round_trip import FactFailed, Unreadable
+from gpurig.facts.round_trip import FactFailed, Unreadable, read_key
 from gpurig.plans import secrets as secrets_plan
 from gpurig.report import explain
 from gpurig.report.render import HostReport, finding_block
@@ -172,16 +172,36 @@ def _secrets_as_recorded(recorded: Mapping[str, Any]) -> Iterator[None]:
         yield
 
 
+def _reads_today(recorded: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """(read key, the fact's answer to an empty section) for each read today's judge makes
+    for the recorded spec."""
+    with _secrets_as_recorded(recorded.get("secrets") or {}):
+        reads = drift_reads(normalise(recorded["host"]["spec"]))
+    return [(read_key(cls, kwargs), cls().default()) for cls, kwargs in reads]
+
+
+def added_reads(recorded: Mapping[str, Any]) -> list[str]:
+    """The reads today's judge makes that the recording does not hold: reads added to gpurig
+    since it was recorded."""
+    if recorded["state"] is None:
+        return []
+    return [key for key, _ in _reads_today(recorded) if key not in recorded["state"]]
+
+
 def replay(recorded: Mapping[str, Any]) -> HostReport:
-    """The report the judge makes of a recorded host (its state, or its connection error)."""
+    """The report the judge makes of a recorded host (its state, or its connection error). A
+    read added to gpurig since the recording is answered as a host that printed nothing for
+    it (the fact's default, as HostState answers an empty section); a recording whose verdict
+    that changes fails test_finding_examples, and is recorded again."""
     host = recorded["host"]
     entry = Host(host["name"], "", None, (), host["spec"], host["source"], 0)  # type: ignore[arg-type]
-    state = recorded["state"]
-    probed = Probed(
-        entry, None if state is None else decode_state(state), recorded["connect_error"]
-    )
+    state = None
+    if recorded["state"] is not None:
+        state = decode_state(recorded["state"])
+        for key, empty in _reads_today(recorded):
+            state.setdefault(key, empty)
     with _secrets_as_recorded(recorded.get("secrets") or {}):
-        return report(probed)
+        return report(Probed(entry, state, recorded["connect_error"]))
 
 
 def ids(host: HostReport) -> list[list[str]]:
@@ -199,6 +219,9 @@ def sandbox_reports() -> Iterator[tuple[str, HostReport]]:
     for path in sorted(STATES.glob("*.json")):
         recorded = json.loads(path.read_text(encoding="utf-8"))
         where = f"tests/fixtures/states/{path.name}, read by {recorded['test']}"
+        added = len(added_reads(recorded))
+        if added:
+            where += f" ({added} reads added to gpurig since, answered as printing nothing)"
         yield where, replay(recorded)
 
 
@@ -209,25 +232,28 @@ def _reading(read: list[str], name: str) -> str:
 
 
 def gpu_reports() -> Iterator[tuple[str, HostReport]]:
-    """(where from, report) for each GPU check's case on recorded outputs, naming the
-    recordings it read besides the lent H100's (tests/unit/fact_values.py LENT_H100)."""
-    from tests.unit import fact_values, test_gpu_checks
+    """(where from, report) for each case on recorded outputs of the test modules that judge
+    GPU recordings (their FIRES_ON_RECORDING and check), naming the recordings it read besides
+    the lent H100's (tests/unit/fact_values.py LENT_H100)."""
+    from tests.unit import fact_values, test_gpu_checks, test_interconnect
 
     lent = {v for v in fact_values.LENT_H100.values() if isinstance(v, str) and v}
-    for check_id, case in sorted(test_gpu_checks.FIRES_ON_RECORDING.items()):
-        read: list[str] = []
-        reading = partial(_reading, read)
-        with (
-            patch.object(fact_values, "read_fixture", reading),
-            patch.object(test_gpu_checks, "read_fixture", reading),
-        ):
-            spec, values = case()
-        files = [f"tests/fixtures/gpu/{name}" for name in sorted(set(read) - lent)]
-        if lent & set(read):
-            files.append("the lent H100's recordings")
-        what = " over ".join(files) or "no output (nvidia-smi absent, as on every sandbox host)"
-        where = f"{what} (tests/unit/test_gpu_checks.py FIRES_ON_RECORDING[{check_id!r}])"
-        yield where, HostReport(GPU_HOST, True, one_per_cause(test_gpu_checks.check(spec, values)))
+    for module in (test_gpu_checks, test_interconnect):
+        for check_id, case in sorted(module.FIRES_ON_RECORDING.items()):
+            read: list[str] = []
+            reading = partial(_reading, read)
+            with (
+                patch.object(fact_values, "read_fixture", reading),
+                patch.object(module, "read_fixture", reading),
+            ):
+                spec, values = case()
+            files = [f"tests/fixtures/gpu/{name}" for name in sorted(set(read) - lent)]
+            if lent & set(read):
+                files.append("the lent H100's recordings")
+            what = " over ".join(files) or "no output (nvidia-smi absent, as on every sandbox host)"
+            test = module.__name__.replace(".", "/")
+            where = f"{what} ({test}.py FIRES_ON_RECORDING[{check_id!r}])"
+            yield where, HostReport(GPU_HOST, True, one_per_cause(module.check(spec, values)))
 
 
 def no_example() -> dict[str, str]:
