@@ -221,7 +221,8 @@ def sandbox_reports() -> Iterator[tuple[str, HostReport]]:
         where = f"tests/fixtures/states/{path.name}, read by {recorded['test']}"
         added = len(added_reads(recorded))
         if added:
-            where += f" ({added} reads added to gpurig since, answered as printing nothing)"
+            reads = "a read" if added == 1 else f"{added} reads"
+            where += f" ({reads} added to gpurig since, answered as printing nothing)"
         yield where, replay(recorded)
 
 
