@@ -135,6 +135,9 @@ def _rows(
         items = child.get("items") or {}
         if child.get("type") == "array" and "$ref" not in items and "properties" in items:
             yield from _rows(items, document, f"{path}[].")
+        each = child.get("additionalProperties")
+        if isinstance(each, Mapping) and "$ref" not in each and "properties" in each:
+            yield from _rows(each, document, f"{path}.NAME.")  # a map of inline objects
 
 
 def _type(node: Mapping[str, Any], document: Mapping[str, Any]) -> str:

@@ -7,7 +7,9 @@
 - GPU (gpurig/checks/gpu.py): presence and health;
 - the interconnect between GPUs (gpurig/checks/interconnect.py): NVSwitch SXid, hung tasks in
   the GPU driver, PCIe ACS;
-- compatibility (gpurig/checks/compat.py): driver, kernel module, CUDA, torch arch lists.
+- compatibility (gpurig/checks/compat.py): driver, kernel module, CUDA, torch arch lists;
+- fabric (gpurig/checks/fabric.py): RDMA ports, their error counters, the fabric's MTU and
+  the declared containers' NCCL interfaces and HCAs.
 
 Each rule is pure `rule(spec, read) -> [Finding]`: it reads the facts it judges through the
 same `read(FactClass, **kwargs)` as the plans (the host's one-round-trip snapshot, or a Recorder
@@ -23,6 +25,7 @@ from typing import Any
 
 from gpurig.checks import compat, compat_checks
 from gpurig.checks import container as container_checks
+from gpurig.checks import fabric as fabric_checks
 from gpurig.checks import gpu as gpu_checks
 from gpurig.checks import interconnect as interconnect_checks
 from gpurig.checks import node as node_checks
@@ -42,7 +45,7 @@ ODD_OUTPUT = (Unreadable, ValueError)
 # that the table has exactly these rows besides the fleet view's).
 CHECK_IDS = (
     *node_checks.IDS, *container_checks.IDS, *gpu_checks.IDS, *interconnect_checks.IDS,
-    *compat.IDS,
+    *compat.IDS, *fabric_checks.IDS,
 )  # fmt: skip
 
 
@@ -58,6 +61,7 @@ def rules(containers: bool = True, imports: bool = True) -> tuple[Rule, ...]:
         *interconnect_checks.RULES,
         *compat_checks.RULES,
         *(compat_checks.CONTAINER_RULES if containers else ()),
+        *fabric_checks.RULES,
     )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpurig.checks import fabric
 from gpurig.checks.all import ODD_OUTPUT, check
 from gpurig.checks.finding import Finding
 from gpurig.checks.node import (
@@ -97,7 +98,8 @@ def evaluate(
 def fleet_facts(spec: Mapping[str, Any], read: Any) -> dict[str, Any]:
     """What must match across a multi-node job, read through the same reader (the host's
     snapshot): driver, CUDA (as the containers' torch was built), kernel, toolkit, image
-    digests, deployed commits. A piece whose state is odd is left out (its findings say so)."""
+    digests, deployed commits, the fabric's MTU, port rates and RDMA devices. A piece whose
+    state is odd is left out (its findings say so)."""
 
     def toolkit() -> str | None:
         installed = read(DebStatus, packages=toolkit_packages())
@@ -117,6 +119,7 @@ def fleet_facts(spec: Mapping[str, Any], read: Any) -> dict[str, Any]:
                         venv=(r.get("python") or {}).get("venv")) or {}).get("head")
             for path, r in spec["repos"].items()
         },
+        **fabric.fleet_pieces(spec, read),
     }  # fmt: skip
     facts: dict[str, Any] = {}
     for key, piece in pieces.items():

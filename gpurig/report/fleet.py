@@ -24,6 +24,11 @@ DIMENSIONS: dict[str, str] = {
     "toolkit": "NVIDIA Container Toolkit",
     "image": "container image",
     "code": "deployed code",
+    # The fabric (gpurig/checks/fabric.py fleet_pieces): one odd host hangs or slows a job.
+    "mtu": "fabric MTU",
+    "port_rate": "RDMA port rate",
+    "hca": "RDMA device model",
+    "hca_firmware": "RDMA device firmware",
 }
 HostFacts = Mapping[str, str | Mapping[str, str] | None]
 IDS = tuple(f"fleet.mixed_{dim}" for dim in DIMENSIONS)

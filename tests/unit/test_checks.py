@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from gpurig.checks import container as container_checks
+from gpurig.checks import fabric as fabric_checks
 from gpurig.checks import gpu as gpu_checks
 from gpurig.checks import interconnect as interconnect_checks
 from gpurig.checks import node as node_checks
@@ -20,6 +21,7 @@ from gpurig.checks.all import CHECK_IDS, check, compat, compat_checks
 from gpurig.checks.node import key_changed, unreachable
 from gpurig.checks.rules import rules
 from gpurig.facts.gpurig_container import ContainerInspect, ContainerTorch
+from gpurig.facts.gpurig_fabric import Fabric
 from gpurig.facts.gpurig_node import (
     CgroupLeaks,
     CgroupMemory,
@@ -119,6 +121,7 @@ VALUES: dict[type, Any] = {
     },
     CgroupMemory: {"limit": None, "oom_kill": 0},
     CgroupLeaks: {"count": None, "percpu": {"bytes": None, "source": None}},
+    Fabric: Fabric().default(),  # no RDMA device and no interface: the fabric is not declared
     **lent_h100(),  # the GPU facts of the lent H100, all recorded on it
 }
 
@@ -189,6 +192,8 @@ SEPARATE |= set(FIRES_ON_RECORDING) | set(NO_RECORDING)
 SEPARATE |= (set(node_checks.IDS) | {"container.oom_kill"}) - set(CASES)
 # The interconnect checks fire on recordings in tests/unit/test_interconnect.py.
 SEPARATE |= set(interconnect_checks.IDS)
+# The fabric's ids fire on recorded sysfs readings and on sandbox hosts (tests/unit/test_fabric.py).
+SEPARATE |= set(fabric_checks.IDS)
 
 
 def run(mutation: Mutation | None = None) -> list[Any]:
@@ -205,8 +210,8 @@ def test_every_finding_id_has_a_case() -> None:
 
 def test_one_table_row_per_id_with_a_remediation_and_a_source() -> None:
     """Every domain's ids, and nothing else, have a row in gpurig/data/checks.yaml."""
-    domains = [node_checks.IDS, container_checks.IDS, gpu_checks.IDS, compat.IDS, fleet.IDS]
-    domains.append(interconnect_checks.IDS)
+    domains = [node_checks.IDS, container_checks.IDS, gpu_checks.IDS, compat.IDS, fleet.IDS,
+               interconnect_checks.IDS, fabric_checks.IDS]  # fmt: skip
     assert set(rules()["checks"]) == {i for ids in domains for i in ids}
     assert sum(len(ids) for ids in domains) == len(rules()["checks"])
     for check_id, row in rules()["checks"].items():

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from gpurig.checks.judge import judge
 from gpurig.cli.main import main
 from gpurig.facts.gpurig_container import CpuQuota
+from gpurig.facts.gpurig_fabric import Fabric
 from gpurig.facts.gpurig_node import (
     CgroupLeaks,
     CgroupMemory,
@@ -172,7 +173,8 @@ def facts(**changes: Any) -> dict[type, Any]:
         EngineVersions: {"docker": None, "podman": None},
         CgroupMemory: {"limit": None, "oom_kill": 0},
         CpuQuota: {"nproc": 16, "cpus": None},
-        **{fact: fact().default() for fact in (CgroupLeaks, LoginShell, HostMemory, EngineSocket)},
+        **{fact: fact().default()
+           for fact in (CgroupLeaks, LoginShell, HostMemory, EngineSocket, Fabric)},
         **gpu_values(nvidia_smi=False),
     }  # fmt: skip
     for fact, change in changes.items():

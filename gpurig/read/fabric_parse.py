@@ -1,0 +1,183 @@
+"""The fabric's sysfs reading: RDMA devices (InfiniBand, RoCE) with their ports, port error
+counters and network devices, and every network interface's MTU and state.
+
+The reader (facts/gpurig_fabric.py) prints one line per file it read, `PATH<TAB>FIRST LINE`,
+and one line `PATH<TAB>` per network device under an RDMA device. The files and their formats
+are the kernel's (Documentation/ABI/stable/sysfs-class-infiniband,
+drivers/infiniband/core/sysfs.c, Documentation/ABI/testing/sysfs-class-net). Host output is
+untrusted: a path of another shape, a device or interface name outside the kernel's own
+spelling, or a value of another format is refused (ValueError), never guessed around.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# The counters a port's health is judged by (the error counters of the IB PortCounters
+# attribute the kernel exposes under ports/N/counters/).
+COUNTERS = (
+    "symbol_error", "link_error_recovery", "link_downed", "port_rcv_errors",
+    "local_link_integrity_errors", "excessive_buffer_overrun_errors",
+)  # fmt: skip
+DEVICE_FILES = ("fw_ver", "hca_type", "board_id")
+PORT_FILES = ("state", "phys_state", "rate", "link_layer")
+NET_FILES = ("mtu", "operstate")
+
+# An RDMA device's name (IB_DEVICE_NAME_MAX is 64: mlx5_0, irdma0, hfi1_0, rxe_eth0) and a
+# network interface's (IFNAMSIZ less the NUL: 15 bytes; the kernel refuses '/', ':' and white
+# space, gpurig keeps to the characters real names use).
+HCA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+IFNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,14}")
+_IB = r"/sys/class/infiniband/(?P<hca>[^/]+)"
+_PORT = _IB + r"/ports/(?P<port>[0-9]{1,3})"
+
+
+def _one_of(names: tuple[str, ...]) -> str:
+    return f"(?P<file>{'|'.join(names)})"
+
+
+_PATHS = (
+    ("device", re.compile(rf"{_IB}/{_one_of(DEVICE_FILES)}")),
+    ("port", re.compile(rf"{_PORT}/{_one_of(PORT_FILES)}")),
+    ("counter", re.compile(rf"{_PORT}/counters/{_one_of(COUNTERS)}")),
+    ("netdev", re.compile(rf"{_IB}/device/net/(?P<ifname>[^/]+)")),
+    ("net", re.compile(rf"/sys/class/net/(?P<ifname>[^/]+)/{_one_of(NET_FILES)}")),
+)
+# `N: NAME` (state_show, phys_state_show), `R Gb/sec (WX SPEED)` (rate_show; the speed is
+# absent for SDR), a PMA counter or the kernel's `N/A (no PMA)`.
+_STATE = re.compile(r"[0-9]{1,2}: (?P<name>[A-Z_]+)")
+_PHYS_STATE = re.compile(r"[0-9]{1,2}: (?P<name>[A-Za-z <>]{1,40})")
+_RATE = re.compile(
+    r"(?P<gbps>[0-9]{1,5}(?:\.5)?) Gb/sec \((?P<width>[0-9]{1,2})X(?: [A-Z0-9]{2,6})?\)"
+)
+_NO_PMA = "N/A (no PMA)"
+_COUNT = re.compile(r"[0-9]{1,20}")
+_LINK_LAYERS = ("InfiniBand", "Ethernet", "Unknown")
+# operstate_show: RFC 2863's operational states (net/core/net-sysfs.c).
+_OPERSTATE = re.compile("unknown|notpresent|down|lowerlayerdown|testing|dormant|up")
+# What a firmware version, HCA type or board id may hold (mlx5's fw_ver `28.39.1002`, hca_type
+# `MT4123`, board_id `MT_0000000223`; hfi1's board_id is a sentence).
+_TEXT = re.compile(r"[A-Za-z0-9 _.,:()+/-]{1,128}")
+_VALUE_MAX = 256
+
+
+def _name(pattern: re.Pattern[str], text: str, what: str) -> str:
+    if not pattern.fullmatch(text):
+        raise ValueError(f"not a {what} name: {text[:40]!r}")
+    return text
+
+
+def _value(pattern: re.Pattern[str], text: str, what: str) -> re.Match[str]:
+    match = pattern.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{what}: unexpected value {text[:60]!r}")
+    return match
+
+
+def _port(hcas: dict[str, Any], hca: str, port: str) -> dict[str, Any]:
+    device = hcas.setdefault(hca, {"ports": {}, "netdevs": []})
+    return device["ports"].setdefault(str(int(port)), {"counters": {}})
+
+
+def _port_file(entry: dict[str, Any], file: str, value: str) -> None:
+    if file == "state":
+        entry["state"] = _value(_STATE, value, "port state")["name"]
+    elif file == "phys_state":
+        entry["phys_state"] = _value(_PHYS_STATE, value, "port physical state")["name"]
+    elif file == "rate":
+        entry["rate"] = value
+        entry["rate_gbps"] = float(_value(_RATE, value, "port rate")["gbps"])
+    elif value in _LINK_LAYERS:
+        entry["link_layer"] = value
+    else:
+        raise ValueError(f"link layer: unexpected value {value[:60]!r}")
+
+
+def parse_fabric(text: str) -> dict[str, Any]:
+    """The reader's lines as {"hcas": {name: {"fw_ver", "hca_type", "board_id", "netdevs",
+    "ports": {"1": {"state", "phys_state", "rate", "rate_gbps", "link_layer", "counters"}}}},
+    "interfaces": {name: {"mtu", "operstate"}}}; a counter without a PMA is None."""
+    hcas: dict[str, Any] = {}
+    interfaces: dict[str, Any] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        path, tab, value = line.partition("\t")
+        if not tab or len(value) > _VALUE_MAX:
+            raise ValueError(f"not a sysfs reading: {line[:80]!r}")
+        kind, match = next(
+            ((kind, m) for kind, pattern in _PATHS if (m := pattern.fullmatch(path))),
+            (None, None),
+        )
+        if kind is None or match is None:
+            raise ValueError(f"not a fabric file: {path[:80]!r}")
+        groups = match.groupdict()
+        if "hca" in groups:
+            hca = _name(HCA_NAME, groups["hca"], "RDMA device")
+        if kind == "net":
+            ifname = _name(IFNAME, groups["ifname"], "network interface")
+            entry = interfaces.setdefault(ifname, {})
+            if groups["file"] == "mtu":
+                entry["mtu"] = int(_value(_COUNT, value, "MTU")[0])
+            else:
+                entry["operstate"] = _value(_OPERSTATE, value, "operstate")[0]
+        elif kind == "netdev":
+            device = hcas.setdefault(hca, {"ports": {}, "netdevs": []})
+            device["netdevs"].append(_name(IFNAME, groups["ifname"], "network interface"))
+        elif kind == "device":
+            device = hcas.setdefault(hca, {"ports": {}, "netdevs": []})
+            device[groups["file"]] = _value(_TEXT, value, groups["file"])[0]
+        elif kind == "port":
+            _port_file(_port(hcas, hca, groups["port"]), groups["file"], value)
+        else:
+            counters = _port(hcas, hca, groups["port"])["counters"]
+            counters[groups["file"]] = (
+                None if value == _NO_PMA else int(_value(_COUNT, value, groups["file"])[0])
+            )
+    for device in hcas.values():
+        device["netdevs"].sort()
+    return {"hcas": hcas, "interfaces": interfaces}
+
+
+def _prefixes(value: str) -> tuple[bool, bool, list[str]]:
+    """NCCL's list syntax: (exclude, exact, items): a leading `^` excludes, then a leading `=`
+    matches whole names, the rest is a comma list (NCCL's environment variables page)."""
+    exclude = value.startswith("^")
+    value = value.removeprefix("^")
+    exact = value.startswith("=")
+    value = value.removeprefix("=")
+    return exclude, exact, [item.strip() for item in value.split(",") if item.strip()]
+
+
+def socket_ifname_unmatched(value: str, interfaces: list[str]) -> tuple[bool, list[str]]:
+    """NCCL_SOCKET_IFNAME against the host's interfaces: (exclude, the entries that select
+    no interface). An inclusion list names each entry's unmatched prefix or name; an
+    exclusion list is unmatched (all its entries) only when it leaves no interface but `lo`."""
+    exclude, exact, items = _prefixes(value)
+
+    def matches(item: str, name: str) -> bool:
+        return name == item if exact else name.startswith(item)
+
+    if exclude:
+        left = [n for n in interfaces if n != "lo" and not any(matches(i, n) for i in items)]
+        return True, [] if left else items
+    return False, [i for i in items if not any(matches(i, n) for n in interfaces)]
+
+
+def ib_hca_unmatched(value: str, ports: dict[str, list[str]]) -> tuple[bool, list[str]]:
+    """NCCL_IB_HCA against the host's RDMA devices and their ports ({hca: [port, ...]}):
+    (exclude, the entries that select nothing). Entries are `NAME` or `NAME:PORT`, prefixes
+    unless the list starts with `=` (after any `^`)."""
+    exclude, exact, items = _prefixes(value)
+
+    def hits(item: str, hca: str, port: str) -> bool:
+        name, _, wanted = item.partition(":")
+        named = hca == name if exact else hca.startswith(name)
+        return named and (not wanted or wanted == port)
+
+    pairs = [(hca, port) for hca, found in ports.items() for port in found]
+    if exclude:
+        left = [pair for pair in pairs if not any(hits(i, *pair) for i in items)]
+        return True, [] if left else items
+    return False, [i for i in items if not any(hits(i, *pair) for pair in pairs)]
