@@ -19,6 +19,7 @@ import hashlib
 import json
 import re
 import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import partial
@@ -30,6 +31,7 @@ import yaml
 
 from gpurig.checks.judge import Probed, drift_reads, report
 from gpurig.checks.rules import one_per_cause
+from gpurig.facts.gpurig_fabric import Fabric
 from gpurig.facts.gpurig_files import SecretDigests
 from gpurig.facts.round_trip import FactFailed, Unreadable, read_key
 from gpurig.plans import secrets as secrets_plan
@@ -49,7 +51,7 @@ HEADER = """\
 # tests/unit/test_finding_examples.py fails when this file no longer matches what the code
 # renders for the same inputs. Read by gpurig.report.explain (gpurig explain, the docs).
 """
-GPU_HOST = "gpu-1"  # the recorded GPU fixtures' host name in their reports
+RECORDED_HOST = "node-1"  # the recorded fixtures' host name in their reports
 
 # Ids no recorded input shows (besides the GPU ids of test_gpu_checks.NO_RECORDING), and why.
 # An id that gets an example drops its reason by itself (examples() gives a reason only to an
@@ -58,7 +60,8 @@ _NEEDS_GPU_HOST = "no recording of a GPU host's drift read shows it, and the san
 _NO_TEST = "no integration test's drift run makes a sandbox host show it yet"
 _FLEET = (
     "the fleet view compares the hosts of one drift run; the recorder keeps each host's state "
-    "alone, and the sandbox's hosts share one kernel and have no NVIDIA driver, toolkit or torch"
+    "alone, and the sandbox's hosts share one kernel and have no NVIDIA driver, toolkit, "
+    "torch or RDMA port"
 )
 NO_EXAMPLE: dict[str, str] = {
     "compat.driver_cuda": f"{_NEEDS_GPU_HOST}: it judges a container's torch against the "
@@ -83,7 +86,11 @@ NO_EXAMPLE: dict[str, str] = {
     "them all",
     "engine.rootless": "a scope: user account without a subuid range; the sandbox's user has one",
     **{f"fleet.mixed_{what}": _FLEET
-       for what in ("code", "cuda", "driver", "image", "kernel", "toolkit")},
+       for what in ("code", "cuda", "driver", "image", "kernel", "toolkit", "hca",
+                    "hca_firmware", "mtu", "port_rate")},
+    **{f"fabric.{what}": "the recorded sysfs tree (tests/fixtures/fabric) has every port "
+       "ACTIVE and its counters under their thresholds (test_fabric.py changes a value to show "
+       "it), and the sandbox's hosts have no RDMA port" for what in ("port_down", "port_errors")},
     **{i: _NO_TEST for i in (
         "container.oom_kill", "container.restarting", "core_dumps.login_shell", "disk.inodes",
         "engine.api", "env.imports", "env.imports_unchecked", "host.cgroup_leak",
@@ -254,7 +261,23 @@ def gpu_reports() -> Iterator[tuple[str, HostReport]]:
             what = " over ".join(files) or "no output (nvidia-smi absent, as on every sandbox host)"
             test = module.__name__.replace(".", "/")
             where = f"{what} ({test}.py FIRES_ON_RECORDING[{check_id!r}])"
-            yield where, HostReport(GPU_HOST, True, one_per_cause(module.check(spec, values)))
+            yield where, HostReport(RECORDED_HOST, True, one_per_cause(module.check(spec, values)))
+
+
+def fabric_reports() -> Iterator[tuple[str, HostReport]]:
+    """(where from, report) for each fabric case of tests/unit/test_fabric.py: the Fabric
+    fact's own command run over the recorded sysfs tree (tests/fixtures/fabric, mounted on
+    /sys/class in a mount namespace of its own: root), parsed by the fact, then judged."""
+    from tests.unit import test_fabric
+
+    fact = Fabric()
+    with tempfile.TemporaryDirectory() as top:
+        tree = test_fabric.recorded_tree(Path(top))
+        reading = fact.process(test_fabric.run_fact(fact.command(), tree))
+    recording = f"tests/fixtures/fabric/{test_fabric.TTAR.name}"
+    for check_id, spec in sorted(test_fabric.FIRES_ON_RECORDING.items()):
+        where = f"{recording} (tests/unit/test_fabric.py FIRES_ON_RECORDING[{check_id!r}])"
+        yield where, HostReport(RECORDED_HOST, True, test_fabric.check(spec, reading))
 
 
 def no_example() -> dict[str, str]:
@@ -265,7 +288,11 @@ def no_example() -> dict[str, str]:
     return {**gpu, **NO_EXAMPLE}
 
 
-SOURCES = (("sandbox", sandbox_reports), ("recorded GPU fixture", gpu_reports))
+SOURCES = (
+    ("sandbox", sandbox_reports),
+    ("recorded GPU fixture", gpu_reports),
+    ("recorded fabric fixture", fabric_reports),
+)
 
 
 def best(groups: Iterator[tuple[Any, list[str]]]) -> dict[str, Any]:

@@ -45,7 +45,7 @@ def test_every_id_has_an_example_or_says_why_none_never_both() -> None:
     assert shown | none == set(explain.catalogue_ids())
     assert all(why.strip() for why in document["none"].values())
     assert {e["source"] for e in document["examples"].values()} <= {
-        "sandbox", "recorded GPU fixture"
+        "sandbox", "recorded GPU fixture", "recorded fabric fixture"
     }  # fmt: skip
 
 
