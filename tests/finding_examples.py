@@ -29,6 +29,7 @@ from unittest.mock import patch
 
 import yaml
 
+from gpurig.checks.finding import Finding
 from gpurig.checks.judge import Probed, drift_reads, report
 from gpurig.checks.rules import one_per_cause
 from gpurig.facts.gpurig_fabric import Fabric
@@ -239,6 +240,12 @@ def _reading(read: list[str], name: str) -> str:
     return read_fixture(name)
 
 
+def _own(check_id: str, findings: list[Finding]) -> HostReport:
+    """A case's report of the id it is the case for (its findings of other ids are their own
+    cases' examples)."""
+    return HostReport(RECORDED_HOST, True, [f for f in findings if check_id in f.ids])
+
+
 def gpu_reports() -> Iterator[tuple[str, HostReport]]:
     """(where from, report) for each case on recorded outputs of the test modules that judge
     GPU recordings (their FIRES_ON_RECORDING and check), naming the recordings it read besides
@@ -261,7 +268,7 @@ def gpu_reports() -> Iterator[tuple[str, HostReport]]:
             what = " over ".join(files) or "no output (nvidia-smi absent, as on every sandbox host)"
             test = module.__name__.replace(".", "/")
             where = f"{what} ({test}.py FIRES_ON_RECORDING[{check_id!r}])"
-            yield where, HostReport(RECORDED_HOST, True, one_per_cause(module.check(spec, values)))
+            yield where, _own(check_id, one_per_cause(module.check(spec, values)))
 
 
 def fabric_reports() -> Iterator[tuple[str, HostReport]]:
@@ -277,7 +284,7 @@ def fabric_reports() -> Iterator[tuple[str, HostReport]]:
     recording = f"tests/fixtures/fabric/{test_fabric.TTAR.name}"
     for check_id, spec in sorted(test_fabric.FIRES_ON_RECORDING.items()):
         where = f"{recording} (tests/unit/test_fabric.py FIRES_ON_RECORDING[{check_id!r}])"
-        yield where, HostReport(RECORDED_HOST, True, test_fabric.check(spec, reading))
+        yield where, _own(check_id, test_fabric.check(spec, reading))
 
 
 def no_example() -> dict[str, str]:
