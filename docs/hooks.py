@@ -321,8 +321,8 @@ def findings_reference() -> str:
         "[findings and severities](../concepts.md#findings-and-severities). Where several of "
         "the converge's changes meet on one subject, drift reports one `CONCERN.differs` "
         "finding listing each change's own id. Each example is what `gpurig drift` printed "
-        "for the id on a real input (a sandbox host's recorded state, or GPU outputs recorded "
-        "on real machines), judged and rendered by the code this page was built from; see "
+        "for the id on a real input (a sandbox host's recorded state, or outputs recorded on "
+        "real machines), judged and rendered by the code this page was built from; see "
         "[where the examples come from](../concepts.md#findings-and-severities).",
         "",
         "| id | severity | summary |",
