@@ -320,7 +320,10 @@ def findings_reference() -> str:
         "Severity `error` fails a drift run (exit 1), `warn` is advice (exit 0); see "
         "[findings and severities](../concepts.md#findings-and-severities). Where several of "
         "the converge's changes meet on one subject, drift reports one `CONCERN.differs` "
-        "finding listing each change's own id.",
+        "finding listing each change's own id. Each example is what `gpurig drift` printed "
+        "for the id on a real input (a sandbox host's recorded state, or outputs recorded on "
+        "real machines), judged and rendered by the code this page was built from; see "
+        "[where the examples come from](../concepts.md#findings-and-severities).",
         "",
         "| id | severity | summary |",
         "| --- | --- | --- |",
@@ -332,9 +335,22 @@ def findings_reference() -> str:
         for key, heading in explain.SECTIONS.items():
             if key in found.words:
                 lines += [f"**{heading}.** {found.words[key]}", ""]
+        lines += _example_lines(found)
         lines += [f"- Severity: `{found.severity}`", f"- Remediation: {found.remediation}",
                   f"- Source: {found.source}"]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _example_lines(found: explain.Entry) -> list[str]:
+    """What drift printed for the id on a real input, as a code block (a fence longer than any
+    run of backticks in it: host output is untrusted), or why no real input shows it."""
+    if not found.example:
+        return (
+            [f"**Example.** None recorded: {found.example_from}", ""] if found.example_from else []
+        )
+    fence = "`" * max(3, 1 + max(len(run) for run in re.findall("`*", found.example)))
+    return [f"**Example**, what `gpurig drift` printed ({_cell(found.example_from)}):", "",
+            f"{fence}text", found.example, fence, ""]  # fmt: skip
 
 
 def _anchor(finding_id: str) -> str:

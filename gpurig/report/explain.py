@@ -41,6 +41,8 @@ class Entry:
     severity: str  # "error" or "warn"; "error or warn" for a grouped finding
     remediation: str  # "key: what it says", from checks.yaml's remediations
     source: str  # the check's source, or the plan that emits the change
+    example: str = ""  # what `gpurig drift` printed for it on a real input; "" if none shows it
+    example_from: str = ""  # where that input came from, or why no real input shows the id
 
 
 class UnknownId(KeyError):
@@ -50,6 +52,19 @@ class UnknownId(KeyError):
 def catalogue_ids() -> tuple[str, ...]:
     """Every id a run can report: the textfile writer's (plans and checks) and the fleet view's."""
     return tuple(sorted({*known_ids(), *fleet.IDS}))
+
+
+def examples() -> dict[str, Any]:
+    """gpurig/data/finding_examples.yaml: each id's report from a real input, or why none."""
+    return table("finding_examples.yaml")
+
+
+def _example(finding_id: str) -> tuple[str, str]:
+    """(the report drift printed, where its input came from), or ("", why no input shows it)."""
+    shown = examples()["examples"].get(finding_id)
+    if shown is not None:
+        return shown["report"], f"{shown['source']}: {shown['from']}"
+    return "", examples()["none"].get(finding_id, "")
 
 
 def texts() -> dict[str, Any]:
@@ -86,7 +101,9 @@ def entry(finding_id: str) -> Entry:
     words = texts()["findings"].get(finding_id)
     if words is None or finding_id not in catalogue_ids():
         raise UnknownId(finding_id)
-    return Entry(finding_id, words["summary"], _words(words), *_facts(finding_id))
+    return Entry(
+        finding_id, words["summary"], _words(words), *_facts(finding_id), *_example(finding_id)
+    )
 
 
 def _words(words: Mapping[str, str]) -> dict[str, str]:
@@ -105,6 +122,17 @@ def as_text(found: Entry, width: int = 88) -> str:
         if key in found.words:
             lines += [heading, textwrap.fill(found.words[key], width, initial_indent="  ",
                                              subsequent_indent="  "), ""]  # fmt: skip
+    if found.example:
+        # Paths and test ids stay whole, to be copied.
+        where = textwrap.fill(f"from {found.example_from}", width, initial_indent="  ",
+                              subsequent_indent="    ", break_long_words=False,
+                              break_on_hyphens=False)  # fmt: skip
+        lines += ["Example (what gpurig drift printed)", textwrap.indent(found.example, "  "),
+                  where, ""]  # fmt: skip
+    elif found.example_from:
+        why = f"none recorded: {found.example_from}"
+        lines += ["Example", textwrap.fill(why, width, initial_indent="  ",
+                                           subsequent_indent="  "), ""]  # fmt: skip
     facts = (("Severity", found.severity), ("Remediation", found.remediation),
              ("Source", found.source))  # fmt: skip
     for label, value in facts:

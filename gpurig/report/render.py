@@ -115,27 +115,31 @@ def _columns(rows: Sequence[Sequence[str]], indent: str) -> list[str]:
     return [f"{indent}{a:<{widths[0]}}  {b:<{widths[1]}}  {c}".rstrip() for a, b, c in table]
 
 
+def finding_block(host: str, f: Finding, width: int = 0, colour: bool = False) -> list[str]:
+    """One finding's lines in the table, as drift prints them (host names padded to `width`):
+    the headline, a check's message, the values, the fix."""
+    width = max(width, len(visible(host)))
+    indent = " " * (width + 9)
+    label = _paint(f"{f.severity:<5}", f.severity, colour)
+    lines = [f"{visible(host):<{width}}  {label}  {visible(_headline(f))}"]
+    if f.action == "manual":
+        lines.append(indent + visible(f.message))
+    if f.differences:
+        rows = [[visible(v) for v in (d.field, d.expected, d.actual)] for d in f.differences]
+        lines += _columns(rows, indent)
+    else:
+        lines.append(indent + visible(f"expected {f.expected}; found {f.actual}"))
+    lines.append(indent + visible(f"fix: {_fix(f)}"))
+    return lines
+
+
 def to_table(reports: Sequence[HostReport], colour: bool = False) -> str:
     """A block per finding, a subject's blocks together: a headline (host, severity, subject,
     what the converge does, id), a check's message, the values, the fix; where there were
     findings, a last line naming `gpurig explain`, which says what an id means."""
     width = max([len(visible(r.name)) for r in reports] or [0])
-    indent = " " * (width + 9)
-    lines = []
-    for r in reports:
-        for f in r.by_subject:
-            label = _paint(f"{f.severity:<5}", f.severity, colour)
-            lines.append(f"{visible(r.name):<{width}}  {label}  {visible(_headline(f))}")
-            if f.action == "manual":
-                lines.append(indent + visible(f.message))
-            if f.differences:
-                lines += _columns(
-                    [[visible(v) for v in (d.field, d.expected, d.actual)] for d in f.differences],
-                    indent,
-                )
-            else:
-                lines.append(indent + visible(f"expected {f.expected}; found {f.actual}"))
-            lines.append(indent + visible(f"fix: {_fix(f)}"))
+    lines = [line for r in reports for f in r.by_subject
+             for line in finding_block(r.name, f, width, colour)]  # fmt: skip
     lines += [f"{visible(r.name):<{width}}  {_paint('ok', 'ok', colour)}"
               for r in reports if not r.findings]  # fmt: skip
     failed = sum(r.failed for r in reports)

@@ -19,9 +19,13 @@ FLEET, FULL = 3, 4  # full-4: test_onboarding.py onboards it as a fresh rental
 
 
 def gpurig(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the installed `gpurig` CLI as a user would."""
+    """Run the installed `gpurig` CLI as a user would. With GPURIG_RECORD_STATES set, drift
+    over SSH runs through tests/drift_recorder.py, which records each host's state there (the
+    findings catalogue's examples: tests/finding_examples.py)."""
+    recording = os.environ.get("GPURIG_RECORD_STATES") and args[:1] == ("drift",)
+    module = "tests.drift_recorder" if recording and "--local" not in args else "gpurig"
     return subprocess.run(
-        [sys.executable, "-m", "gpurig", *args],
+        [sys.executable, "-m", module, *args],
         cwd=REPO_ROOT,
         env={**os.environ, **(env or {})},
         capture_output=True,

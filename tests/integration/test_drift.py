@@ -3,10 +3,13 @@ kind at a time: exit 1 with the right finding id each time, and exit 0 after a r
 
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 from support import Sandbox, finding_ids, gpurig, host_spec, remote, write_inventory
 
 from gpurig.remote.converge import converge
@@ -96,3 +99,32 @@ def test_disk_filled_past_the_threshold(
         shell.check_output(f"rm -f {fill}")
     rc, findings = drift(inventory)
     assert rc == 0, findings
+
+
+def respecified(
+    sandbox: Sandbox, inventory: Path, path: Path, edit: Callable[[dict], None]
+) -> Path:
+    """A copy of the inventory with the host's spec edited: the host itself is left alone."""
+    spec = copy.deepcopy(yaml.safe_load(inventory.read_text())["hosts"][HOST]["spec"])
+    edit(spec)
+    return write_inventory(sandbox, path, {HOST: spec})
+
+
+def test_a_declared_inode_floor_above_the_hosts_is_drift(
+    sandbox: Sandbox, inventory: Path, tmp_path: Path
+):
+    """The host's real df -i against a floor it cannot meet (every filesystem uses inodes)."""
+    floor = respecified(sandbox, inventory, tmp_path / "inv.yaml",
+                        lambda spec: spec["checks"].update(inodes_free_min_pct=100))  # fmt: skip
+    assert_drift(floor, "disk.inodes")
+
+
+def test_a_shm_larger_than_the_hosts_memory_is_advice(
+    sandbox: Sandbox, inventory: Path, tmp_path: Path
+):
+    """A declared /dev/shm of 64 TiB: the container differs (error) and the size is advice
+    (warn) against the host's real memory."""
+    huge = respecified(sandbox, inventory, tmp_path / "inv.yaml",
+                       lambda spec: spec["containers"]["train"].update(shm_size="64t"))  # fmt: skip
+    _, findings = drift(huge)
+    assert "shm.size" in finding_ids([f for f in findings if f["severity"] == "warn"])

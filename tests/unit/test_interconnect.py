@@ -3,13 +3,14 @@ PCIe ACS) on outputs recorded on real machines (tests/fixtures/gpu, each naming 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gpurig.checks.finding import Finding
-from gpurig.checks.interconnect import RULES, sxid_class
+from gpurig.checks.interconnect import IDS, RULES, sxid_class
 from gpurig.checks.rules import rules
 from gpurig.data.tables import table
 from gpurig.facts.gpurig_nvidia import KernelLog
@@ -31,8 +32,27 @@ ACS_629 = "lspci-vvv_grep-ACSCtl_nccl-issue-629.txt"
 FOUR_GPUS = "nvidia-smi-L_a100-sxm4-80gb-x4_mig-on-gpu0_535.54.03.txt"
 
 
+def check(spec: dict[str, Any], values: dict[type, Any]) -> list[Finding]:
+    return [finding for rule in RULES for finding in rule(spec, reader(values))]
+
+
 def judge(values: dict[type, Any]) -> list[Finding]:
-    return [finding for rule in RULES for finding in rule({}, reader(values))]
+    return check({}, values)
+
+
+# The recorded state (spec, GPU facts) that fires each id: the findings catalogue's examples
+# (tests/finding_examples.py) are these cases' reports.
+FIRES_ON_RECORDING: dict[str, Callable[[], tuple[dict[str, Any], dict[type, Any]]]] = {
+    "gpu.sxid": lambda: ({}, lent_h100(xid_lines=SXID_20034)),
+    "gpu.hung_task": lambda: ({}, lent_h100(xid_lines=HUNG_UVM)),
+    "pcie.acs_enabled": lambda: ({}, lent_h100(listing=FOUR_GPUS, acs=ACS_629)),
+}
+
+
+def test_every_interconnect_id_fires_on_a_recording() -> None:
+    assert set(FIRES_ON_RECORDING) == set(IDS)
+    for check_id, case in FIRES_ON_RECORDING.items():
+        assert check_id in {f.id for f in check(*case())}, check_id
 
 
 def read_kernel_log(text: str, tmp_path: Path) -> dict[str, Any]:
