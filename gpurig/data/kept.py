@@ -38,10 +38,13 @@ def read(directory: Path, name: str, owner: int) -> Any | None:
         return None
 
 
-def keep(directory: Path, name: str, value: Any, stale: str, mode: int = 0o755) -> None:
+def keep(
+    directory: Path, name: str, value: Any, stale: str, mode: int = 0o755, others: int = 0
+) -> None:
     """Keep `value` as `name` (atomically: a run beside this one reads all of it or none),
-    removing the copies `stale` (a glob) names but this one. Nothing is kept where it cannot
-    be written, or of a value marshal cannot hold as it is (a date)."""
+    removing the copies `stale` (a glob) names but this one and the `others` written last.
+    Nothing is kept where it cannot be written, or of a value marshal cannot hold as it is (a
+    date)."""
     with contextlib.suppress(OSError, ValueError):
         data = marshal.dumps(value)
         directory.mkdir(mode=mode, parents=False, exist_ok=True)
@@ -54,6 +57,7 @@ def keep(directory: Path, name: str, value: Any, stale: str, mode: int = 0o755) 
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(out.name)
-        for old in directory.glob(f"{stale}.{SUFFIX}"):
-            if old != copy:
-                old.unlink(missing_ok=True)
+        olds = [old for old in directory.glob(f"{stale}.{SUFFIX}") if old != copy]
+        olds.sort(key=lambda old: old.stat().st_mtime_ns, reverse=True)
+        for old in olds[others:]:
+            old.unlink(missing_ok=True)

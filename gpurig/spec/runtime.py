@@ -36,8 +36,13 @@ def kept_parse(text: str) -> Any | None:
     return None if where is None else kept.read(where, _name(text), os.geteuid())
 
 
+# Specs kept a directory: a node's contracts share one spec file, but an account may run
+# several (root's contracts and a test of a new spec beside them).
+KEPT_SPECS = 8
+
+
 def keep_parse(text: str, data: Any) -> None:
-    """Keep the data `text` parses to for the next run (one spec a directory)."""
+    """Keep the data `text` parses to for the next run, with the last few others."""
     where = directory()
     if where is not None:
-        kept.keep(where, _name(text), data, "spec.*", mode=0o700)
+        kept.keep(where, _name(text), data, "spec.*", mode=0o700, others=KEPT_SPECS - 1)

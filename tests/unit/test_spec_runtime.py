@@ -36,12 +36,20 @@ def test_a_passing_spec_is_kept_and_read_back_the_same(tmp_path: Path, run_dir: 
                                                  "checks": {"disk_free_min": "1g"}}  # fmt: skip
     assert run_dir.stat().st_mode & 0o777 == 0o700
     assert load_spec_file(spec, "n") == first
-    spec.write_text(SPEC.replace("1g", "2g"))  # a new content: a new parse, the old one gone
-    assert (
-        load_spec_file(spec, "n").spec["checks"]["disk_free_min"]
-        != first.spec["checks"]["disk_free_min"]
-    )
-    assert len(copies(run_dir)) == 1 and copies(run_dir) != [copy]
+    spec.write_text(SPEC.replace("1g", "2g"))  # a new content: a new parse, the old one kept
+    assert load_spec_file(spec, "n").spec["checks"]["disk_free_min"] == "2g"
+    assert len(copies(run_dir)) == 2 and copy in copies(run_dir)
+
+
+def test_the_last_few_specs_are_kept_the_older_go(tmp_path: Path, run_dir: Path) -> None:
+    spec = tmp_path / "node.yaml"
+    texts = [SPEC.replace("1g", f"{size + 1}g") for size in range(runtime.KEPT_SPECS + 3)]
+    for text in texts:
+        spec.write_text(text)
+        load_spec_file(spec, "n")
+        assert runtime.kept_parse(text) is not None
+    assert len(copies(run_dir)) == runtime.KEPT_SPECS
+    assert [runtime.kept_parse(text) is not None for text in texts] == [False] * 3 + [True] * runtime.KEPT_SPECS
 
 
 def test_a_spec_that_fails_is_not_kept_and_says_its_line(tmp_path: Path, run_dir: Path) -> None:
