@@ -53,17 +53,26 @@ class OsRelease(Sectioned[dict[str, Any]]):
         }
 
 
+# The shell's effective uid from /proc/self/status with its own `read` (`id -u` where there
+# is no /proc): no process for a question the shell can answer.
+_EUID = (
+    'gpurig_euid() { while read -r k _ e _; do [ "$k" != Uid: ] || { echo "$e"; return; }; '
+    "done </proc/self/status; id -u; } 2>/dev/null"
+)
+
+
 class Login(Sectioned[dict[str, Any]]):
     """Who this login is, and whether it can become root without a password (`sudo`: None
     when there is no sudo to ask, the login is root already, or it is not to be asked: a
     scope: user login never tries sudo)."""
 
     def command(self, sudo: bool = True) -> str:
-        parts = {"uid": "id -u 2>/dev/null", "user": "id -un 2>/dev/null"}
+        parts = {"uid": f"{_EUID}\ngpurig_euid", "user": "id -un 2>/dev/null"}
         if sudo:
             parts["sudo"] = (
-                f'{BOUNDED}\n[ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1 && {{ '
-                "if bounded sudo -n true </dev/null 2>/dev/null; then echo yes; else echo no; fi; }"
+                f'{BOUNDED}\n{_EUID}\n[ "$(gpurig_euid)" != 0 ] && command -v sudo >/dev/null 2>&1 '
+                "&& { if bounded sudo -n true </dev/null 2>/dev/null; then echo yes; else echo no; "
+                "fi; }"
             )
         return self.sectioned(parts)
 
