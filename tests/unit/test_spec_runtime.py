@@ -49,7 +49,8 @@ def test_the_last_few_specs_are_kept_the_older_go(tmp_path: Path, run_dir: Path)
         load_spec_file(spec, "n")
         assert runtime.kept_parse(text) is not None
     assert len(copies(run_dir)) == runtime.KEPT_SPECS
-    assert [runtime.kept_parse(text) is not None for text in texts] == [False] * 3 + [True] * runtime.KEPT_SPECS
+    kept = [runtime.kept_parse(text) is not None for text in texts]
+    assert kept == [False] * 3 + [True] * runtime.KEPT_SPECS
 
 
 def test_a_spec_that_fails_is_not_kept_and_says_its_line(tmp_path: Path, run_dir: Path) -> None:
