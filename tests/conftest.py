@@ -100,6 +100,21 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
                 terminalreporter.write_line(f"  {seconds * 1000:8.1f} ms  {name}")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def runtime_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The spec parses the tests' runs keep (gpurig/spec/runtime.py) go to a directory of the
+    test session's, not to this machine's /run/gpurig."""
+    where = tmp_path_factory.mktemp("runtime")
+    where.chmod(0o700)
+    saved = os.environ.get("GPURIG_RUNTIME_DIR")
+    os.environ["GPURIG_RUNTIME_DIR"] = str(where)
+    yield where
+    if saved is None:
+        os.environ.pop("GPURIG_RUNTIME_DIR", None)
+    else:
+        os.environ["GPURIG_RUNTIME_DIR"] = saved
+
+
 @pytest.fixture
 def private_dir() -> Iterator[Path]:
     """A directory that only root may change, nor any directory above it: the import check runs
