@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 import click
 
 from gpurig import __version__
+from gpurig.node.argv import MODES
 from gpurig.report.render import FORMATS
 
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ def which_spec(prefix: str) -> Callable[[Any], Any]:
 @click.option("--output", type=click.File("w", encoding="utf-8"), help="Write here, not stdout.")
 @click.option(
     "--mode",
-    type=click.Choice(["prolog", "healthcheck", "npd"]),
+    type=click.Choice(MODES),
     help="With --local: a node contract (SLURM Prolog/Epilog, SLURM HealthCheckProgram, "
     "node-problem-detector plugin), with its own reads, time, output and exit codes; the "
     "report goes only to --output.",

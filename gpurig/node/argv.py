@@ -13,6 +13,8 @@ from pathlib import Path
 
 from gpurig.report.render import FORMATS
 
+# The node contracts by name (gpurig/data/node_modes.yaml defines each): the one list the
+# command line, click's choice and gpurig.node.modes share.
 MODES = ("prolog", "healthcheck", "npd")
 _VALUED = {"drift": ("--spec", "--as", "--mode", "--format", "--textfile"), "up": ("--spec",)}
 
