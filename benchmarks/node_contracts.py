@@ -12,7 +12,9 @@ nothing to do (a spec whose converge has nothing to change here, converged once 
 run with a HOME of their own holding Debian's stock login files for root (base-files'
 dot.profile and dot.bashrc, where this machine has them): the login-shell read runs root's
 profile, and a developer's (a toolchain's `eval "$(... init -)"`) would time that instead of
-gpurig, while up's converge would write into it. Prints the medians of wall
+gpurig, while up's converge would write into it. What the contracts keep between runs (the
+spec's parse, the read they start ahead: gpurig.spec.runtime) goes to a runtime directory of
+its own; the warm-up run keeps it, as a node's first job does. Prints the medians of wall
 time, CPU time (user + system, the process and its children) and the largest process's peak
 RSS, their ratios to NHC, the read script's time per section, and the `-X importtime` entries
 with the largest cumulative time. Nothing outside its temporary directory is changed.
@@ -135,6 +137,7 @@ def main() -> None:
         login = stock_home(Path(tmp, "home"))
         env = {**os.environ, "INCDIR": str(NHC / "scripts"), "NHC_RM": "none"}
         env["HOME"] = str(Path(tmp, "home"))
+        env["GPURIG_RUNTIME_DIR"] = str(Path(tmp, "run"))  # what a contract keeps between runs
         for argv in commands.values():  # warm caches and bytecode; up converges its HOME
             measure(argv, env)
         runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in commands}
@@ -151,7 +154,7 @@ def main() -> None:
         print(f"root's login files: {login}")
         print(f"{'':<28}{'wall s':>8}{'CPU s':>8}{'MiB':>7}{'x wall':>8}{'x CPU':>7}{'x MiB':>7}")
         for name, (wall, cpu, mib) in medians.items():
-            ratios = f"{wall / base[0]:>8.1f}{cpu / base[1]:>7.1f}{mib / base[2]:>7.1f}"
+            ratios = f"{wall / base[0]:>8.2f}{cpu / base[1]:>7.2f}{mib / base[2]:>7.2f}"
             print(f"{name:<28}{wall:>8.3f}{cpu:>8.3f}{mib:>7.1f}{ratios}")
         for mode in ("npd", "prolog"):
             print(f"\nread script sections ({mode}), each run alone:")

@@ -51,9 +51,12 @@ def drift_here(
         return 2
     started = time.monotonic()
     if mode is not None:
+        from gpurig.node.ahead import Ahead
+
+        ahead = Ahead(host.spec, mode)  # before the checks load, which take as long as it
         from gpurig.node.run import run_mode
 
-        return run_mode(mode, host, started, fmt, output, textfile)
+        return run_mode(mode, host, started, fmt, output, textfile, ahead.take)
     from gpurig.node.read import drift_local
     from gpurig.report.render import exit_code, render
     from gpurig.report.textfile import written

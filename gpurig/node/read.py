@@ -9,7 +9,7 @@ import subprocess
 
 from gpurig.checks.judge import EVERYTHING, PROBE_TIMEOUT, Probed, Scope, drift_reads, report
 from gpurig.read.bounds import OutputFlood
-from gpurig.read.local import read_here
+from gpurig.read.local import Ahead, read_here
 from gpurig.report.render import HostReport
 from gpurig.spec.inventory import Host
 from gpurig.spec.model import normalise
@@ -30,18 +30,23 @@ def local_sudo() -> bool:
     return done.returncode == 0
 
 
-def drift_local(host: Host, scope: Scope = EVERYTHING, timeout: int | None = None) -> HostReport:
+def drift_local(
+    host: Host, scope: Scope = EVERYTHING, timeout: int | None = None, ahead: Ahead | None = None
+) -> HostReport:
     """Read and judge this machine as `host`: the same one command, plans and checks as
     `run_drift` (gpurig.remote.drift), run here in a subprocess (no SSH), reading what `scope`
     says within `timeout` seconds.
 
     As root (a SLURM prolog, a health check, node-problem-detector) nothing it starts is
     found through the caller's PATH or working directory, which another account may write:
-    HostState is `/bin/sh`, which reads from `/` with the system's own PATH."""
-    return report(read_local(host, scope, timeout), scope)
+    HostState is `/bin/sh`, which reads from `/` with the system's own PATH. `ahead` may hand
+    over the read, started earlier (gpurig.node.ahead)."""
+    return report(read_local(host, scope, timeout, ahead), scope)
 
 
-def read_local(host: Host, scope: Scope = EVERYTHING, timeout: int | None = None) -> Probed:
+def read_local(
+    host: Host, scope: Scope = EVERYTHING, timeout: int | None = None, ahead: Ahead | None = None
+) -> Probed:
     """This machine read as `host` (local_read: sh in a subprocess, no SSH stack), through
     sudo where passwordless (never with scope: user, which acts as the user). A read past
     `timeout` is {}: `state.unreadable`, said so; output past the bounds is refused."""
@@ -49,7 +54,7 @@ def read_local(host: Host, scope: Scope = EVERYTHING, timeout: int | None = None
     sudo = not is_user(spec) and local_sudo()
     reads = drift_reads(spec, scope)
     try:
-        state = read_here(reads, sudo, timeout or PROBE_TIMEOUT, scope.bound)
+        state = read_here(reads, sudo, timeout or PROBE_TIMEOUT, scope.bound, ahead)
     except OutputFlood as exc:
         return Probed(host, None, str(exc))
     return Probed(host, state)

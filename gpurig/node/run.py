@@ -17,6 +17,7 @@ from typing import TextIO
 from gpurig.checks.judge import Scope
 from gpurig.node import modes as node_modes
 from gpurig.node.read import drift_local
+from gpurig.read.local import Ahead
 from gpurig.report.render import HostReport, render
 from gpurig.spec.inventory import Host
 
@@ -56,10 +57,11 @@ def run_mode(
     fmt: str,
     output: TextIO | None,
     textfile: Path | None,
+    ahead: Ahead | None = None,
 ) -> int:
     """Read and judge this node as the mode says, act, and return the exit status."""
     m = node_modes.mode(name)
-    report = drift_local(host, scope(m), timeout=m.read_seconds)
+    report = drift_local(host, scope(m), timeout=m.read_seconds, ahead=ahead)
     duration = time.monotonic() - started
     if output is not None:
         output.write(render([report], fmt))

@@ -12,7 +12,7 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpurig.facts.round_trip import HostState, Read
@@ -36,11 +36,10 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def run_bounded(argv: Sequence[str], timeout: float) -> bytes | None:
-    """stdout of `argv` (stdin and stderr closed off, working directory `/`); None when it ran
-    past `timeout` seconds (its group killed). OutputFlood past bounds.MAX_OUTPUT_BYTES (the rest is
-    drained, so the command is not blocked)."""
-    proc = subprocess.Popen(
+def start(argv: Sequence[str]) -> subprocess.Popen[bytes]:
+    """`argv` started in a session of its own from `/`, stdin and stderr closed off, its
+    stdout a pipe for `collect`."""
+    return subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -48,10 +47,27 @@ def run_bounded(argv: Sequence[str], timeout: float) -> bytes | None:
         cwd="/",
         start_new_session=True,
     )
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """A started command no longer wanted: its group stopped, its pipe closed."""
+    _stop(proc)
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def run_bounded(argv: Sequence[str], timeout: float) -> bytes | None:
+    """stdout of `argv` (stdin and stderr closed off, working directory `/`); None when it ran
+    past `timeout` seconds (its group killed). OutputFlood past bounds.MAX_OUTPUT_BYTES (the rest is
+    drained, so the command is not blocked)."""
+    return collect(start(argv), time.monotonic() + timeout)
+
+
+def collect(proc: subprocess.Popen[bytes], deadline: float) -> bytes | None:
+    """run_bounded's reading of a started command, until the `deadline` (time.monotonic)."""
     assert proc.stdout is not None
     chunks: list[bytes] = []
     kept = 0
-    deadline = time.monotonic() + timeout
     exited_at: float | None = None
     with selectors.DefaultSelector() as selector:
         selector.register(proc.stdout, selectors.EVENT_READ)
@@ -91,16 +107,31 @@ def lines(output: bytes) -> list[str]:
     return found
 
 
+# What a read started ahead (gpurig.node.ahead) is asked with the command wanted: the started
+# command and its deadline where it is that command, else None (then it is run now).
+Ahead = Callable[[list[str]], "tuple[subprocess.Popen[bytes], float] | None"]
+
+
+def read_argv(state: HostState, reads: list[Read], sudo: bool, bound: int | None) -> list[str]:
+    """The command by which `state` reads `reads` on this machine (through `sudo -n`)."""
+    argv = [HostState.shell_executable or "/bin/sh", "-c", state.command(reads, bound)]
+    return ["sudo", "-n", "-H", "--", *argv] if sudo else argv
+
+
 def read_here(
-    reads: list[Read], sudo: bool, timeout: float, bound: int | None = None
+    reads: list[Read],
+    sudo: bool,
+    timeout: float,
+    bound: int | None = None,
+    ahead: Ahead | None = None,
 ) -> dict[str, Any]:
     """HostState's values for `reads` on this machine ({} when the read ran out of time or
-    printed nothing), through `sudo -n` when `sudo`; OutputFlood past the output bounds."""
+    printed nothing), through `sudo -n` when `sudo`; OutputFlood past the output bounds.
+    `ahead` may hand over the same command, started earlier."""
     state = HostState()
-    command = state.command(reads=reads, bound=bound)
-    argv = [HostState.shell_executable or "/bin/sh", "-c", command]
-    if sudo:
-        argv = ["sudo", "-n", "-H", "--", *argv]
-    output = run_bounded(argv, timeout)
+    argv = read_argv(state, reads, sudo, bound)
+    started = ahead(argv) if ahead is not None else None
+    proc, deadline = started or (start(argv), time.monotonic() + timeout)
+    output = collect(proc, deadline)
     found = lines(output) if output else []
     return state.process(found) if found else state.default()

@@ -1,7 +1,8 @@
-"""Where a spec file's parse is kept between runs (gpurig.data.kept): the running account's
-runtime directory, cleared at boot (root: /run/gpurig; others: $XDG_RUNTIME_DIR/gpurig), or
-GPURIG_RUNTIME_DIR. A node contract at every job start then loads no YAML parser for a spec
-that has not changed; a copy is trusted only as the account's own, as data, never code."""
+"""Where what a node contract works out from its spec is kept between runs (gpurig.data.kept):
+the running account's runtime directory, cleared at boot (root: /run/gpurig; others:
+$XDG_RUNTIME_DIR/gpurig), or GPURIG_RUNTIME_DIR. A contract at every job start then loads no
+YAML parser for a spec that has not changed (the spec's parse), and starts its read before its
+checks are loaded (gpurig.node.ahead). A copy is trusted only as the account's own."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gpurig import __version__
-from gpurig.data import kept
+from gpurig.data import kept as kept_copy
 
 
 def directory() -> Path | None:
@@ -30,19 +31,29 @@ def _name(text: str) -> str:
     return f"spec.{digest.hexdigest()[:32]}"
 
 
+def kept(name: str) -> Any | None:
+    """What was kept as `name` on an earlier run, or None."""
+    where = directory()
+    return None if where is None else kept_copy.read(where, name, os.geteuid())
+
+
+# Copies of each kind a directory keeps: a node's contracts share one spec file, but an
+# account may run several (root's contracts and a test of a new spec beside them).
+KEPT_COPIES = 8
+
+
+def keep(name: str, value: Any, stale: str) -> None:
+    """Keep `value` as `name` for the next run, with the last few others `stale` names."""
+    where = directory()
+    if where is not None:
+        kept_copy.keep(where, name, value, stale, mode=0o700, others=KEPT_COPIES - 1)
+
+
 def kept_parse(text: str) -> Any | None:
     """The data `text` parsed to on an earlier run, or None."""
-    where = directory()
-    return None if where is None else kept.read(where, _name(text), os.geteuid())
-
-
-# Specs kept a directory: a node's contracts share one spec file, but an account may run
-# several (root's contracts and a test of a new spec beside them).
-KEPT_SPECS = 8
+    return kept(_name(text))
 
 
 def keep_parse(text: str, data: Any) -> None:
-    """Keep the data `text` parses to for the next run, with the last few others."""
-    where = directory()
-    if where is not None:
-        kept.keep(where, _name(text), data, "spec.*", mode=0o700, others=KEPT_SPECS - 1)
+    """Keep the data `text` parses to for the next run."""
+    keep(_name(text), data, "spec.*")

@@ -43,14 +43,14 @@ def test_a_passing_spec_is_kept_and_read_back_the_same(tmp_path: Path, run_dir: 
 
 def test_the_last_few_specs_are_kept_the_older_go(tmp_path: Path, run_dir: Path) -> None:
     spec = tmp_path / "node.yaml"
-    texts = [SPEC.replace("1g", f"{size + 1}g") for size in range(runtime.KEPT_SPECS + 3)]
+    texts = [SPEC.replace("1g", f"{size + 1}g") for size in range(runtime.KEPT_COPIES + 3)]
     for text in texts:
         spec.write_text(text)
         load_spec_file(spec, "n")
         assert runtime.kept_parse(text) is not None
-    assert len(copies(run_dir)) == runtime.KEPT_SPECS
+    assert len(copies(run_dir)) == runtime.KEPT_COPIES
     kept = [runtime.kept_parse(text) is not None for text in texts]
-    assert kept == [False] * 3 + [True] * runtime.KEPT_SPECS
+    assert kept == [False] * 3 + [True] * runtime.KEPT_COPIES
 
 
 def test_a_spec_that_fails_is_not_kept_and_says_its_line(tmp_path: Path, run_dir: Path) -> None:

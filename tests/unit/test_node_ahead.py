@@ -1,0 +1,99 @@
+"""A node contract's read started ahead (gpurig/node/ahead.py): the command kept from the last
+run is started before the checks load, used only where it is the command built now, and a
+spec whose command changes between runs is read ahead no more. Real processes on this machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpurig.node.ahead import VARIES, Ahead
+from gpurig.read.local import collect
+from gpurig.spec import runtime
+
+SPEC = {"engine": "none", "core_dumps": "disabled"}
+ECHO = ["/bin/sh", "-c", "echo read-ahead"]
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    where = tmp_path / "run"
+    monkeypatch.setenv("GPURIG_RUNTIME_DIR", str(where))
+    return where
+
+
+def kept_reads(where: Path) -> list[object]:
+    return [runtime.kept(p.name.rsplit(".", 1)[0]) for p in sorted(where.glob("read.*"))]
+
+
+def test_the_first_run_keeps_its_command_and_the_next_starts_it(run_dir: Path) -> None:
+    first = Ahead(SPEC, "npd")
+    assert first.proc is None
+    assert first.take(ECHO) is None  # nothing started: the caller runs it, and it is kept
+    assert kept_reads(run_dir) == [ECHO]
+    second = Ahead(SPEC, "npd")
+    assert second.proc is not None
+    proc, deadline = second.take(list(ECHO)) or (None, 0.0)
+    assert proc is second.proc
+    assert collect(proc, deadline) == b"read-ahead\n"
+
+
+def test_each_mode_and_spec_has_a_command_of_its_own(run_dir: Path) -> None:
+    Ahead(SPEC, "npd").take(ECHO)
+    assert Ahead(SPEC, "prolog").proc is None
+    assert Ahead({**SPEC, "core_dumps": "enabled"}, "npd").proc is None
+    assert Ahead(SPEC, "npd").proc is not None
+
+
+def test_a_command_that_is_not_the_one_built_now_is_stopped_and_not_read(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    done = tmp_path / "done"
+    slow = ["/bin/sh", "-c", f"sleep 5; touch {done}"]
+    Ahead(SPEC, "npd").take(slow)
+    ahead = Ahead(SPEC, "npd")
+    assert ahead.proc is not None
+    assert ahead.take(ECHO) is None  # another command now: the caller runs that one
+    assert ahead.proc.poll() is not None and not done.exists()
+    # The spec's command changed between runs: it is read ahead no more.
+    assert kept_reads(run_dir) == [VARIES]
+    again = Ahead(SPEC, "npd")
+    assert again.proc is None
+    assert again.take(ECHO) is None
+    assert kept_reads(run_dir) == [VARIES]
+
+
+def test_a_kept_command_another_account_may_write_is_not_run(run_dir: Path, tmp_path: Path) -> None:
+    planted = tmp_path / "planted"
+    Ahead(SPEC, "npd").take(["/bin/sh", "-c", f"touch {planted}"])
+    [copy] = run_dir.glob("read.*")
+    copy.chmod(copy.stat().st_mode | stat.S_IWOTH)
+    ahead = Ahead(SPEC, "npd")
+    assert ahead.proc is None and not planted.exists()
+
+
+def test_a_contract_judges_the_same_with_its_read_started_ahead(
+    tmp_path: Path, run_dir: Path
+) -> None:
+    spec = tmp_path / "node.yaml"
+    spec.write_text("engine: none\ncore_dumps: disabled\nchecks: {disk_free_min: 1g}\n")
+    out = tmp_path / "out"
+    argv = [sys.executable, "-I", "-m", "gpurig", "drift", "--local", "--spec", str(spec)]
+    argv += ["--mode", "npd", "--format", "json", "--output", str(out)]
+    env = {**os.environ, "GPURIG_RUNTIME_DIR": str(run_dir)}
+    reports = []
+    for _ in range(2):  # the first keeps its command, the second reads it ahead
+        subprocess.run(argv, env=env, cwd=Path(__file__).parents[2], capture_output=True)
+        reports.append(json.loads(out.read_text()))
+    assert [r for r in kept_reads(run_dir) if isinstance(r, list)], "no command kept"
+    for report in reports:
+        for host in report["hosts"]:
+            host.pop("duration_seconds", None)
+    assert reports[0] == reports[1]
+    assert reports[0]["hosts"][0]["findings"], "the spec's drift was not judged"
