@@ -18,7 +18,7 @@ import click
 
 from gpurig import __version__
 from gpurig.node.argv import MODES
-from gpurig.report.render import FORMATS
+from gpurig.report.formats import FORMATS
 
 if TYPE_CHECKING:
     pass

@@ -9,7 +9,6 @@ import contextlib
 import marshal
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,8 @@ def keep(
     removing the copies `stale` (a glob) names but this one and the `others` written last.
     Nothing is kept where it cannot be written, or of a value marshal cannot hold as it is (a
     date)."""
+    import tempfile  # only where something is kept: a run that reads its copies needs none
+
     with contextlib.suppress(OSError, ValueError):
         data = marshal.dumps(value)
         directory.mkdir(mode=mode, parents=False, exist_ok=True)

@@ -8,10 +8,10 @@ error (tests/unit/test_node_argv.py holds the two to the same reading)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-from gpurig.report.render import FORMATS
+from gpurig.report.formats import FORMATS
 
 # The node contracts by name (gpurig/data/node_modes.yaml defines each): the one list the
 # command line, click's choice and gpurig.node.modes share.
@@ -19,8 +19,7 @@ MODES = ("prolog", "healthcheck", "npd")
 _VALUED = {"drift": ("--spec", "--as", "--mode", "--format", "--textfile"), "up": ("--spec",)}
 
 
-@dataclass(frozen=True)
-class NodeCall:
+class NodeCall(NamedTuple):
     command: str
     inventory: str | None = None
     as_host: str | None = None

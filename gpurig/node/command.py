@@ -8,9 +8,11 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from gpurig.spec.inventory import Host, InventoryError, load_inventory, load_spec_file
+if TYPE_CHECKING:
+    from gpurig.node.ahead import Ahead
+    from gpurig.spec.inventory import Host
 
 
 def this_node() -> str:
@@ -33,6 +35,10 @@ def drift_here(
 ) -> int:
     """This machine read and judged as `as_host` of `inventory`, or as the spec in
     `spec_file`, as `mode`'s contract says when one is given."""
+    from gpurig.spec.inventory import InventoryError, load_inventory, load_spec_file
+
+    # A contract's read starts first: the checks load while it runs (gpurig.node.ahead).
+    ahead = _ahead(spec_file or str(inventory), as_host, mode) if mode is not None else None
     try:
         if spec_file is not None:
             hosts = [load_spec_file(spec_file, this_node())]
@@ -40,6 +46,8 @@ def drift_here(
             hosts = list(load_inventory([str(inventory)]).hosts)
     except InventoryError as exc:
         _say(str(exc))
+        if ahead is not None:
+            ahead.cancel()
         if mode is not None:
             from gpurig.node.run import refused
 
@@ -48,15 +56,15 @@ def drift_here(
     host = hosts[0] if as_host is None else next((h for h in hosts if h.name == as_host), None)
     if host is None:
         _say(f"{inventory}: no host named {as_host}")
+        if ahead is not None:
+            ahead.cancel()
         return 2
     started = time.monotonic()
     if mode is not None:
-        from gpurig.node.ahead import Ahead
-
-        ahead = Ahead(host.spec, mode)  # before the checks load, which take as long as it
         from gpurig.node.run import run_mode
 
-        return run_mode(mode, host, started, fmt, output, textfile, ahead.take)
+        take = ahead.take if ahead is not None else None
+        return run_mode(mode, host, started, fmt, output, textfile, take)
     from gpurig.node.read import drift_local
     from gpurig.report.render import exit_code, render
     from gpurig.report.textfile import written
@@ -69,9 +77,23 @@ def drift_here(
     return exit_code(reports)
 
 
+def _ahead(source: str, as_host: str | None, mode: str) -> Ahead | None:
+    """The read of `mode` for the file `source`, started if one was kept; None where the file
+    cannot be read (its load says why)."""
+    from gpurig.node.ahead import Ahead
+    from gpurig.spec.text_file import YamlRefused, read_bytes
+
+    try:
+        return Ahead(read_bytes(source), as_host, mode)
+    except YamlRefused:
+        return None
+
+
 def up_here(inventories: list[str], as_host: str | None, spec_file: str | None) -> int:
     """Converge this machine as `as_host` of `inventories` or as the spec in `spec_file`;
     print what a job needs on stdout, everything else on stderr."""
+    from gpurig.spec.inventory import InventoryError, load_inventory, load_spec_file
+
     try:
         if spec_file is not None:
             host: Host | None = load_spec_file(spec_file, this_node())

@@ -21,7 +21,6 @@ from typing import Any
 from gpurig.checks.finding import ACTIONS, Finding, as_dict
 from gpurig.report.textsafe import visible
 
-FORMATS = ("table", "json", "junit", "markdown")
 _COLOURS = {"error": "\033[31m", "warn": "\033[33m", "ok": "\033[32m"}
 _RESET = "\033[0m"
 
@@ -241,7 +240,7 @@ def to_markdown(reports: Sequence[HostReport]) -> str:
 
 
 def render(reports: Sequence[HostReport], fmt: str, colour: bool = False) -> str:
-    """The report in one of FORMATS."""
+    """The report in one of FORMATS (gpurig.report.formats)."""
     renderers = {"json": to_json, "junit": to_junit, "markdown": to_markdown}
     if fmt == "table":
         return to_table(reports, colour)

@@ -19,7 +19,8 @@ from click.testing import CliRunner
 from gpurig.cli.main import main
 from gpurig.node.read import drift_local
 from gpurig.remote.drift import run_drift
-from gpurig.report.render import FORMATS, render
+from gpurig.report.formats import FORMATS
+from gpurig.report.render import render
 from gpurig.spec.inventory import Host, SshSettings
 
 ROOT = Path(__file__).resolve().parents[2]

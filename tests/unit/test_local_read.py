@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from gpurig.read import bounds
+from gpurig.read.bounded import run_bounded
 from gpurig.read.bounds import OutputFlood
-from gpurig.read.local import lines, run_bounded
+from gpurig.read.local import lines
 
 
 def alive(tag: str) -> bool:

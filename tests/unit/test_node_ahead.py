@@ -17,7 +17,7 @@ from gpurig.node.ahead import VARIES, Ahead
 from gpurig.read.local import collect
 from gpurig.spec import runtime
 
-SPEC = {"engine": "none", "core_dumps": "disabled"}
+SPEC = b"engine: none\ncore_dumps: disabled\n"
 ECHO = ["/bin/sh", "-c", "echo read-ahead"]
 
 
@@ -33,11 +33,11 @@ def kept_reads(where: Path) -> list[object]:
 
 
 def test_the_first_run_keeps_its_command_and_the_next_starts_it(run_dir: Path) -> None:
-    first = Ahead(SPEC, "npd")
+    first = Ahead(SPEC, None, "npd")
     assert first.proc is None
     assert first.take(ECHO) is None  # nothing started: the caller runs it, and it is kept
     assert kept_reads(run_dir) == [ECHO]
-    second = Ahead(SPEC, "npd")
+    second = Ahead(SPEC, None, "npd")
     assert second.proc is not None
     proc, deadline = second.take(list(ECHO)) or (None, 0.0)
     assert proc is second.proc
@@ -45,10 +45,10 @@ def test_the_first_run_keeps_its_command_and_the_next_starts_it(run_dir: Path) -
 
 
 def test_each_mode_and_spec_has_a_command_of_its_own(run_dir: Path) -> None:
-    Ahead(SPEC, "npd").take(ECHO)
-    assert Ahead(SPEC, "prolog").proc is None
-    assert Ahead({**SPEC, "core_dumps": "enabled"}, "npd").proc is None
-    assert Ahead(SPEC, "npd").proc is not None
+    Ahead(SPEC, None, "npd").take(ECHO)
+    assert Ahead(SPEC, None, "prolog").proc is None
+    assert Ahead(SPEC + b"# changed\n", None, "npd").proc is None
+    assert Ahead(SPEC, None, "npd").proc is not None
 
 
 def test_a_command_that_is_not_the_one_built_now_is_stopped_and_not_read(
@@ -56,14 +56,14 @@ def test_a_command_that_is_not_the_one_built_now_is_stopped_and_not_read(
 ) -> None:
     done = tmp_path / "done"
     slow = ["/bin/sh", "-c", f"sleep 5; touch {done}"]
-    Ahead(SPEC, "npd").take(slow)
-    ahead = Ahead(SPEC, "npd")
+    Ahead(SPEC, None, "npd").take(slow)
+    ahead = Ahead(SPEC, None, "npd")
     assert ahead.proc is not None
     assert ahead.take(ECHO) is None  # another command now: the caller runs that one
     assert ahead.proc.poll() is not None and not done.exists()
     # The spec's command changed between runs: it is read ahead no more.
     assert kept_reads(run_dir) == [VARIES]
-    again = Ahead(SPEC, "npd")
+    again = Ahead(SPEC, None, "npd")
     assert again.proc is None
     assert again.take(ECHO) is None
     assert kept_reads(run_dir) == [VARIES]
@@ -71,10 +71,10 @@ def test_a_command_that_is_not_the_one_built_now_is_stopped_and_not_read(
 
 def test_a_kept_command_another_account_may_write_is_not_run(run_dir: Path, tmp_path: Path) -> None:
     planted = tmp_path / "planted"
-    Ahead(SPEC, "npd").take(["/bin/sh", "-c", f"touch {planted}"])
+    Ahead(SPEC, None, "npd").take(["/bin/sh", "-c", f"touch {planted}"])
     [copy] = run_dir.glob("read.*")
     copy.chmod(copy.stat().st_mode | stat.S_IWOTH)
-    ahead = Ahead(SPEC, "npd")
+    ahead = Ahead(SPEC, None, "npd")
     assert ahead.proc is None and not planted.exists()
 
 

@@ -11,8 +11,9 @@ import pytest
 from gpurig.checks.finding import Difference, Finding
 from gpurig.deploys.containers import run_command
 from gpurig.plans.repos import plan as repos_plan
+from gpurig.report.formats import FORMATS
 from gpurig.report.redact import REDACTED, redacted
-from gpurig.report.render import FORMATS, HostReport, render
+from gpurig.report.render import HostReport, render
 from gpurig.spec.container import diff_container
 from gpurig.spec.model import normalise
 

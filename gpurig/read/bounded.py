@@ -1,0 +1,92 @@
+"""A command run on this machine the way a read must be: in a session of its own from `/`,
+stdin and stderr closed off, killed as a group past its time, its output bounded in bytes, so
+nothing a local account starts from it (a daemonised child holding the pipe) keeps gpurig
+waiting. Started and collected apart, so that a node contract can start its read first."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+
+from gpurig.read import bounds
+
+# After the shell has exited, how long what its children still write is waited for.
+GRACE_SECONDS = 0.2
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """TERM, then KILL, the read's whole process group (sudo relays TERM to its command)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=1)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def start(argv: Sequence[str]) -> subprocess.Popen[bytes]:
+    """`argv` started in a session of its own from `/`, stdin and stderr closed off, its
+    stdout a pipe for `collect`."""
+    return subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd="/",
+        start_new_session=True,
+    )
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """A started command no longer wanted: its group stopped, its pipe closed."""
+    _stop(proc)
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def run_bounded(argv: Sequence[str], timeout: float) -> bytes | None:
+    """stdout of `argv` (stdin and stderr closed off, working directory `/`); None when it ran
+    past `timeout` seconds (its group killed). OutputFlood past bounds.MAX_OUTPUT_BYTES (the rest is
+    drained, so the command is not blocked)."""
+    return collect(start(argv), time.monotonic() + timeout)
+
+
+def collect(proc: subprocess.Popen[bytes], deadline: float) -> bytes | None:
+    """run_bounded's reading of a started command, until the `deadline` (time.monotonic)."""
+    assert proc.stdout is not None
+    chunks: list[bytes] = []
+    kept = 0
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        while True:
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if now >= deadline or (exited_at is not None and now - exited_at > GRACE_SECONDS):
+                break
+            if not selector.select(min(0.05, deadline - now)):
+                continue
+            data = os.read(proc.stdout.fileno(), 1 << 16)
+            if not data:
+                break
+            kept += len(data)
+            if kept <= bounds.MAX_OUTPUT_BYTES:
+                chunks.append(data)
+    proc.stdout.close()
+    try:  # at EOF the shell may not be reaped yet; past the deadline it is stopped
+        proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+        return None
+    if kept > bounds.MAX_OUTPUT_BYTES:
+        raise bounds.OutputFlood(bounds.flood_reason(["stdout"]))
+    return b"".join(chunks)
