@@ -11,7 +11,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpurig.facts.round_trip import BOUNDED, LINES, Sectioned, part_text
+from gpurig.facts.round_trip import BOUNDED, EUID, LINES, Sectioned, part_text, section
 from gpurig.read import node_parse
 
 # `df -P`'s line for one file system: name (may hold blanks), four numbers, capacity, mount.
@@ -27,6 +27,16 @@ def df_line(text: str | None) -> dict[str, Any] | None:
     if match is None:
         raise ValueError(f"not a df -P line: {text.strip()[-120:]!r}")
     return {"total": int(match["total"]), "free": int(match["avail"]), "mount": match["mount"]}
+
+
+def _df_rows(parts: Mapping[str, str], kind: str, exists: list[bool]) -> list[str | None]:
+    """Each path's `df -P` line of `kind`: from the one df of all the paths that exist (a line
+    each, in their order, after its header), else from the path's own df."""
+    lines = (parts.get(kind) or "").splitlines()[1:]
+    if kind in parts and len(lines) == sum(exists):
+        given = iter(lines)
+        return [next(given) if there else None for there in exists]
+    return [parts.get(f"{kind}{index}") for index in range(len(exists))]
 
 
 class OsRelease(Sectioned[dict[str, Any]]):
@@ -53,24 +63,16 @@ class OsRelease(Sectioned[dict[str, Any]]):
         }
 
 
-# The shell's effective uid from /proc/self/status with its own `read` (`id -u` where there
-# is no /proc): no process for a question the shell can answer.
-_EUID = (
-    'gpurig_euid() { while read -r k _ e _; do [ "$k" != Uid: ] || { echo "$e"; return; }; '
-    "done </proc/self/status; id -u; } 2>/dev/null"
-)
-
-
 class Login(Sectioned[dict[str, Any]]):
     """Who this login is, and whether it can become root without a password (`sudo`: None
     when there is no sudo to ask, the login is root already, or it is not to be asked: a
     scope: user login never tries sudo)."""
 
     def command(self, sudo: bool = True) -> str:
-        parts = {"uid": f"{_EUID}\ngpurig_euid", "user": "id -un 2>/dev/null"}
+        parts = {"uid": f"{EUID}\ngpurig_euid", "user": "id -un 2>/dev/null"}
         if sudo:
             parts["sudo"] = (
-                f'{BOUNDED}\n{_EUID}\n[ "$(gpurig_euid)" != 0 ] && command -v sudo >/dev/null 2>&1 '
+                f'{BOUNDED}\n{EUID}\n[ "$(gpurig_euid)" != 0 ] && command -v sudo >/dev/null 2>&1 '
                 "&& { if bounded sudo -n true </dev/null 2>/dev/null; then echo yes; else echo no; "
                 "fi; }"
             )
@@ -160,15 +162,25 @@ class HostMemory(Sectioned[dict[str, Any]]):
 
 
 class DiskSpace(Sectioned[list[dict[str, Any]]]):
-    """Free space and inodes of the file system holding each path, one entry per path."""
+    """Free space and inodes of the file system holding each path, one entry per path: one
+    `df` of each kind for all the paths that exist (a process per path cost a node contract
+    more than its disk check), or, where that one fails (a stale NFS handle), one per path,
+    so a path that cannot be read costs only its own figures."""
 
     def command(self, paths: Sequence[str]) -> str:
-        parts = {}
-        for index, path in enumerate(paths):
-            q = shlex.quote(path)
-            parts[f"e{index}"] = f"[ -e {q} ] && echo exists"
-            parts[f"k{index}"] = f"df -P -k -- {q} 2>/dev/null"
-            parts[f"i{index}"] = f"df -P -i -- {q} 2>/dev/null"
+        quoted = [shlex.quote(path) for path in paths]
+        parts = {f"e{index}": f"[ -e {q} ] && echo exists" for index, q in enumerate(quoted)}
+        given = "".join(f'[ -e {q} ] && set -- "$@" {q}\n' for q in quoted)
+        for kind, flag in (("k", "-k"), ("i", "-i")):
+            one = "\n".join(
+                section("part", f"{kind}{index}", f"[ -e {q} ] && df -P {flag} -- {q} 2>/dev/null")
+                for index, q in enumerate(quoted)
+            )
+            parts[kind] = (
+                f'set --\n{given}[ "$#" -gt 0 ] || exit 0\n'
+                f'if all=$(df -P {flag} -- "$@" 2>/dev/null); then printf \'%s\\n\' "$all"\n'
+                f"else\n{one}\nfi"
+            )
         self._paths = list(paths)
         return self.sectioned(parts)
 
@@ -178,12 +190,14 @@ class DiskSpace(Sectioned[list[dict[str, Any]]]):
     @staticmethod
     def entries(paths: Sequence[str], parts: Mapping[str, str]) -> list[dict[str, Any]]:
         """One entry per path from the parts `command(paths)` printed."""
+        exists = [part_text(parts, f"e{index}") == "exists" for index in range(len(paths))]
+        rows = {kind: _df_rows(parts, kind, exists) for kind in ("k", "i")}
         found = []
         for index, path in enumerate(paths):
-            blocks, inodes = df_line(parts.get(f"k{index}")), df_line(parts.get(f"i{index}"))
+            blocks, inodes = df_line(rows["k"][index]), df_line(rows["i"][index])
             found.append({
                 "path": path,
-                "exists": part_text(parts, f"e{index}") == "exists",
+                "exists": exists[index],
                 "mount": blocks["mount"] if blocks else None,
                 "free_bytes": blocks["free"] * 1024 if blocks else None,
                 "inodes_total": inodes["total"] if inodes else None,
@@ -202,7 +216,8 @@ class LoginShell(Sectioned[dict[str, Any]]):
     def command(self) -> str:
         login = (
             f"{BOUNDED}\nif command -v bash >/dev/null 2>&1; then login=bash; else login=sh; fi\n"
-            "bounded \"$login\" -lc 'ulimit -c' </dev/null 2>/dev/null | sed -n 1p"
+            "bounded \"$login\" -lc 'ulimit -c' </dev/null 2>/dev/null | "
+            '{ IFS= read -r l || [ -n "$l" ]; } && printf \'%s\\n\' "$l"'
         )
         return self.sectioned({"ulimit_c": login})
 

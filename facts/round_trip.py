@@ -112,6 +112,14 @@ BOUNDED = (
 )
 
 
+# The shell's effective uid from /proc/self/status with its own `read` (`id -u` where there
+# is no /proc): no process for a question the shell can answer.
+EUID = (
+    'gpurig_euid() { while read -r k _ e _; do [ "$k" != Uid: ] || { echo "$e"; return; }; '
+    "done </proc/self/status; command -p id -u; } 2>/dev/null"
+)
+
+
 # `gpurig_lines FILE` prints a small file's lines and `gpurig_field FILE KEY` what follows KEY
 # on its line, with the shell's own `read`: a /proc, /sys or /etc file costs no process (a fork
 # and an exec cost a node contract's read more than the file itself: issue 28).
@@ -184,7 +192,7 @@ class HostState(Reader[dict[str, Any]]):
             '{ [ -n "$(find "$HOME" -maxdepth 0 -user 0 ! -perm /022 2>/dev/null)" ] || '
             "{ HOME=~root && export HOME; }; } && cd /"
         )
-        parts = [START, f'[ "$(command -p id -u 2>/dev/null)" = 0 ] && {root}']
+        parts = [START, EUID, f'[ "$(gpurig_euid)" = 0 ] && {root}']
         if bound is not None:  # seconds for each call a fact bounds (BOUNDED)
             parts.insert(0, f"GPURIG_BOUND={int(bound)}")
         for index, (fact, _, kwargs) in enumerate(self._facts):

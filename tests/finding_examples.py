@@ -165,7 +165,7 @@ def secret_sources(spec: Mapping[str, Any], state: Mapping[str, Any]) -> dict[st
         digest = None if key is None else secrets_plan.local_digest(item["src"], key)
         readable = secrets_plan.local_path(item["src"]).is_file()
         sources[item["src"]] = {"readable": readable, "hmac": digest if digest in host else None}
-    return {"public": secrets_plan.PUBLIC, "sources": sources}
+    return {"public": secrets_plan.public(), "sources": sources}
 
 
 @contextmanager
@@ -176,7 +176,7 @@ def _secrets_as_recorded(recorded: Mapping[str, Any]) -> Iterator[None]:
         return
     sources = recorded["sources"]
     with (
-        patch.object(secrets_plan, "PUBLIC", recorded["public"]),
+        patch.object(secrets_plan, "public", lambda: recorded["public"]),
         patch.object(secrets_plan, "_content", lambda s: b"" if sources[s]["readable"] else None),
         patch.object(secrets_plan, "local_digest", lambda s, _key: sources[s]["hmac"]),
     ):

@@ -35,10 +35,10 @@ def drift_here(
 ) -> int:
     """This machine read and judged as `as_host` of `inventory`, or as the spec in
     `spec_file`, as `mode`'s contract says when one is given."""
-    from gpurig.spec.inventory import InventoryError, load_inventory, load_spec_file
-
     # A contract's read starts first: the checks load while it runs (gpurig.node.ahead).
     ahead = _ahead(spec_file or str(inventory), as_host, mode) if mode is not None else None
+    from gpurig.spec.inventory import InventoryError, load_inventory, load_spec_file
+
     try:
         if spec_file is not None:
             hosts = [load_spec_file(spec_file, this_node())]

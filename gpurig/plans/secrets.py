@@ -9,17 +9,28 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import secrets
 from collections.abc import Callable, Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from gpurig.facts.gpurig_files import MODP_2048, SecretDigests
 from gpurig.plans.change import Change
 
-# This run's Diffie-Hellman private value (never printed, never sent) and its public value.
-_PRIVATE = secrets.randbits(256)
-PUBLIC = format(pow(2, _PRIVATE, MODP_2048), "x")
+
+@cache
+def _private() -> int:
+    """This run's Diffie-Hellman private value (never printed, never sent), drawn where a
+    spec first has secrets: a node contract without any draws none."""
+    import secrets
+
+    return secrets.randbits(256)
+
+
+@cache
+def public() -> str:
+    """This run's Diffie-Hellman public value."""
+    return format(pow(2, _private(), MODP_2048), "x")
 
 
 def local_path(src: str) -> Path:
@@ -32,7 +43,7 @@ def shared_key(host_public: str) -> bytes:
     theirs = int(host_public, 16)
     if not 1 < theirs < MODP_2048 - 1:
         raise ValueError("the host's public value is out of range")
-    return pow(theirs, _PRIVATE, MODP_2048).to_bytes(256, "big")
+    return pow(theirs, _private(), MODP_2048).to_bytes(256, "big")
 
 
 def _content(src: str) -> bytes | None:
@@ -52,7 +63,7 @@ def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
     declared = spec["secrets"]
     if not declared:
         return []
-    found = read(SecretDigests, paths=sorted({s["dest"] for s in declared}), public=PUBLIC)
+    found = read(SecretDigests, paths=sorted({s["dest"] for s in declared}), public=public())
     key = shared_key(found["public"]) if found["public"] else None
     # Every source is checked first: a typo changes nothing on the host.
     unreadable = [s["src"] for s in declared if _content(s["src"]) is None]

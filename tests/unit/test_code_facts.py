@@ -24,7 +24,7 @@ from gpurig.facts.gpurig_repo import LOCK_MARKER, RepoState
 from gpurig.plans import cleanup as cleanup_plan
 from gpurig.plans import repos as repos_plan
 from gpurig.plans.repos import env_marker
-from gpurig.plans.secrets import PUBLIC, local_digest, shared_key
+from gpurig.plans.secrets import local_digest, public, shared_key
 from gpurig.spec.model import normalise
 from tests.lockproject import make_project
 
@@ -256,8 +256,8 @@ def test_secret_digest_is_keyed_by_an_exchange_and_names_no_content(tmp_path: Pa
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     paths = [str(secret), str(tmp_path / "none"), str(tmp_path / "link"), str(fifo)]
-    command = SecretDigests().command(paths=paths, public=PUBLIC)
-    found = fact(SecretDigests, paths=paths, public=PUBLIC)
+    command = SecretDigests().command(paths=paths, public=public())
+    found = fact(SecretDigests, paths=paths, public=public())
     key = shared_key(found["public"])
     assert found["files"][str(secret)]["sha256"] == local_digest(str(secret), key)
     assert found["files"][str(secret)]["sha256"] != sh(f"sha256sum {secret}").split()[0]
@@ -271,7 +271,7 @@ def test_secret_digests_say_when_the_host_has_no_python3(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setattr(gpurig_files, "PYTHON", str(tmp_path / "python3"))  # not there
-    found = fact(SecretDigests, paths=["/etc/hostname"], public=PUBLIC)
+    found = fact(SecretDigests, paths=["/etc/hostname"], public=public())
     assert found == {"public": None, "files": {"/etc/hostname": None}}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import re
 import shlex
 import shutil
 import socketserver
@@ -236,3 +237,27 @@ def test_container_torch_reads_only_the_containers_python_answer() -> None:
     assert ContainerTorch.parse({"torch": f"{failed}\n{TORCH_LINE}{answer}"})["cuda"] == "12.8"
     with pytest.raises(ValueError):
         ContainerTorch.parse({"torch": f"{TORCH_LINE}{{not json"})
+
+
+def test_disk_space_reads_all_paths_with_one_df_of_each_kind_and_each_path_where_that_fails(
+    tmp_path: Path,
+) -> None:
+    paths = ["/", "/tmp", "/no/such/dir"]
+    command = DiskSpace().command(paths=paths)
+    traced = tmp_path / "trace"
+    subprocess.run(["strace", "-f", "-qq", "-e", "trace=execve", "-o", str(traced), "sh", "-c",
+                    command], capture_output=True, check=True)  # fmt: skip
+    dfs = re.findall(r'execve\("[^"]*/df"', traced.read_text())
+    assert len(dfs) == 2  # -k and -i, each for both paths that exist
+    disks = run_here(DiskSpace, paths=paths)
+    assert [d["exists"] for d in disks] == [True, True, False]
+    assert disks[0]["free_bytes"] > 0 and disks[1]["inodes_total"] > 0
+    assert disks[2]["free_bytes"] is None
+    # Where the one df fails (a stale handle on one path), each path is read alone: the parts
+    # the command prints then, as df printed them on this machine.
+    k = subprocess.run(["df", "-P", "-k", "--", "/"], capture_output=True, text=True).stdout
+    i = subprocess.run(["df", "-P", "-i", "--", "/"], capture_output=True, text=True).stdout
+    parts = {"e0": "exists", "e1": "exists", "k": "", "k0": k, "k1": "", "i": "", "i0": i}
+    root, stale = DiskSpace.entries(["/", "/stale"], parts)
+    assert root["mount"] == "/" and root["free_bytes"] > 0 and root["inodes_free"] > 0
+    assert stale["exists"] and stale["free_bytes"] is None and stale["inodes_free"] is None

@@ -35,7 +35,7 @@ from gpurig.facts.gpurig_user import (
 )
 from gpurig.plans import CHANGE_IDS, compose, core_dumps, driver, engine, plan_host, toolkit
 from gpurig.plans.change import findings
-from gpurig.plans.secrets import PUBLIC, local_digest, shared_key
+from gpurig.plans.secrets import local_digest, public, shared_key
 from gpurig.spec.container import FIELD_NAMES
 from gpurig.spec.model import normalise
 from gpurig.spec.user_scope import REGISTRIES
@@ -52,7 +52,7 @@ HOST_PUBLIC = format(pow(2, HOST_PRIVATE, MODP_2048), "x")
 
 def host_digest(path: str) -> str:
     """What the host prints for a file: HMAC-SHA256 under the key it shares with this run."""
-    key = pow(int(PUBLIC, 16), HOST_PRIVATE, MODP_2048).to_bytes(256, "big")
+    key = pow(int(public(), 16), HOST_PRIVATE, MODP_2048).to_bytes(256, "big")
     return hmac.new(key, Path(path).read_bytes(), hashlib.sha256).hexdigest()
 
 
