@@ -102,8 +102,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
 
 @pytest.fixture(scope="session", autouse=True)
 def runtime_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The spec parses the tests' runs keep (gpurig/spec/runtime.py) go to a directory of the
-    test session's, not to this machine's /run/gpurig."""
+    """What the tests' runs keep (gpurig/spec/runtime.py: spec parses, node contracts' reads)
+    goes to a directory of the test session's, not to this machine's /run/gpurig."""
     where = tmp_path_factory.mktemp("runtime")
     where.chmod(0o700)
     saved = os.environ.get("GPURIG_RUNTIME_DIR")
@@ -113,6 +113,14 @@ def runtime_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ.pop("GPURIG_RUNTIME_DIR", None)
     else:
         os.environ["GPURIG_RUNTIME_DIR"] = saved
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A runtime directory of the test's own, not there yet (gpurig/spec/runtime.py)."""
+    where = tmp_path / "run"
+    monkeypatch.setenv("GPURIG_RUNTIME_DIR", str(where))
+    return where
 
 
 @pytest.fixture

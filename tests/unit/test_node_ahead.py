@@ -11,21 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from gpurig.node.ahead import VARIES, Ahead
 from gpurig.read.local import collect
 from gpurig.spec import runtime
 
 SPEC = b"engine: none\ncore_dumps: disabled\n"
 ECHO = ["/bin/sh", "-c", "echo read-ahead"]
-
-
-@pytest.fixture
-def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    where = tmp_path / "run"
-    monkeypatch.setenv("GPURIG_RUNTIME_DIR", str(where))
-    return where
 
 
 def kept_reads(where: Path) -> list[object]:

@@ -16,13 +16,6 @@ from gpurig.spec.inventory import InventoryError, load_spec_file
 SPEC = "engine: none\ncore_dumps: disabled\nchecks: {disk_free_min: 1g}\n"
 
 
-@pytest.fixture
-def run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    where = tmp_path / "run"
-    monkeypatch.setenv("GPURIG_RUNTIME_DIR", str(where))
-    return where
-
-
 def copies(where: Path) -> list[Path]:
     return sorted(p for p in where.glob("spec.*") if not p.name.endswith(".tmp"))
 
