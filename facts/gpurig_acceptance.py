@@ -1,6 +1,7 @@
 """Acceptance measured on the host: the acceptance script's JSON (inside the declared GPU
 container, or on the host), nccl-tests' `all_reduce_perf` across the host's GPUs where it is
-installed there (two GPUs or more), and `dcgmi diag -r 1` when DCGM is installed.
+installed there (two GPUs or more), and `dcgmi diag -r 1` when DCGM is installed; and, from a
+group's first host, `all_reduce_perf` across every host of the group (GroupAllReduce).
 
 Run only on a host whose GPU query (facts.gpurig_nvidia.NvidiaGpus) lists a GPU; judged by
 gpurig.read.acceptance, which never trusts what it parses.
@@ -14,6 +15,7 @@ from typing import Any
 
 from gpurig.facts.round_trip import START, Sectioned, exit_status, section, step
 from gpurig.read.acceptance import ACCEPTANCE_SCRIPT, parse_result
+from gpurig.read.nccl_group import GROUP_TIMEOUT, launch, mpirun_argv
 from gpurig.spec.user_scope import CONTAINER_HOST
 
 DCGMI_TIMEOUT = 300  # level 1 takes under a minute (DCGM's docs); a hung diag must not hang us
@@ -69,7 +71,7 @@ class Acceptance(Sectioned[dict[str, Any]]):
             )
         dcgmi = step("part", "dcgmi", bounded_tail("dcgmi diag -r 1", DCGMI_TIMEOUT, "head"))
         steps.append(f"if command -v dcgmi >/dev/null 2>&1; then\n{dcgmi}\nfi")
-        return "\n".join([START, self.prefix, *steps])
+        return self.prefix + "\n".join([START, *steps])
 
     @staticmethod
     def parse(parts: Mapping[str, str]) -> dict[str, Any]:
@@ -101,3 +103,36 @@ class UserAcceptance(Acceptance):
     ThroughUserSocket does for the other container facts)."""
 
     prefix = f"export {CONTAINER_HOST}\n"
+
+
+class GroupAllReduce(Sectioned[dict[str, Any] | None]):
+    """all_reduce_perf across a group's hosts, launched by mpirun on the group's first host
+    (gpurig.read.nccl_group builds and checks the command line): {"exit", "output"}, or None
+    where no exit status was printed. Framed like Acceptance: what the ranks print, in the
+    user's image, can forge neither the section nor the status."""
+
+    shell_executable = "sh"
+    prefix = ""
+
+    def command(
+        self,
+        hosts: list[tuple[str, int]] | None = None,
+        nccl_bytes: int = 0,
+        engine: str = "docker",
+        container: str | None = None,
+        image: str | None = None,
+    ) -> str:
+        command = launch(mpirun_argv(hosts or [], nccl_bytes), engine, container, image)
+        body = bounded_tail(command, GROUP_TIMEOUT)
+        return self.prefix + "\n".join([START, step("part", "nccl", body)])
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any] | None:
+        status = exit_status(parts.get("nccl.exit"))
+        return None if status is None else {"exit": status, "output": parts.get("nccl", "")}
+
+
+class UserGroupAllReduce(GroupAllReduce):
+    """GroupAllReduce through the user's Podman API socket."""
+
+    prefix = UserAcceptance.prefix
