@@ -28,6 +28,7 @@ MAX_GPUS = 64
 # Printed by every rank (mpirun -x): NCCL says nothing of a failure unless asked to.
 NCCL_DEBUG = "NCCL_DEBUG=WARN"
 IMAGE_KEY = "acceptance.nccl_image"
+EVERY_HOST = "the all-reduce across hosts runs only where every host of the group has GPUs"
 # A host name or IPv4 address as mpirun's -H takes it (HOST:SLOTS): labels of letters,
 # digits and inner hyphens; nothing that starts like an option or holds a colon or a space.
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
@@ -76,8 +77,8 @@ def check_specs(group: str, hosts: Sequence[tuple[str, Mapping[str, Any]]]) -> N
     absent = [name for name, spec in hosts if spec["gpu"] == "absent"]
     if absent:
         raise Refused(
-            f"group {group}: {', '.join(absent)} declare gpu: absent; the all-reduce across "
-            "hosts runs only where every host of the group has GPUs"
+            f"group {group}: {', '.join(absent)} declare{'s' * (len(absent) == 1)} "
+            f"gpu: absent; {EVERY_HOST}"
         )
     place(hosts[0][1])
 
@@ -87,8 +88,7 @@ def check_listed(group: str, members: Sequence[Member]) -> None:
     bare = [m.name for m in members if not m.gpus]
     if bare:
         raise Refused(
-            f"group {group}: {', '.join(bare)} list no GPU; the all-reduce across hosts runs "
-            "only where every host of the group has GPUs"
+            f"group {group}: {', '.join(bare)} list{'s' * (len(bare) == 1)} no GPU; {EVERY_HOST}"
         )
 
 
