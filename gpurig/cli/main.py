@@ -334,6 +334,7 @@ def onboard(
 )
 @click.option(
     "--group",
+    metavar="GROUP",
     help="Instead of HOST: run nccl-tests' all_reduce_perf across every host of this inventory "
     "group, by mpirun from its first host (in that host's GPU container, or the image "
     "spec.acceptance.nccl_image pins), and record it.",
