@@ -4,7 +4,8 @@ recorded beside the hosts' own acceptance records (`<inventory's directory>/grou
 
 Refused before any host is touched where the specs say it cannot run (gpurig.read.nccl_group:
 `check_specs`), and before anything runs where a host lists no GPU. Round trips: one GPU query
-per host, and on the first host its GPU query then the run, on one connection.
+per host (the others' first, in parallel), and on the first host its GPU query then the run, on
+one connection.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ def measure_group(group: str, hosts: Sequence[Host], cache: Path) -> GroupAccept
             why = probed.connect_error or "its GPU query printed nothing readable"
             return GroupAccepted(group, where, [], NcclVerdict("fail", [_unread(probed, why)]))
         members.append(Member(probed.host.name, probed.host.address, tuple(listed)))
+    check_listed(group, members)  # before the first host is touched again: nothing runs
 
     def run(pyinfra_host: Any, state: dict[str, Any]) -> dict[str, Any]:
         listed = listed_gpus(state)
