@@ -74,10 +74,9 @@ def measure_group(group: str, hosts: Sequence[Host], cache: Path) -> GroupAccept
     for probed in probe_hosts(hosts[1:], cache, reads=lambda spec: GPU_QUERY):
         listed = listed_gpus(probed.state) if probed.state is not None else None
         if listed is None:
-            why = probed.connect_error or "its GPU query printed nothing readable"
-            return GroupAccepted(group, where, [], NcclVerdict("fail", [_unread(probed, why)]))
+            return _unread(group, where, [], probed)
         members.append(Member(probed.host.name, probed.host.address, tuple(listed)))
-    check_listed(group, members)  # before the first host is touched again: nothing runs
+    check_listed(group, members)  # before the first host is touched: nothing runs
 
     def run(pyinfra_host: Any, state: dict[str, Any]) -> dict[str, Any]:
         listed = listed_gpus(state)
@@ -105,15 +104,17 @@ def measure_group(group: str, hosts: Sequence[Host], cache: Path) -> GroupAccept
     if "refused" in state:
         raise Refused(state["refused"])
     if "members" not in state:
-        why = probed.connect_error or "its GPU query printed nothing readable"
-        return GroupAccepted(group, where, members, NcclVerdict("fail", [_unread(probed, why)]))
+        return _unread(group, where, members, probed)
     return GroupAccepted(
         group, where, state["members"], judge_group(state["nccl"], state["members"])
     )
 
 
-def _unread(probed: Any, why: str) -> str:
-    return f"cannot read {probed.host.name}: {why}"
+def _unread(group: str, where: str, members: list[Member], probed: Any) -> GroupAccepted:
+    """A group failed because one of its hosts could not be read (as `accept HOST` fails)."""
+    why = probed.connect_error or "its GPU query printed nothing readable"
+    reason = f"cannot read {probed.host.name}: {why}"
+    return GroupAccepted(group, where, members, NcclVerdict("fail", [reason], {"reason": reason}))
 
 
 def record_path(group: str, first: Host, base: Path | None = None) -> Path:
