@@ -22,7 +22,9 @@ from gpurig.spec.units import parse_size
 class Half:
     """One half of a table row (out-of-place or in-place): time in µs, algorithm and bus
     bandwidth in GB/s, and #wrong (None: 'N/A', or a build before 2.10 that printed its max
-    error there instead of a count; a count as large as 1.67772e+07 is printed in %g)."""
+    error there instead of a count). nccl-tests prints the count with `%6g` of a double
+    (src/common.cu: `PRINT("  %7s  %6s  %6s  %6g", ..., (double)wrongElts)`), so a count of a
+    million or more reads as 1.04858e+06: under a `#wrong` header that is a count too."""
 
     time_us: float
     algbw: float
