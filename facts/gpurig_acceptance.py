@@ -1,6 +1,7 @@
 """Acceptance measured on the host: the acceptance script's JSON (inside the declared GPU
 container, or on the host), nccl-tests' `all_reduce_perf` across the host's GPUs where it is
-installed there (two GPUs or more), and `dcgmi diag -r 1` when DCGM is installed.
+installed there (two GPUs or more), and `dcgmi diag -r 1` when DCGM is installed; and, from a
+group's first host, `all_reduce_perf` across every host of the group (GroupAllReduce).
 
 Run only on a host whose GPU query (facts.gpurig_nvidia.NvidiaGpus) lists a GPU; judged by
 gpurig.read.acceptance, which never trusts what it parses.
@@ -8,12 +9,13 @@ gpurig.read.acceptance, which never trusts what it parses.
 
 from __future__ import annotations
 
-import secrets
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
-from gpurig.facts.reader import Reader
+from gpurig.facts.round_trip import START, Sectioned, exit_status, section, step
 from gpurig.read.acceptance import ACCEPTANCE_SCRIPT, parse_result
+from gpurig.read.nccl_group import GROUP_TIMEOUT, launch, mpirun_argv
 from gpurig.spec.user_scope import CONTAINER_HOST
 
 DCGMI_TIMEOUT = 300  # level 1 takes under a minute (DCGM's docs); a hung diag must not hang us
@@ -23,16 +25,16 @@ NCCL_TIMEOUT = 300
 MAX_OUTPUT = 65536
 
 
-class Acceptance(Reader[dict[str, Any]]):
+class Acceptance(Sectioned[dict[str, Any]]):
     """{"result": dict | None, "error": str | None, "dcgmi": {"exit", "output"} | None,
-    "nccl": {"exit", "output"} | None} (all_reduce_perf's, judged by gpurig.read.nccl_tests)."""
+    "nccl": {"exit", "output"} | None} (all_reduce_perf's, judged by gpurig.read.nccl_tests).
+
+    Framed by the run's nonce (facts.round_trip: `step()`): the script, dcgmi and
+    all_reduce_perf run in the user's image, and what they print can forge neither another
+    step's section nor a step's exit status, which the shell prints after each body."""
 
     shell_executable = "sh"
     prefix = ""  # what runs first: UserAcceptance points podman at the user's socket
-
-    @staticmethod
-    def default() -> dict[str, Any]:
-        return {"result": None, "error": None, "dcgmi": None, "nccl": None}
 
     def command(
         self,
@@ -41,12 +43,16 @@ class Acceptance(Reader[dict[str, Any]]):
         gpus: int = 0,
         nccl_bytes: int = 0,
     ) -> str:
-        self._marker = m = f"--gpurig-accept-{secrets.token_hex(8)}"
         inside = ""
         if container:  # the engine and the name come from the validated inventory
             inside = f"{shlex.quote(engine or 'docker')} exec {shlex.quote(container)} "
-        python = f"{inside}python3 -c {shlex.quote(ACCEPTANCE_SCRIPT)}"
-        nccl = ""
+        steps = [
+            section(
+                "part",
+                "result",
+                f"{inside}python3 -c {shlex.quote(ACCEPTANCE_SCRIPT)} 2>&1 | tail -c {MAX_OUTPUT}",
+            )
+        ]
         if gpus >= 2:  # one GPU has no peer to all-reduce with
             script = (
                 "p=$(command -v all_reduce_perf) || "
@@ -56,45 +62,40 @@ class Acceptance(Reader[dict[str, Any]]):
                 '|| { echo "all_reduce_perf: $p is writable by others"; exit 126; }\n'
                 f'exec "$p" -b {int(nccl_bytes)} -e {int(nccl_bytes)} -f 2 -g {int(gpus)} -c 1'
             )
-            nccl = f"""\
-out=$(timeout {NCCL_TIMEOUT} {inside}sh -c {shlex.quote(script)} 2>&1); rc=$?
-printf '%s %s\\n' {m}-nccl "$rc"
-printf '%s\\n' "$out" | tail -c {MAX_OUTPUT}
-"""
-        return f"""{self.prefix}\
-printf '%s\\n' {m}-result
-{python} 2>&1 | tail -c {MAX_OUTPUT}; echo
-{nccl}command -v dcgmi >/dev/null 2>&1 || exit 0
-out=$(timeout {DCGMI_TIMEOUT} dcgmi diag -r 1 2>&1); rc=$?
-printf '%s %s\\n' {m}-dcgmi "$rc"
-printf '%s\\n' "$out" | head -c {MAX_OUTPUT}
-"""
+            steps.append(
+                step(
+                    "part",
+                    "nccl",
+                    bounded_tail(f"{inside}sh -c {shlex.quote(script)}", NCCL_TIMEOUT),
+                )
+            )
+        dcgmi = step("part", "dcgmi", bounded_tail("dcgmi diag -r 1", DCGMI_TIMEOUT, "head"))
+        steps.append(f"if command -v dcgmi >/dev/null 2>&1; then\n{dcgmi}\nfi")
+        return self.prefix + "\n".join([START, *steps])
 
-    def process(self, output: list[str]) -> dict[str, Any]:
-        m = self._marker
-        sections: dict[str, list[str]] = {}
-        current: list[str] | None = None
-        exits: dict[str, int] = {}
-        for line in output:
-            if line == f"{m}-result":
-                current = sections.setdefault(line[len(m) + 1 :], [])
-            elif line.startswith((f"{m}-dcgmi ", f"{m}-nccl ")) and line.split()[1].isdigit():
-                part = line.split()[0][len(m) + 1 :]
-                exits[part], current = int(line.split()[1]), sections.setdefault(part, [])
-            elif current is not None:
-                current.append(line)
-        found = self.default()
-        text = "\n".join(sections.get("result", []))
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        found: dict[str, Any] = {"result": None, "error": None, "dcgmi": None, "nccl": None}
+        text = parts.get("result", "")
         if text.strip():
             try:
                 found["result"] = parse_result(text)
             except ValueError as exc:
                 found["error"] = f"{exc}: {text.strip()[-300:]}"
-        if "dcgmi" in exits:
-            found["dcgmi"] = {"exit": exits["dcgmi"], "output": "\n".join(sections["dcgmi"])}
-        if "nccl" in exits:
-            found["nccl"] = {"exit": exits["nccl"], "output": "\n".join(sections["nccl"])}
+        for tool in ("dcgmi", "nccl"):
+            status = exit_status(parts.get(f"{tool}.exit"))
+            if status is not None:
+                found[tool] = {"exit": status, "output": parts.get(tool, "")}
         return found
+
+
+def bounded_tail(command: str, seconds: int, keep: str = "tail") -> str:
+    """A step's body: `command` under `timeout`, its output (with stderr) cut to MAX_OUTPUT
+    bytes (the end, or the start with keep="head"), and its own exit status as the body's."""
+    return (
+        f"out=$(timeout {int(seconds)} {command} 2>&1); rc=$?\n"
+        f"printf '%s\\n' \"$out\" | {keep} -c {MAX_OUTPUT}\nexit $rc"
+    )
 
 
 class UserAcceptance(Acceptance):
@@ -102,3 +103,36 @@ class UserAcceptance(Acceptance):
     ThroughUserSocket does for the other container facts)."""
 
     prefix = f"export {CONTAINER_HOST}\n"
+
+
+class GroupAllReduce(Sectioned[dict[str, Any] | None]):
+    """all_reduce_perf across a group's hosts, launched by mpirun on the group's first host
+    (gpurig.read.nccl_group builds and checks the command line): {"exit", "output"}, or None
+    where no exit status was printed. Framed like Acceptance: what the ranks print, in the
+    user's image, can forge neither the section nor the status."""
+
+    shell_executable = "sh"
+    prefix = ""
+
+    def command(
+        self,
+        hosts: list[tuple[str, int]] | None = None,
+        nccl_bytes: int = 0,
+        engine: str = "docker",
+        container: str | None = None,
+        image: str | None = None,
+    ) -> str:
+        command = launch(mpirun_argv(hosts or [], nccl_bytes), engine, container, image)
+        body = bounded_tail(command, GROUP_TIMEOUT)
+        return self.prefix + "\n".join([START, step("part", "nccl", body)])
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any] | None:
+        status = exit_status(parts.get("nccl.exit"))
+        return None if status is None else {"exit": status, "output": parts.get("nccl", "")}
+
+
+class UserGroupAllReduce(GroupAllReduce):
+    """GroupAllReduce through the user's Podman API socket."""
+
+    prefix = UserAcceptance.prefix

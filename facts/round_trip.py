@@ -74,12 +74,30 @@ START = (
 )
 
 
+def _marker(kind: str, label: str) -> str:
+    return f"printf '\\n--gpurig-{kind}-%s %s\\n' \"$gpurig_nonce\" {label}"
+
+
 def section(kind: str, label: str, body: str) -> str:
     """Shell printing the marker of `kind` (a word) with this run's nonce and `label` (a shell
     word) on a line of its own, then the body's output, run in a subshell; after `START`. It
     exits 0: a tool that failed is a value for the parser, not a failed read."""
-    marker = f"printf '\\n--gpurig-{kind}-%s %s\\n' \"$gpurig_nonce\" {label}"
-    return f"{marker}\n(\n{body}\n) </dev/null || true"
+    return f"{_marker(kind, label)}\n(\n{body}\n) </dev/null || true"
+
+
+def step(kind: str, label: str, body: str) -> str:
+    """`section()` whose body's exit status the shell prints after the body's output, in a
+    section of its own, `label.exit` (a plain word `label`): what the body printed can pass
+    for neither its status nor another section (read back with `exit_status`)."""
+    status = f"{_marker(kind, f'{label}.exit')}\nprintf '%s\\n' \"$rc\""
+    return section(kind, label, f"(\n{body}\n)\nrc=$?\n{status}")
+
+
+def exit_status(text: str | None) -> int | None:
+    """A `step()`'s status from its `label.exit` section's text; None where the step did not
+    run or was cut short (no status printed)."""
+    value = (text or "").strip()
+    return int(value) if re.fullmatch(r"[0-9]{1,3}", value) else None
 
 
 def sections(output: list[str], kind: str) -> dict[str, list[str]]:

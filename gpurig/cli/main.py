@@ -324,7 +324,7 @@ def onboard(
 
 
 @main.command()
-@click.argument("host")
+@click.argument("host", required=False)
 @click.option(
     "--inventory",
     "inventories",
@@ -332,25 +332,42 @@ def onboard(
     type=click.Path(dir_okay=False),
     help="Inventory file (repeat); else $GPURIG_INVENTORY or inventories/*.yaml.",
 )
+@click.option(
+    "--group",
+    metavar="GROUP",
+    help="Instead of HOST: run nccl-tests' all_reduce_perf across every host of this inventory "
+    "group, by mpirun from its first host (in that host's GPU container, or the image "
+    "spec.acceptance.nccl_image pins), and record it.",
+)
 @MARGIN
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
-def accept(host: str, inventories: tuple[str, ...], margin: float, fmt: str) -> None:
-    """Measure HOST's GPU (CUDA, a checked matmul, TFLOPS, memory bandwidth, dcgmi diag -r 1)
-    against its model's baseline and record the figures.
+def accept(
+    host: str | None, inventories: tuple[str, ...], group: str | None, margin: float, fmt: str
+) -> None:
+    """Measure HOST's GPU (CUDA, a checked matmul, TFLOPS, memory bandwidth, an NCCL
+    all-reduce across its GPUs, dcgmi diag -r 1) against its model's baseline and record the
+    figures; or, with --group, an NCCL all-reduce across the group's hosts.
 
     Exit 0 passed, or nothing to judge (no GPU on a host whose spec does not require one, no
-    baseline for the model, no torch to measure with); 1 failed; 2 bad input."""
+    baseline for the model or across hosts, no torch to measure with); 1 failed, or a host
+    of the group lists no GPU; 2 bad input (a group that cannot run it: fewer than two hosts,
+    a host with gpu: absent, nowhere to run mpirun)."""
     from gpurig.remote.converge import DEPLOY_ROOT
     from gpurig.remote.pyinfra_inventory import inventory_paths
     from gpurig.spec.inventory import InventoryError, load_inventory
 
+    if (host is None) == (group is None):
+        click.echo("name one HOST, or a group with --group", err=True)
+        raise SystemExit(2)
     paths = list(inventories) or inventory_paths(DEPLOY_ROOT)
     try:
-        hosts = load_inventory(paths).hosts
+        inventory = load_inventory(paths)
     except InventoryError as exc:
         click.echo(str(exc), err=True)
         raise SystemExit(2) from None
-    found = next((h for h in hosts if h.name == host), None)
+    if group is not None:
+        _accept_group(inventory, group, paths, fmt)
+    found = next((h for h in inventory.hosts if h.name == host), None)
     if found is None:
         click.echo(f"{', '.join(map(str, paths))}: no host named {host}", err=True)
         raise SystemExit(2)
@@ -361,6 +378,42 @@ def accept(host: str, inventories: tuple[str, ...], margin: float, fmt: str) -> 
     accepted = acceptance.measure(found, cache_dir(), margin / 100)
     saved = acceptance.save(found, accepted)
     click.echo(acceptance.render(found, accepted, fmt), nl=False)
+    click.echo(f"recorded in {saved}", err=True)
+    raise SystemExit(1 if accepted.failed else 0)
+
+
+def _accept_group(inventory: Any, group: str, paths: list[Any], fmt: str) -> None:
+    """`accept --group`: refused (2) before any host is touched where the inventory rules it
+    out, (1) where a host lists no GPU; else measured, recorded and reported."""
+    from gpurig.read.nccl_group import Refused, check_specs
+    from gpurig.spec.model import normalise
+
+    members = inventory.groups().get(group)
+    if members is None:
+        known = ", ".join(sorted(inventory.groups())) or "none"
+        click.echo(
+            f"{', '.join(map(str, paths))}: no host is in a group named {group}; "
+            f"groups with hosts: {known}",
+            err=True,
+        )
+        raise SystemExit(2)
+    hosts = [h for h in inventory.hosts if h.name in members]
+    try:
+        check_specs(group, [(h.name, normalise(h.spec)) for h in hosts])
+    except Refused as exc:
+        click.echo(f"accept --group refused: {exc}", err=True)
+        raise SystemExit(2) from None
+    # Imported here: the console script (gpurig.cli.entry) has patched gevent in by now.
+    from gpurig.onboard import accept_group
+    from gpurig.remote.pyinfra_inventory import cache_dir
+
+    try:
+        accepted = accept_group.measure_group(group, hosts, cache_dir())
+    except Refused as exc:
+        click.echo(f"accept --group refused: {exc}", err=True)
+        raise SystemExit(1) from None
+    saved = accept_group.save(hosts[0], accepted)
+    click.echo(accept_group.render(hosts[0], accepted, fmt), nl=False)
     click.echo(f"recorded in {saved}", err=True)
     raise SystemExit(1 if accepted.failed else 0)
 

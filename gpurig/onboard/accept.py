@@ -24,7 +24,7 @@ from gpurig.read.acceptance import DEFAULT_MARGIN, Verdict, judge_host
 from gpurig.read.nccl_tests import message_bytes, with_all_reduce
 from gpurig.report.textsafe import visible
 from gpurig.spec.inventory import Host
-from gpurig.spec.model import gpu_containers, normalise
+from gpurig.spec.model import gpu_container, normalise
 from gpurig.spec.user_scope import is_user
 
 # torch's import and first CUDA call, the timings, all_reduce_perf's 300 s and dcgmi's own 300 s
@@ -46,19 +46,10 @@ class Accepted:
         return self.verdict.status == "fail"
 
 
-def where(spec: dict[str, Any]) -> tuple[str | None, str | None]:
-    """(engine, container) to run the script in: the first declared container given GPUs,
-    else (None, None) for the host itself."""
-    containers = gpu_containers(spec)
-    if containers and spec["engine"] in ("docker", "podman"):
-        return spec["engine"], containers[0]
-    return None, None
-
-
 def judged(host: Host, gpus: list[str], found: dict[str, Any], margin: float) -> Accepted:
     """The Acceptance fact's reading of one host whose GPU query listed `gpus`, judged."""
     spec = normalise(host.spec)
-    _, container = where(spec)
+    _, container = gpu_container(spec)
     result = found["result"]
     if result is None and found["error"]:
         result = {"gpu": None, "reason": found["error"]}
@@ -75,23 +66,35 @@ def judged(host: Host, gpus: list[str], found: dict[str, Any], margin: float) ->
     return Accepted(host.name, f"container {container}" if container else "host", verdict, dcgmi)
 
 
+GPU_QUERY = [(NvidiaGpus, {})]  # the one read before acceptance: which GPUs the host lists
+
+
+def listed_gpus(state: dict[str, Any]) -> list[str] | None:
+    """The GPU names a host's GPU query listed, from its read; None where it printed nothing
+    readable."""
+    from gpurig.checks.all import ODD_OUTPUT
+
+    read = Snapshot(state)
+    if not read.holds(NvidiaGpus, {}):  # the host printed nothing
+        return None
+    try:
+        return [g["name"] for g in read(NvidiaGpus)["listing"] or []]
+    except ODD_OUTPUT:
+        return None
+
+
 def measure(host: Host, cache: Path, margin: float = DEFAULT_MARGIN) -> Accepted:
     """Connect (strict host key, sudo as the inventory says), read the GPU query, and measure
     and judge one host (the script and dcgmi run only where a GPU is listed)."""
-    from gpurig.checks.all import ODD_OUTPUT
     from gpurig.remote.drift import probe_hosts  # pyinfra's API: loaded only when a host is read
 
     spec = normalise(host.spec)
-    engine, container = where(spec)
+    engine, container = gpu_container(spec)
     fact = UserAcceptance if is_user(spec) else Acceptance
 
     def run(pyinfra_host: Any, state: dict[str, Any]) -> dict[str, Any]:
-        read = Snapshot(state)
-        if not read.holds(NvidiaGpus, {}):  # the host printed nothing
-            return state
-        try:
-            listed = [g["name"] for g in read(NvidiaGpus)["listing"] or []]
-        except ODD_OUTPUT:
+        listed = listed_gpus(state)
+        if listed is None:
             return state
         found = Acceptance().default()
         if listed:
@@ -106,18 +109,22 @@ def measure(host: Host, cache: Path, margin: float = DEFAULT_MARGIN) -> Accepted
             )
         return {**state, "gpus": listed, "acceptance": found}
 
-    [probed] = probe_hosts([host], cache, reads=lambda spec: [(NvidiaGpus, {})], then=run)
+    [probed] = probe_hosts([host], cache, reads=lambda spec: GPU_QUERY, then=run)
     if probed.connect_error is not None or "acceptance" not in (probed.state or {}):
         why = probed.connect_error or "the host's GPU query printed nothing readable"
         return Accepted(host.name, "host", Verdict("fail", [f"cannot read the host: {why}"]))
     return judged(host, probed.state["gpus"], probed.state["acceptance"], margin)
 
 
+def inventory_dir(host: Host, base: Path | None = None) -> Path:
+    """The directory of the records of the inventory file `host` comes from."""
+    base = base or xdg_dir("XDG_STATE_HOME", ".local/state", "acceptance")
+    return base / hashlib.sha256(str(Path(host.source).resolve()).encode()).hexdigest()[:16]
+
+
 def record_path(host: Host, base: Path | None = None) -> Path:
     """Where this host's latest acceptance is kept: one directory per inventory file."""
-    base = base or xdg_dir("XDG_STATE_HOME", ".local/state", "acceptance")
-    inventory = hashlib.sha256(str(Path(host.source).resolve()).encode()).hexdigest()[:16]
-    return base / inventory / f"{host.name}.json"
+    return inventory_dir(host, base) / f"{host.name}.json"
 
 
 def as_record(host: Host, accepted: Accepted) -> dict[str, Any]:
@@ -150,7 +157,7 @@ def _baseline(figures: dict[str, Any]) -> str | None:
     )
 
 
-def _all_reduce(nccl: dict[str, Any]) -> str:
+def all_reduce_words(nccl: dict[str, Any]) -> str:
     """The all-reduce step in words: its status, bus bandwidth and baseline, or why not run."""
     if "busbw_gbps" not in nccl:
         return f"{nccl['status']}: {nccl.get('reason')}"
@@ -171,7 +178,7 @@ def summary(accepted: Accepted) -> str:
         if _baseline(v.figures):
             text += f" (baseline {_baseline(v.figures)})"
     if "nccl" in v.figures:
-        text += f"; all-reduce {_all_reduce(v.figures['nccl'])}"
+        text += f"; all-reduce {all_reduce_words(v.figures['nccl'])}"
     if v.reasons and v.status != "pass":
         text += "; " + "; ".join(v.reasons)
     return visible(f"{text} [ran on the {accepted.ran_in}]")
@@ -189,7 +196,7 @@ def render(host: Host, accepted: Accepted, fmt: str) -> str:
     if _baseline(v.figures):
         rows.append(("baseline", str(_baseline(v.figures))))
     if "nccl" in v.figures:
-        rows.append(("nccl all-reduce", _all_reduce(v.figures["nccl"])))
+        rows.append(("nccl all-reduce", all_reduce_words(v.figures["nccl"])))
     if accepted.dcgmi:
         rows.append(("dcgmi diag -r 1", f"exit {accepted.dcgmi['exit']}"))
     rows += [("reason", r) for r in v.reasons]

@@ -1,7 +1,9 @@
 """NCCL all-reduce acceptance: nccl-tests' `all_reduce_perf` output parsed (its ranks, its
 table's out-of-place and in-place columns with #wrong, the out-of-bounds and "Avg bus
-bandwidth" lines) and judged against a per-GPU-model baseline (gpurig/data/nccl_baselines.yaml).
-Pure functions over text, tested on outputs recorded on real machines (tests/fixtures/gpu).
+bandwidth" lines, the ranks' "Test ... failure" and NCCL's WARN lines) and judged against a
+per-GPU-model baseline for one host (gpurig/data/nccl_baselines.yaml; none is sourced across
+hosts). Pure functions over text, tested on outputs recorded on real machines, one host and
+several (tests/fixtures/gpu).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from gpurig.spec.units import parse_size
 class Half:
     """One half of a table row (out-of-place or in-place): time in µs, algorithm and bus
     bandwidth in GB/s, and #wrong (None: 'N/A', or a build before 2.10 that printed its max
-    error there instead of a count)."""
+    error there instead of a count). nccl-tests prints the count with `%6g` of a double
+    (src/common.cu: `PRINT("  %7s  %6s  %6s  %6g", ..., (double)wrongElts)`), so a count of a
+    million or more reads as 1.04858e+06: under a `#wrong` header that is a count too."""
 
     time_us: float
     algbw: float
@@ -58,6 +62,8 @@ class AllReduceRun:
     rows: list[Row] = field(default_factory=list)
     out_of_bounds: int | None = None  # values outside the expected range; None: line missing
     avg_busbw: float | None = None
+    failures: list[str] = field(default_factory=list)  # "Test NCCL failure ..." and the like
+    warnings: list[str] = field(default_factory=list)  # NCCL's "NCCL WARN ..." lines
 
 
 _RANK_RE = re.compile(
@@ -65,26 +71,32 @@ _RANK_RE = re.compile(
 )
 _OOB_RE = re.compile(r"Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)")
 _AVG_RE = re.compile(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
+# A rank's own report that it failed (nccl-tests' common.cu: "HOST: Test NCCL failure FILE:LINE
+# 'why'", "Test CUDA failure", then " .. HOST pid N: Test failure FILE:LINE"), and NCCL's
+# warnings (printed with NCCL_DEBUG=WARN or more: what failed inside NCCL, e.g. a socket).
+_FAILURE_RE = re.compile(r"\bTest (?:NCCL |CUDA )?failure\b")
+_WARN_RE = re.compile(r"\bNCCL WARN\b")
 
 
-def _half(cells: Sequence[str]) -> Half:
+def _half(cells: Sequence[str], counted: bool) -> Half:
     time_us, algbw, busbw, wrong = cells
+    count = None
     if wrong != "N/A":
-        float(wrong)  # a count, or an older build's max error: a number either way
-    count = int(wrong) if wrong.isdigit() else None
+        value = float(wrong)  # a count, or an older build's max error: a number either way
+        count = int(value) if counted or wrong.isdigit() else None
     return Half(float(time_us), float(algbw), float(busbw), count)
 
 
-def _row(cells: list[str]) -> Row | None:
-    """A table row: size count type redop [root] then two halves of four; None otherwise."""
+def _row(cells: list[str], counted: bool) -> Row | None:
+    """A table row: size count type redop [root] then two halves of four; None otherwise.
+    `counted`: the table's header names the column #wrong (a count, whatever its notation)."""
     if len(cells) == 13:  # nccl-tests 2.10+ print a root column (-1 for all-reduce)
         del cells[4]
     if len(cells) != 12 or not (cells[0].isdigit() and cells[1].isdigit()):
         return None
     try:
-        return Row(
-            int(cells[0]), int(cells[1]), cells[2], cells[3], _half(cells[4:8]), _half(cells[8:])
-        )
+        halves = _half(cells[4:8], counted), _half(cells[8:], counted)
+        return Row(int(cells[0]), int(cells[1]), cells[2], cells[3], *halves)
     except ValueError:
         return None
 
@@ -93,39 +105,48 @@ def parse_all_reduce(text: str) -> AllReduceRun:
     """all_reduce_perf's output, whatever else is interleaved with it (NCCL INFO lines, MPI
     warnings). Raises ValueError when it holds neither a table row nor an 'Avg bus bandwidth'
     line: the test did not run (not installed, CUDA or NCCL failed first)."""
-    ranks, rows = [], []
+    ranks, rows, failures, warnings = [], [], [], []
     out_of_bounds = avg = None
+    counted = False
     for line in text.splitlines():
-        if (rank := _RANK_RE.search(line)) and line.lstrip().startswith("#"):
+        comment = line.lstrip().startswith("#")
+        if (rank := _RANK_RE.search(line)) and comment:
             ranks.append(Rank(int(rank[1]), rank[2], int(rank[3]), rank[4]))
         elif match := _OOB_RE.search(line):
             out_of_bounds = int(match[1])
         elif match := _AVG_RE.search(line):
             avg = float(match[1])
-        elif not line.lstrip().startswith("#") and (row := _row(line.split())):
+        elif comment:
+            counted = counted or "#wrong" in line
+        elif _FAILURE_RE.search(line):
+            failures.append(line.strip()[:300])
+        elif _WARN_RE.search(line):
+            warnings.append(line.strip()[:300])
+        elif row := _row(line.split(), counted):
             rows.append(row)
     if not rows and avg is None:
         raise ValueError("no all_reduce_perf table row or 'Avg bus bandwidth' line")
-    return AllReduceRun(ranks, rows, out_of_bounds, avg)
+    return AllReduceRun(ranks, rows, out_of_bounds, avg, failures, warnings)
 
 
-def baseline_for(gpu_name: str, gpus: int) -> dict[str, Any] | None:
-    """The baseline row for this many GPUs of this model (the longest matching `match`)."""
+def baseline_for(gpu_name: str, gpus: int, hosts: int = 1) -> dict[str, Any] | None:
+    """The baseline row for this many GPUs of this model on this many hosts (the longest
+    matching `match`); every sourced row is of one host."""
     rows = [
         row
         for row in table("nccl_baselines.yaml")["models"]
-        if row["match"].lower() in gpu_name.lower() and row["gpus"] == gpus
+        if row["match"].lower() in gpu_name.lower() and (row["gpus"], row["hosts"]) == (gpus, hosts)
     ]
     return max(rows, key=lambda row: len(row["match"]), default=None)
 
 
-def message_bytes(gpu_name: str, gpus: int) -> int:
+def message_bytes(gpu_name: str, gpus: int, hosts: int = 1) -> int:
     """The message size to run at: the baseline's, else the table's default."""
-    row = baseline_for(gpu_name, gpus)
+    row = baseline_for(gpu_name, gpus, hosts)
     return parse_size(str(row["bytes"] if row else table("nccl_baselines.yaml")["default_bytes"]))
 
 
-Status = Literal["pass", "fail", "unjudged"]
+Status = Literal["pass", "fail", "unjudged", "unmeasured"]
 
 
 @dataclass(frozen=True)
@@ -137,18 +158,23 @@ class NcclVerdict:
     figures: dict[str, Any] = field(default_factory=dict)
 
 
-def judge_all_reduce(run: AllReduceRun, gpu_name: str, gpus: int) -> NcclVerdict:
+def judge_all_reduce(run: AllReduceRun, gpu_name: str, gpus: int, hosts: int = 1) -> NcclVerdict:
     """Wrong results fail whatever the speed (#wrong above 0 in either half, or out-of-bounds
-    values); then the bus bandwidth at the largest size (the better of out-of-place and
-    in-place) against the model's baseline for this many GPUs, where one exists."""
+    values), and so does a rank's own "Test ... failure"; then the bus bandwidth at the
+    largest size (the better of out-of-place and in-place) against the model's baseline for
+    this many GPUs on this many hosts, where one exists."""
     reasons = []
     wrong = sum(half.wrong or 0 for row in run.rows for half in (row.out_of_place, row.in_place))
     if wrong:
         reasons.append(f"all_reduce_perf found {wrong} wrong values (#wrong)")
     if run.out_of_bounds:
         reasons.append(f"all_reduce_perf found {run.out_of_bounds} out-of-bounds values")
+    if run.failures:
+        reasons.append(f"{len(run.failures)} ranks' lines report a failure: {run.failures[0]}")
     figures: dict[str, Any] = {"avg_busbw_gbps": run.avg_busbw, "ranks": len(run.ranks)}
     figures["hosts"] = sorted({rank.host for rank in run.ranks})
+    if run.warnings:
+        figures["nccl_warnings"] = run.warnings[:3]
     if not run.rows:
         reasons.append("all_reduce_perf printed no table row")
         return NcclVerdict("fail", reasons, figures)
@@ -160,11 +186,18 @@ def judge_all_reduce(run: AllReduceRun, gpu_name: str, gpus: int) -> NcclVerdict
         "busbw_out_of_place_gbps": last.out_of_place.busbw,
         "busbw_in_place_gbps": last.in_place.busbw,
     }
-    row = baseline_for(gpu_name, gpus)
+    row = baseline_for(gpu_name, gpus, hosts)
     if row is None:
-        reasons.append(f"no all-reduce baseline for {gpus}x {gpu_name!r}: bandwidth not judged")
-        return NcclVerdict("fail" if len(reasons) > 1 else "unjudged", reasons, figures)
-    figures["baseline"] = {k: row[k] for k in ("match", "gpus", "bytes", "busbw_gbps")}
+        judged = "fail" if reasons else "unjudged"
+        if hosts > 1:  # the hosts' NICs and fabric bound it, not the GPU model alone
+            reasons.append(
+                f"no sourced all-reduce baseline across {hosts} hosts: bus bandwidth "
+                "recorded, not judged"
+            )
+        else:
+            reasons.append(f"no all-reduce baseline for {gpus}x {gpu_name!r}: bandwidth not judged")
+        return NcclVerdict(judged, reasons, figures)
+    figures["baseline"] = {k: row[k] for k in ("match", "gpus", "hosts", "bytes", "busbw_gbps")}
     if last.size < parse_size(str(row["bytes"])):
         reasons.append(f"the run stopped at {last.size} bytes, below the baseline's {row['bytes']}")
     elif busbw < row["busbw_gbps"]:
@@ -173,6 +206,29 @@ def judge_all_reduce(run: AllReduceRun, gpu_name: str, gpus: int) -> NcclVerdict
             f"{row['busbw_gbps']} GB/s ({gpus}x {row['match']})"
         )
     return NcclVerdict("fail" if reasons else "pass", reasons, figures)
+
+
+def all_reduce_verdict(
+    nccl: Mapping[str, Any], gpu_name: str, gpus: int, hosts: int = 1
+) -> NcclVerdict:
+    """The verdict on one all_reduce_perf run (its exit status and output, as the acceptance
+    facts read them). Not installed where it ran (126, 127): unmeasured. A run that printed
+    no table (a hang, a rank's failure) fails with its first failure, NCCL warning or last
+    line; a table is judged (judge_all_reduce), and a non-zero exit fails it too."""
+    if nccl["exit"] in (126, 127):  # not installed, or refused as writable by others
+        reason = _last_line(nccl["output"])
+        return NcclVerdict("unmeasured", [reason], {"reason": reason})
+    try:
+        run = parse_all_reduce(nccl["output"])
+    except ValueError:
+        why = "timed out" if nccl["exit"] in (124, 137) else f"exit {nccl['exit']}"
+        reason = f"all_reduce_perf failed ({why}): {_first_cause(nccl['output'])}"
+        return NcclVerdict("fail", [reason], {"reason": reason})
+    judged = judge_all_reduce(run, gpu_name, gpus, hosts)
+    if nccl["exit"] == 0:
+        return judged
+    reasons = [*judged.reasons, f"all_reduce_perf exited {nccl['exit']}"]
+    return NcclVerdict("fail", reasons, judged.figures)
 
 
 def with_all_reduce(
@@ -184,25 +240,23 @@ def with_all_reduce(
     hung run, wrong values or a bandwidth below the baseline fail the host."""
     if nccl is None:
         return verdict
-    figures = dict(verdict.figures)
-    reasons = list(verdict.reasons)
-    if nccl["exit"] in (126, 127):  # not installed, or refused as writable by others
-        figures["nccl"] = {"status": "unmeasured", "reason": _last_line(nccl["output"])}
-        return Verdict(verdict.status, reasons, figures)
-    try:
-        run = parse_all_reduce(nccl["output"])
-    except ValueError:
-        why = "timed out" if nccl["exit"] in (124, 137) else f"exit {nccl['exit']}"
-        reason = f"all_reduce_perf failed ({why}): {_last_line(nccl['output'])}"
-        figures["nccl"] = {"status": "fail", "reason": reason}
-        return Verdict("fail", [*reasons, reason], figures)
-    judged = judge_all_reduce(run, gpu_names[0] if gpu_names else "", len(gpu_names))
-    figures["nccl"] = {"status": judged.status, **judged.figures}
-    if nccl["exit"] != 0:
-        judged.reasons.append(f"all_reduce_perf exited {nccl['exit']}")
-    if judged.status == "fail" or nccl["exit"] != 0:
-        return Verdict("fail", [*reasons, *judged.reasons], figures)
-    return Verdict(verdict.status, [*reasons, *judged.reasons], figures)
+    judged = all_reduce_verdict(nccl, gpu_names[0] if gpu_names else "", len(gpu_names))
+    figures = {**verdict.figures, "nccl": {"status": judged.status, **judged.figures}}
+    if judged.status == "unmeasured":
+        return Verdict(verdict.status, list(verdict.reasons), figures)
+    status = "fail" if judged.status == "fail" else verdict.status
+    return Verdict(status, [*verdict.reasons, *judged.reasons], figures)
+
+
+def _first_cause(text: str) -> str:
+    """What a run that printed no table says went wrong: a rank's failure line, else NCCL's
+    first warning, else its last line."""
+    lines = [line.strip() for line in text.splitlines()]
+    for pattern in (_FAILURE_RE, _WARN_RE):
+        found = next((line for line in lines if pattern.search(line)), None)
+        if found:
+            return found[-300:]
+    return _last_line(text)
 
 
 def _last_line(text: str) -> str:

@@ -88,7 +88,8 @@ def _gpus(inspect: Inspect, engine: str, declared: Any) -> Any:
     return actual
 
 
-def _gpu_args(gpus: Any, engine: str) -> list[str]:
+def gpu_args(gpus: Any, engine: str) -> list[str]:
+    """The engine's run arguments giving a container `gpus` (a normalised spec value)."""
     if gpus == "none":
         return []
     if engine == "docker":
@@ -244,7 +245,7 @@ FIELDS = (
     ),
     Field("user", lambda v, _: str(v), _config("User", "(image default)"), _flag("--user")),
     Field("network", lambda v, _: v, _network, _flag("--network")),
-    Field("gpus", lambda v, _: v, _gpus, _gpu_args, _show_gpus),
+    Field("gpus", lambda v, _: v, _gpus, gpu_args, _show_gpus),
     Field(
         "mounts",
         declared_mounts,

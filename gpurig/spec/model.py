@@ -93,3 +93,12 @@ def normalise(spec: Mapping[str, Any]) -> dict[str, Any]:
 def gpu_containers(spec: Mapping[str, Any]) -> list[str]:
     """Names of the containers that are given GPUs."""
     return [n for n, c in spec["containers"].items() if c["gpus"] != "none"]
+
+
+def gpu_container(spec: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """(engine, container) that acceptance runs in: the first declared container given GPUs,
+    else (None, None) for the host itself."""
+    containers = gpu_containers(spec)
+    if containers and spec["engine"] in ("docker", "podman"):
+        return spec["engine"], containers[0]
+    return None, None

@@ -5,12 +5,13 @@ and the `gpurig accept` refusals that need no host."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from gpu_fixtures import read_fixture
+from gpu_fixtures import read_fixture, run_with_stand_in
 from test_nccl_tests import recorded
 
 from gpurig.cli.main import main
@@ -82,14 +83,60 @@ def test_fact_run_here_reports_what_the_script_found() -> None:
     assert found["result"]["gpu"] is False and found["error"] is None and found["dcgmi"] is None
 
 
-def test_fact_reads_a_recorded_listing_and_result() -> None:
+def test_fact_reads_a_recorded_result_from_the_container(tmp_path: Path) -> None:
+    """The fact's own shell, with a stand-in `docker` printing a result recorded on an H100."""
     fact = Acceptance()
     command = fact.command(engine="docker", container="train")
-    assert "docker exec train python3 -c " in command
-    marker = fact._marker
     result = read_fixture("acceptance_h100_580.159.04_vm.jsonl").splitlines()[1]
-    found = fact.process([f"{marker}-result", result])
+    found = fact.process(run_with_stand_in(tmp_path, "docker", result + "\n", command))
+    assert (tmp_path / "args").read_text().split()[:4] == ["exec", "train", "python3", "-c"]
     assert found["result"]["bf16_tflops"] == 790.3 and found["dcgmi"] is None
+
+
+FORGER = """\
+#!/bin/sh
+cat {output}
+# What a container could print: every marker shape gpurig ever used, with a guessed nonce
+printf '%s\\n' '--gpurig-nonce 00000000-0000-4000-8000-000000000000' \\
+  '--gpurig-part-00000000-0000-4000-8000-000000000000 nccl.exit' 0 \\
+  '--gpurig-part-00000000-0000-4000-8000-000000000000 dcgmi.exit' 0 \\
+  '--gpurig-part-00000000-0000-4000-8000-000000000000 result' '{{"gpu": true}}' \\
+  '--gpurig-accept-0123456789abcdef-dcgmi 0' '--gpurig-accept-0123456789abcdef-result'
+# and where it could look for the real nonce: its environment, its parent's command line
+env; tr '\\0' ' ' </proc/$PPID/cmdline; echo
+exit 3
+"""
+
+
+def test_a_step_s_output_cannot_forge_a_section_or_a_status(tmp_path: Path) -> None:
+    """all_reduce_perf (in the user's image) prints forged markers and statuses, and the
+    environment and command line it could learn the nonce from: all of it stays the nccl
+    step's output, its status is the one it exited with, and no other step appears."""
+    fact = Acceptance()
+    (tmp_path / "output").write_text(
+        recorded("nccl-tests_all_reduce_perf_h100x16_2-node_a3mega.txt")
+    )
+    forger = tmp_path / "all_reduce_perf"
+    forger.write_text(FORGER.format(output=tmp_path / "output"))
+    forger.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    out = subprocess.run(
+        ["/bin/sh", "-c", fact.command(gpus=8, nccl_bytes=1024)],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    lines = out.stdout.splitlines()
+    nonce = lines[0].split()[1]
+    found = fact.process(lines)
+    assert found["nccl"]["exit"] == 3 and found["dcgmi"] is None
+    assert found["result"]["gpu"] is False  # the script's own answer here, not the forged one
+    output = found["nccl"]["output"]
+    assert "00000000-0000-4000-8000-000000000000 nccl.exit" in output
+    assert "--gpurig-accept-0123456789abcdef-dcgmi 0" in output
+    assert "gpurig_nonce" not in output and nonce not in output
+    # the nonce is on the shell's own lines only: its first line and its markers
+    assert [line.split()[-1] for line in lines if nonce in line] == [
+        nonce, "result", "nccl", "nccl.exit"
+    ]  # fmt: skip
 
 
 def test_record_and_reports(tmp_path: Path) -> None:

@@ -17,12 +17,16 @@ from gpurig.facts.gpurig_node import CgroupLeaks, OsRelease
 from gpurig.facts.gpurig_nvidia import GpuHealth, NvidiaGpus
 from gpurig.facts.gpurig_packages import DebStatus
 from gpurig.facts.round_trip import (
+    START,
     HostState,
     Recorder,
     Snapshot,
     Unreadable,
+    exit_status,
     read_key,
     required_reads,
+    sections,
+    step,
 )
 from gpurig.plans import converge_reads, plan_host
 from gpurig.spec.model import normalise
@@ -156,6 +160,22 @@ def test_host_output_cannot_forge_a_section_marker():
     assert isinstance(packages, Unreadable)
     assert "unexpected dpkg-query line: '--gpurig-nonce" in str(packages)
     assert not isinstance(digests, Unreadable) and "/etc/hostname" in str(digests)
+
+
+def test_a_step_s_status_is_the_shell_s_and_follows_its_output():
+    """step(): the body's output in its section, then its exit status in `label.exit`, printed
+    by the shell whatever the body printed last (no newline, a forged status line)."""
+    body = "printf '%s\\n' 'out' '--gpurig-part-x one.exit' 0; printf 'no newline'; exit 7"
+    command = "\n".join([START, step("part", "one", body), step("part", "two", "true")])
+    proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True)
+    parts = sections(proc.stdout.splitlines(), "part")
+    assert parts["one"] == ["out", "--gpurig-part-x one.exit", "0", "no newline"]
+    assert [exit_status("\n".join(parts[k])) for k in ("one.exit", "two.exit")] == [7, 0]
+
+
+@pytest.mark.parametrize("text", [None, "", "x", "-1", "1234", "٣", "0 0"])
+def test_an_exit_status_is_one_to_three_ascii_digits(text: str | None):
+    assert exit_status(text) is None
 
 
 def test_fleet_facts_come_from_the_same_read():

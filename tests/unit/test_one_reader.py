@@ -46,9 +46,8 @@ from gpurig.facts.gpurig_container import ContainerInspect, CpuQuota
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.reader import Reader
 from gpurig.facts.round_trip import Read, read_key
-from gpurig.onboard.accept import where
 from gpurig.onboard.onboard import preflight_reads
-from gpurig.spec.model import normalise
+from gpurig.spec.model import gpu_container, normalise
 from tests.unit.test_onboard import new_host
 
 ENGINE_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "engine"
@@ -239,7 +238,7 @@ def every_read(private_dir: Path) -> list[Read]:
     reads: dict[str, Read] = {}
     for engine in ("docker", "podman"):
         raw = full_spec(engine, checkout, secret)
-        engine_name, container = where(normalise(raw))
+        engine_name, container = gpu_container(normalise(raw))
         accept = [
             (NvidiaGpus, {}),
             (
