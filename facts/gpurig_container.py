@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 import shlex
 from collections.abc import Mapping
 from typing import Any
 
-from gpurig.facts.reader import Reader
-from gpurig.facts.round_trip import BOUNDED, Sectioned
+from gpurig.facts.round_trip import BOUNDED, Sectioned, section
 from gpurig.read import node_parse
 from gpurig.spec.user_scope import CONTAINER_HOST
 
@@ -33,36 +31,35 @@ _OOM_KILL_OF = r"""oom_kill_of() {
 _PID_LINE = r"""s/^[[:space:]]*"Pid":[[:space:]]*\([0-9][0-9]*\),\{0,1\}[[:space:]]*$/\1/p"""
 
 
-class ContainerInspect(Reader[dict[str, Any]]):
+class ContainerInspect(Sectioned[dict[str, Any]]):
     """`ENGINE container inspect NAME` as a dict (`inspect`: None when there is no such
     container), and the OOM kills counted in its main process's memory cgroup (`oom_kill`:
     None when it is not running or the count cannot be read). The one read of a container's
-    state: its running state and pid come from here."""
-
-    @staticmethod
-    def default() -> dict[str, Any]:
-        return {"inspect": None, "oom_kill": None}
+    state: its running state and pid come from here. The count follows the document under
+    the run's nonce (facts.round_trip), which nothing the container's owner puts in its
+    fields can print."""
 
     def command(self, engine: str, container: str) -> str:
-        self._marker = m = f"--gpurig-oom-{secrets.token_hex(8)}"
-        return (
-            f"out=$({engine} container inspect {shlex.quote(container)} 2>/dev/null) || exit 0\n"
-            "printf '%s\\n' \"$out\"\n"
-            f"pid=$(printf '%s\\n' \"$out\" | sed -n '{_PID_LINE}' | sed -n 1p)\n"
-            f'{_OOM_KILL_OF}\nprintf \'%s %s %s\\n\' {m} "$pid" "$(oom_kill_of "$pid")"'
-        )
+        oom = section("part", "oom", 'printf \'%s %s\\n\' "$pid" "$(oom_kill_of "$pid")"')
+        return self.sectioned({
+            "inspect": (
+                f"out=$({engine} container inspect {shlex.quote(container)} 2>/dev/null) || "
+                "exit 0\nprintf '%s\\n' \"$out\"\n"
+                f"pid=$(printf '%s\\n' \"$out\" | sed -n '{_PID_LINE}' | sed -n 1p)\n"
+                f"{_OOM_KILL_OF}\n{oom}"
+            )
+        })  # fmt: skip
 
-    def process(self, output: list[str]) -> dict[str, Any]:
-        ends = [i for i, line in enumerate(output) if line.startswith(f"{self._marker} ")]
-        cut = ends[-1] if ends else len(output)
-        text = "\n".join(output[:cut]).strip()
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        text = (parts.get("inspect") or "").strip()
         data = json.loads(text) if text else []
         if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):
             raise ValueError("container inspect printed something other than a list of objects")
         inspect = data[0] if data else None
         oom_kill = None
-        if ends and inspect is not None:
-            _, pid, count = [*output[cut].split(" ", 2), "", ""][:3]
+        if "oom" in parts and inspect is not None:
+            pid, _, count = (parts["oom"].strip().split("\n") or [""])[0].partition(" ")
             if pid and pid == str((inspect.get("State") or {}).get("Pid")):
                 oom_kill = node_parse.count(count)
         return {"inspect": inspect, "oom_kill": oom_kill}

@@ -401,13 +401,15 @@ def test_container_inspect_reads_its_oom_kills_from_its_real_cgroup(
 def test_a_pid_line_that_is_not_the_documents_counts_nothing() -> None:
     """The count is kept only for the pid the parsed inspect holds (a `"Pid":` line elsewhere in
     the engine's JSON must not pick another process's cgroup)."""
-    fact = ContainerInspect()
-    fact.command(engine="docker", container="train")
-    recorded = (ENGINE_FIXTURES / "docker-inspect-train.json").read_text().splitlines()
-    assert fact.process([*recorded, f"{fact._marker} 776 3"])["oom_kill"] == 3
-    assert fact.process([*recorded, f"{fact._marker} 1 3"])["oom_kill"] is None
+    recorded = (ENGINE_FIXTURES / "docker-inspect-train.json").read_text()
+
+    def parsed(oom: str) -> dict:
+        return ContainerInspect.parse({"inspect": recorded, "oom": oom})
+
+    assert parsed("776 3")["oom_kill"] == 3
+    assert parsed("1 3")["oom_kill"] is None
     with pytest.raises(ValueError, match="not a count"):
-        fact.process([*recorded, f"{fact._marker} 776 lots"])
+        parsed("776 lots")
 
 
 def test_import_check_finds_shadowed_and_missing_imports_in_a_real_environment(
