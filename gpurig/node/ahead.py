@@ -35,10 +35,13 @@ class Ahead:
         self.kept: Any = runtime.kept(self.name)
         self.proc: subprocess.Popen[bytes] | None = None
         self.deadline = 0.0
-        if isinstance(self.kept, list) and all(isinstance(arg, str) for arg in self.kept):
+        if isinstance(self.kept, list) and self.kept and all(isinstance(a, str) for a in self.kept):
             seconds = table("node_modes.yaml")["modes"][mode]["read_seconds"]
             self.deadline = time.monotonic() + seconds
-            self.proc = start(self.kept)
+            try:
+                self.proc = start(self.kept)
+            except OSError:  # gone since (a sudo removed): the command built now is run
+                self.proc = None
 
     def cancel(self) -> None:
         """No read is wanted after all (the spec was refused): the started one is stopped."""

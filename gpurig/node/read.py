@@ -9,7 +9,7 @@ import subprocess
 
 from gpurig.checks.judge import EVERYTHING, PROBE_TIMEOUT, Probed, Scope, drift_reads, report
 from gpurig.read.bounds import OutputFlood
-from gpurig.read.local import Ahead, read_here
+from gpurig.read.local import StartedRead, read_here
 from gpurig.report.render import HostReport
 from gpurig.spec.inventory import Host
 from gpurig.spec.model import normalise
@@ -31,7 +31,10 @@ def local_sudo() -> bool:
 
 
 def drift_local(
-    host: Host, scope: Scope = EVERYTHING, timeout: int | None = None, ahead: Ahead | None = None
+    host: Host,
+    scope: Scope = EVERYTHING,
+    timeout: int | None = None,
+    ahead: StartedRead | None = None,
 ) -> HostReport:
     """Read and judge this machine as `host`: the same one command, plans and checks as
     `run_drift` (gpurig.remote.drift), run here in a subprocess (no SSH), reading what `scope`
@@ -45,7 +48,10 @@ def drift_local(
 
 
 def read_local(
-    host: Host, scope: Scope = EVERYTHING, timeout: int | None = None, ahead: Ahead | None = None
+    host: Host,
+    scope: Scope = EVERYTHING,
+    timeout: int | None = None,
+    ahead: StartedRead | None = None,
 ) -> Probed:
     """This machine read as `host` (local_read: sh in a subprocess, no SSH stack), through
     sudo where passwordless (never with scope: user, which acts as the user). A read past

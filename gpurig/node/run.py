@@ -17,7 +17,7 @@ from typing import TextIO
 from gpurig.checks.judge import Scope
 from gpurig.node import modes as node_modes
 from gpurig.node.read import drift_local
-from gpurig.read.local import Ahead
+from gpurig.read.local import StartedRead
 from gpurig.report.render import HostReport, render
 from gpurig.spec.inventory import Host
 
@@ -57,7 +57,7 @@ def run_mode(
     fmt: str,
     output: TextIO | None,
     textfile: Path | None,
-    ahead: Ahead | None = None,
+    ahead: StartedRead | None = None,
 ) -> int:
     """Read and judge this node as the mode says, act, and return the exit status."""
     m = node_modes.mode(name)

@@ -29,7 +29,7 @@ def lines(output: bytes) -> list[str]:
 
 # What a read started ahead (gpurig.node.ahead) is asked with the command wanted: the started
 # command and its deadline where it is that command, else None (then it is run now).
-Ahead = Callable[[list[str]], "tuple[subprocess.Popen[bytes], float] | None"]
+StartedRead = Callable[[list[str]], "tuple[subprocess.Popen[bytes], float] | None"]
 
 
 def read_argv(state: HostState, reads: list[Read], sudo: bool, bound: int | None) -> list[str]:
@@ -43,7 +43,7 @@ def read_here(
     sudo: bool,
     timeout: float,
     bound: int | None = None,
-    ahead: Ahead | None = None,
+    ahead: StartedRead | None = None,
 ) -> dict[str, Any]:
     """HostState's values for `reads` on this machine ({} when the read ran out of time or
     printed nothing), through `sudo -n` when `sudo`; OutputFlood past the output bounds.

@@ -88,3 +88,13 @@ def test_a_contract_judges_the_same_with_its_read_started_ahead(
             host.pop("duration_seconds", None)
     assert reports[0] == reports[1]
     assert reports[0]["hosts"][0]["findings"], "the spec's drift was not judged"
+
+
+def test_a_kept_command_that_can_no_longer_start_is_replaced_by_the_one_built(
+    run_dir: Path,
+) -> None:
+    Ahead(SPEC, None, "npd").take(["/no/such/program", "-c", "true"])
+    ahead = Ahead(SPEC, None, "npd")
+    assert ahead.proc is None
+    assert ahead.take(ECHO) is None
+    assert kept_reads(run_dir) == [ECHO]
