@@ -6,9 +6,9 @@ this machine (issue 28: a Prolog runs at every job start on every node).
 Runs in pairs, interleaved, so both see the same load: NHC (benchmarks/nhc, vendored from its
 1.4.3 release under its licence) with a configuration of matching checks (root filesystem
 mounted read-write, disk and inode headroom, free memory, load, the core pattern), and
-`python -I -m gpurig drift --local --spec SPEC --mode MODE` for npd and prolog with a spec
-declaring core dumps and disk headroom (what those checks judge). Then `gpurig up --local` with
-nothing to do (a spec whose converge has nothing to change here, converged once first). All
+`python -I -m gpurig drift --local --spec SPEC --mode MODE` for npd, prolog and healthcheck
+(which, with no scontrol here, says it cannot act) with a spec declaring core dumps and disk
+headroom (what those checks judge). Then `gpurig up --local` with nothing to do (a spec whose converge has nothing to change here, converged once first). All
 run with a HOME of their own holding Debian's stock login files for root (base-files'
 dot.profile and dot.bashrc, where this machine has them): the login-shell read runs root's
 profile, and a developer's (a toolchain's `eval "$(... init -)"`) would time that instead of
@@ -132,6 +132,9 @@ def main() -> None:
             "NHC 1.4.3": nhc,
             "gpurig npd": gpurig("drift", "--local", "--spec", str(spec), "--mode", "npd"),
             "gpurig prolog": gpurig("drift", "--local", "--spec", str(spec), "--mode", "prolog"),
+            "gpurig healthcheck": gpurig(
+                "drift", "--local", "--spec", str(spec), "--mode", "healthcheck"
+            ),
             "gpurig up --local (no-op)": gpurig("up", "--local", "--spec", str(up_spec)),
         }
         login = stock_home(Path(tmp, "home"))
