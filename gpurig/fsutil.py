@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 
 def atomic_write(path: Path, data: str | bytes, mode: int = 0o644) -> None:
     """Write via a temp file + rename so an interrupted run never leaves half a file."""
+    import tempfile  # only where something is written: a node contract's read loads none
+
     path.parent.mkdir(parents=True, exist_ok=True)
     raw = data.encode() if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")

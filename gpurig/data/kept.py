@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import marshal
-import os
 import stat
 from pathlib import Path
 from typing import Any
+
+from gpurig.fsutil import atomic_write
 
 SUFFIX = f"marshal{marshal.version}"
 
@@ -44,20 +45,11 @@ def keep(
     removing the copies `stale` (a glob) names but this one and the `others` written last.
     Nothing is kept where it cannot be written, or of a value marshal cannot hold as it is (a
     date)."""
-    import tempfile  # only where something is kept: a run that reads its copies needs none
-
     with contextlib.suppress(OSError, ValueError):
         data = marshal.dumps(value)
         directory.mkdir(mode=mode, parents=False, exist_ok=True)
         copy = directory / f"{name}.{SUFFIX}"
-        with tempfile.NamedTemporaryFile(dir=directory, delete=False, suffix=".tmp") as out:
-            out.write(data)
-        try:
-            os.chmod(out.name, 0o644)
-            os.replace(out.name, copy)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(out.name)
+        atomic_write(copy, data, 0o644)
         olds = [old for old in directory.glob(f"{stale}.{SUFFIX}") if old != copy]
         olds.sort(key=lambda old: old.stat().st_mtime_ns, reverse=True)
         for old in olds[others:]:

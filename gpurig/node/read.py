@@ -4,7 +4,6 @@ checks as drift over SSH, run here in a subprocess (gpurig.read.local) with no S
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 
 from gpurig.checks.judge import EVERYTHING, PROBE_TIMEOUT, Probed, Scope, drift_reads, report
@@ -20,7 +19,11 @@ def local_sudo() -> bool:
     """Whether this machine is read through `sudo -n`, as a non-root SSH login is (host_data):
     for a user who is not root and may run sudo without a password. Nothing could answer a
     password prompt in a prolog or a CI job, so without that the user reads as itself."""
-    if os.geteuid() == 0 or shutil.which("sudo") is None:
+    if os.geteuid() == 0:
+        return False
+    import shutil
+
+    if shutil.which("sudo") is None:
         return False
     ask = ["sudo", "-n", "true"]
     try:
