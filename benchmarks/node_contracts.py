@@ -3,21 +3,21 @@ this machine (issue 28: a Prolog runs at every job start on every node).
 
     sudo .venv/bin/python benchmarks/node_contracts.py [--pairs 10] [--top 10]
 
-Runs in pairs, interleaved, so both see the same load: NHC (benchmarks/nhc, vendored from its
-1.4.3 release under its licence) with a configuration of matching checks (root filesystem
-mounted read-write, disk and inode headroom, free memory, load, the core pattern), and
-`python -I -m gpurig drift --local --spec SPEC --mode MODE` for npd, prolog and healthcheck
-(which, with no scontrol here, says it cannot act) with a spec declaring core dumps and disk
-headroom (what those checks judge). Then `gpurig up --local` with nothing to do (a spec whose converge has nothing to change here, converged once first). All
-run with a HOME of their own holding Debian's stock login files for root (base-files'
-dot.profile and dot.bashrc, where this machine has them): the login-shell read runs root's
-profile, and a developer's (a toolchain's `eval "$(... init -)"`) would time that instead of
-gpurig, while up's converge would write into it. What the contracts keep between runs (the
-spec's parse, the read they start ahead: gpurig.spec.runtime) goes to a runtime directory of
-its own; the warm-up run keeps it, as a node's first job does. Prints the medians of wall
-time, CPU time (user + system, the process and its children) and the largest process's peak
-RSS, their ratios to NHC, the read script's time per section, and the `-X importtime` entries
-with the largest cumulative time. Nothing outside its temporary directory is changed.
+Runs in pairs, interleaved, so both see the same load: NHC (benchmarks/nhc, vendored from its 1.4.3
+release under its licence) with a configuration of matching checks (root filesystem mounted
+read-write, disk and inode headroom, free memory, load, the core pattern), and `python -I -m gpurig
+drift --local --spec SPEC --mode MODE` for npd, prolog and healthcheck (which, with no scontrol
+here, says it cannot act) with a spec declaring core dumps and disk headroom (what those checks
+judge). Then `gpurig up --local` with nothing to do (a spec whose converge has nothing to change
+here, converged once first). All run with a HOME of their own holding Debian's stock login files for
+root (base-files' dot.profile and dot.bashrc, where this machine has them): the login-shell read
+runs root's profile, and a developer's (a toolchain's `eval "$(... init -)"`) would time that
+instead of gpurig, while up's converge would write into it. What the contracts keep between runs
+(the spec's parse, the read they start ahead: gpurig.spec.runtime) goes to a runtime directory of
+its own; the warm-up run keeps it, as a node's first job does. Prints the medians of wall time, CPU
+time (user + system, the process and its children) and the largest process's peak RSS, their ratios
+to NHC, the read script's time per section, and the `-X importtime` entries with the largest
+cumulative time. Nothing outside its temporary directory is changed.
 """
 
 from __future__ import annotations
