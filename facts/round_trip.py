@@ -58,10 +58,10 @@ def required_reads(plan: Callable[[Callable[..., Any]], object]) -> list[Read]:
 
 
 # Each run's nonce: a fresh random UUID from the kernel, read by the shell's own `read` into a
-# variable it never exports, and printed first (`START`: the run's, and each Sectioned
-# fact's own). It is in no command line,
-# environment or file, so nothing another account runs or reads (/proc shows command lines:
-# a file named after a nonce sent in the command once forged the probe) can print a marker.
+# variable it never exports, and printed first (`START`: the run's, and each Sectioned fact's
+# own). It is in no command line, environment or file, so nothing another account runs or
+# reads (/proc shows command lines: a file named after a nonce sent in the command once forged
+# the probe) can print a marker.
 # No process per section either: a `sed` prefixing each section's lines cost a node contract
 # more than all its tools (issue 28).
 NONCE = "--gpurig-nonce"

@@ -10,13 +10,11 @@ whose command differs from run to run is marked so, and read ahead no more."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import time
 from typing import Any
 
-from gpurig import __version__
 from gpurig.data.tables import table
 from gpurig.read.bounded import start, stop
 from gpurig.spec import runtime
@@ -30,8 +28,7 @@ class Ahead:
     `source` (a spec file, or an inventory), if a command was kept for them."""
 
     def __init__(self, source: bytes, as_host: str | None, mode: str) -> None:
-        shape = f"{__version__}\0{mode}\0{os.geteuid()}\0{as_host}\0".encode()
-        self.name = f"read.{hashlib.sha256(shape + source).hexdigest()[:32]}"
+        self.name = runtime.named("read", mode, str(os.geteuid()), str(as_host), source)
         self.kept: Any = runtime.kept(self.name)
         self.proc: subprocess.Popen[bytes] | None = None
         self.deadline = 0.0

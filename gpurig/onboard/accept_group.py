@@ -25,7 +25,6 @@ from gpurig.read.nccl_group import (
     Member,
     Refused,
     check_listed,
-    check_specs,
     judge_group,
     place,
 )
@@ -58,14 +57,12 @@ def ran_in(first: Host) -> str:
 
 
 def measure_group(group: str, hosts: Sequence[Host], cache: Path) -> GroupAccepted:
-    """Read every host's GPUs, then run and judge the all-reduce from the first host. Raises
-    Refused (nothing touched) where the specs rule it out, or (nothing run) where a host lists
-    no GPU."""
+    """Read every host's GPUs, then run and judge the all-reduce from the first host, for a
+    group whose specs `check_specs` passed (the CLI checks them before anything loads). Raises
+    Refused (nothing run) where a host lists no GPU."""
     from gpurig.remote.drift import probe_hosts  # pyinfra's API: loaded only when hosts are read
 
-    specs = [(h.name, normalise(h.spec)) for h in hosts]
-    check_specs(group, specs)
-    first, spec = hosts[0], specs[0][1]
+    first, spec = hosts[0], normalise(hosts[0].spec)
     engine, container, image = place(spec)
     fact = UserGroupAllReduce if is_user(spec) else GroupAllReduce
     where = ran_in(first)

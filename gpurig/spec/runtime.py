@@ -25,10 +25,13 @@ def directory() -> Path | None:
     return Path(runtime, "gpurig") if runtime else None
 
 
-def _name(text: str) -> str:
-    """The copy's name: the text's and this gpurig's (a parse is this version's)."""
-    digest = hashlib.sha256(f"{__version__}\0{text}".encode())
-    return f"spec.{digest.hexdigest()[:32]}"
+def named(kind: str, *parts: str | bytes) -> str:
+    """A copy's name: its kind and a digest of what it was worked out from, and of this
+    gpurig (what one version worked out is that version's)."""
+    digest = hashlib.sha256(__version__.encode())
+    for part in parts:
+        digest.update(b"\0" + (part.encode() if isinstance(part, str) else part))
+    return f"{kind}.{digest.hexdigest()[:32]}"
 
 
 def kept(name: str) -> Any | None:
@@ -51,9 +54,9 @@ def keep(name: str, value: Any, stale: str) -> None:
 
 def kept_parse(text: str) -> Any | None:
     """The data `text` parsed to on an earlier run, or None."""
-    return kept(_name(text))
+    return kept(named("spec", text))
 
 
 def keep_parse(text: str, data: Any) -> None:
     """Keep the data `text` parses to for the next run."""
-    keep(_name(text), data, "spec.*")
+    keep(named("spec", text), data, "spec.*")
