@@ -1,12 +1,12 @@
 # gpurig's import check of one declared environment (facts.gpurig_repo.EnvImports): where each
 # named module resolves when the environment's own python starts in the checkout, as a job
 # started there would. POSIX sh; needs readlink, stat and id to tell who may
-# run that python (as root: only the one account able to change what it executes, through
+# run that python, walked as facts/safe_path.sh walks a path (as root: only the one account able to change what it executes, through
 # setpriv, in a PID namespace of its own: unshare).
 #
 # Arguments: CHECKOUT VENV MODULE...  (checked by EnvImports before they reach a command)
-# The run's nonce (facts/round_trip.py START), bounded() (BOUNDED) and writers()
-# (facts/writers.sh) come before it.
+# The run's nonce (facts/round_trip.py START), bounded() (BOUNDED), walk()
+# (facts/safe_path.sh) and writers() (facts/writers.sh) come before it.
 # Output: parts `--gpurig-part-NONCE LABEL`, each followed by its value: python, ran, run_as,
 # refused, report.
 set -u
@@ -59,14 +59,18 @@ import_runner() {
   me=$(id -u 2>/dev/null) || { REFUSED='no id to tell who this login is'; return; }
   for w in $(writers "$1"; writers "$2"; writers "$3"); do
     case $w in
-      "shared "*) REFUSED="other accounts may write ${w#shared }"; return ;;
-      "unknown "*) REFUSED="cannot tell who may change ${w#unknown } (no readlink or stat)"; return ;;
+      "refused "*) REFUSED=${w#refused }; return ;;
       0 | "$me") ;;
       *) case " $others " in *" $w "*) ;; *) others="$others $w" count=$((count + 1)) ;; esac ;;
     esac
   done
   others=${others# }
-  if [ "$count" = 0 ]; then return; fi
+  if [ "$count" = 0 ]; then
+    # Root's alone: run from the walked checkout, the python by its walked name (a venv's
+    # python finds its environment by the name it is run by), so no link is re-read.
+    walk "$3" && RUN_PY=$HELD && walk "$1" && RUN_IN=$CHECKED || return
+    return
+  fi
   if [ "$count" -gt 1 ]; then REFUSED="owned by several accounts (uids $others)"; return; fi
   if [ "$me" != 0 ]; then REFUSED="owned by uid $others, not by this login"; return; fi
   have setpriv || { REFUSED="owned by uid $others and no setpriv to run it as that account"; return; }
@@ -78,17 +82,19 @@ import_runner() {
   RUN_AS=$others
 }
 
-out='' RUN_AS='' REFUSED='' ran=no
+out='' RUN_AS='' REFUSED='' ran=no RUN_PY=$PYTHON RUN_IN=$CHECKOUT
 if [ -x "$PYTHON" ] && [ -d "$CHECKOUT" ]; then
   import_runner "$CHECKOUT" "$VENV" "$PYTHON"
   if [ -n "$REFUSED" ]; then :
   elif [ -n "$RUN_AS" ]; then
     gid=$(id -g "$RUN_AS" 2>/dev/null) || REFUSED="uid $RUN_AS has no account"
-    [ -z "$REFUSED" ] && out=$(cd "$CHECKOUT" && bounded unshare --pid --fork --kill-child \
+    # Root neither enters nor resolves the account's paths: the account does, as itself.
+    [ -z "$REFUSED" ] && out=$(cd / && bounded unshare --pid --fork --kill-child \
       setpriv --reuid="$RUN_AS" --regid="$gid" --clear-groups --reset-env \
-      "$PYTHON" -c "$IMPORTS_PY" "$@" 2>/dev/null </dev/null | head -c "$MAX_REPORT")
+      /bin/sh -c 'cd -- "$1" && shift && exec "$@"' sh "$CHECKOUT" \
+      "$PYTHON" -c "$IMPORTS_PY" "$@" </dev/null | head -c "$MAX_REPORT")
   else
-    out=$(cd "$CHECKOUT" && bounded "$PYTHON" -c "$IMPORTS_PY" "$@" 2>/dev/null </dev/null |
+    out=$(cd "$RUN_IN" && bounded "$RUN_PY" -c "$IMPORTS_PY" "$@" 2>/dev/null </dev/null |
       head -c "$MAX_REPORT")
   fi
   [ -z "$REFUSED" ] && ran=yes

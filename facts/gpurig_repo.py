@@ -14,7 +14,10 @@ from gpurig.facts.round_trip import BOUNDED, START, Sectioned, part_text
 from gpurig.read import node_parse
 
 GIT_CHANGES = Path(__file__).with_name("git_changes.sh").read_text(encoding="utf-8")
-WRITERS = Path(__file__).with_name("writers.sh").read_text(encoding="utf-8")
+WRITERS = "\n".join(
+    Path(__file__).with_name(name).read_text(encoding="utf-8")
+    for name in ("safe_path.sh", "writers.sh")
+)
 # Written into a venv after a successful install: the lockfile's sha256 and the kept packages.
 LOCK_MARKER = ".gpurig-lock.sha256"
 # Lines gpurig owns in the checkout's .git/info/attributes (untracked, so the tree stays clean).
@@ -55,13 +58,14 @@ class RepoState(Reader[dict[str, Any]]):
             WRITERS,
             f"p={p}",
             "T=$(printf '\\t')",
-            # writers() moves $p as it climbs (sh has no locals): git_writers first.
             f'w=$(git_writers "$p"; writers "$p"{venv_writers})',
             'printf "%s\\n" "$w" | sed -n "s/^./writers$T&/p"',
             'if [ ! -e "$p" ]; then echo "exists${T}0"; exit 0; fi',
             'echo "exists${T}1"',
             # As root, no git at all where another account can change what git reads.
             '[ "$(id -u)" != 0 ] || [ -z "$(printf "%s\\n" "$w" | grep -vx 0)" ] || exit 0',
+            # ... and there, git runs in the checkout as walked: nobody can re-point it.
+            '[ "$(id -u)" != 0 ] || { walk "$p" && p=$CHECKED; } || exit 0',
             'if [ ! -e "$p/.git" ]; then echo "checkout${T}0"; exit 0; fi',
             'top=$(git -C "$p" rev-parse --show-toplevel 2>/dev/null)',
             'real=$(cd "$p" 2>/dev/null && pwd -P)',

@@ -74,12 +74,14 @@ def _refusals(path: str, url: str, state: Mapping[str, Any]) -> list[Change]:
 
 def _others(writers: list[str]) -> str | None:
     """Who besides root can change a checkout, its git directory or its environment
-    (RepoState's `writers`: uids, `shared PATH`, `unknown PATH`, `linked PATH`), said plainly;
-    None when root alone can."""
+    (RepoState's `writers`: uids, `refused WHY`, `shared PATH`, `unknown PATH`, `linked PATH`),
+    said plainly; None when root alone can."""
     said = []
     for word in writers:
         kind, _, where = word.partition(" ")
-        if kind == "shared":
+        if kind == "refused":
+            said.append(where)
+        elif kind == "shared":
             said.append(f"a group or other accounts may write {where}")
         elif kind == "unknown":
             said.append(f"cannot tell who may change {where} (no readlink, stat or find)")

@@ -6,7 +6,6 @@ owned by real other uids, the fact's command as root."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,10 +27,11 @@ pytestmark = pytest.mark.skipif(
 
 
 def environment(place: Path, checkout_uid: int, venv_uid: int, mode: int = 0o755) -> Path:
-    """A checkout with a planted json.py, and an environment whose python is this one."""
+    """A checkout with a planted json.py, and an environment whose python is the system's
+    (one another account can run: an account resolves its own paths as itself)."""
     checkout, venv = place / "code", place / "venv"
     (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").symlink_to(sys.executable)
+    (venv / "bin" / "python").symlink_to("/usr/bin/python3")
     checkout.mkdir()
     (checkout / "json.py").write_text(PLANTED)
     for path, uid in ((checkout, checkout_uid), (checkout / "json.py", checkout_uid)):
@@ -86,9 +86,20 @@ def test_a_checkout_others_can_change_is_not_run_at_all(
     assert why in finding.actual
 
 
-def test_a_checkout_under_a_shared_directory_is_refused(tmp_path: Path) -> None:
-    """pytest's tmp_path lies under /tmp (mode 1777): anyone could have made the checkout."""
+def test_a_checkout_under_a_shared_directory_is_refused(private_dir: Path) -> None:
+    """A directory a group may write: anyone in it could have made or swapped the checkout."""
+    shared = private_dir / "shared"
+    shared.mkdir()
+    shared.chmod(0o775)
+    checkout = environment(shared, 0, 0)
+    entry = check_imports(checkout)
+    assert entry["refused"] == f"a group or other accounts may write {shared}"
+    assert not entry["ran"] and ran_as(checkout) is None
+
+
+def test_a_root_checkout_in_a_sticky_directory_is_roots(tmp_path: Path) -> None:
+    """pytest's tmp_path lies under /tmp (mode 1777) in root's own entry: no one else can
+    move or replace it, so it is root's alone and runs as root."""
     checkout = environment(tmp_path, 0, 0)
     entry = check_imports(checkout)
-    assert entry["refused"].startswith("other accounts may write /tmp")
-    assert ran_as(checkout) is None
+    assert entry["refused"] is None and entry["run_as"] is None and entry["ran"]

@@ -68,12 +68,13 @@ NOISE = re.compile(r"^(/etc/ld\.so\.|/lib|/usr/lib|/usr/share/locale|/dev/null$|
                    r"/etc/group$|/proc/sys/kernel/random/uuid$)")  # fmt: skip
 # This login's own identity (`id -u`), asked by the login fact and by the import check to know
 # whether it runs as root: the reading process's, not the host's state. And who may change a
-# path (facts/writers.sh: `readlink -f`, then `stat -c '%u %a'` up to /), asked by the
+# path (facts/safe_path.sh: `stat -c '%u %a %F'` of each component from /, `readlink` of a
+# link on the way), asked by the
 # checkout's read (the converge's repo.writable) and by the import check, which acts on its
 # answer in the same shell (whom it runs the environment's python as), so it cannot take
 # another fact's.
 SHARED = {("id", "-u")}
-PERMISSION_CHECKS = (("readlink", "-f", "--"), ("stat", "-c", "%u %a", "--"))
+PERMISSION_CHECKS = (("readlink", "--"), ("stat", "-c", "%u %a %F", "--"))
 
 _NOT_A_READ = ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_APPEND", "O_DIRECTORY")
 _STRING = r'"((?:[^"\\]|\\.)*)"'

@@ -8,7 +8,6 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -54,9 +53,10 @@ def owned_venv(private_dir: Path) -> Iterator[Path]:
     """A venv of NOBODY's whose site-packages holds DAEMON_PTH; its checkout beside it. Any
     process the plant leaves (on a read that does not contain it) is killed afterwards."""
     venv, checkout = private_dir / "venv", private_dir / "code"
-    site = venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}" / "site-packages"
+    # The system's python: the account resolves the paths it runs as itself.
+    base = Path("/usr/bin/python3").resolve()
+    site = venv / "lib" / base.name / "site-packages"
     site.mkdir(parents=True)
-    base = Path(sys._base_executable)
     (venv / "pyvenv.cfg").write_text(
         f"home = {base.parent}\ninclude-system-site-packages = false\n"
     )
