@@ -12,26 +12,56 @@ from pyinfra.api import deploy, operation
 from gpurig.deploys.changes import apply
 from gpurig.deploys.snapshot import read
 from gpurig.facts.gpurig_cleanup import RAY_PROCESSES
+from gpurig.facts.safe_path import SAFE_PATH
 from gpurig.plans import cleanup as plan
 from gpurig.plans.change import Change
 
-# A core file is still an ELF file right before it goes (a name alone proves nothing).
-ELF = '[ "$(od -An -tx1 -N4 "$p" | tr -d " \\n")" = 7f454c46 ] && '
+# Removes $2 if it is still what was found, checked by whoever removes it right before:
+# $1 `d` a directory, `f` a regular file, `c` a regular file that is a core file (its ELF
+# magic, read without following a link or waiting on a FIFO, within 5 s), never a link.
+_GONE = r"""
+case $1 in
+  d) [ -d "$2" ] && [ ! -L "$2" ] && exec rm -rf -- "$2" ;;
+  f | c) [ -f "$2" ] && [ ! -L "$2" ] || exit 0
+    if [ "$1" = c ]; then
+      m=$(timeout 5 dd if="$2" bs=4 count=1 iflag=nonblock,nofollow 2>/dev/null | od -An -tx1)
+      [ "$(printf %s "$m" | tr -d ' \n')" = 7f454c46 ] || exit 0
+    fi
+    exec rm -f -- "$2" ;;
+esac
+exit 0
+"""
+# gone KIND PATH: as root, PATH's directory walked (facts/safe_path.sh): in root's alone,
+# removed there by root, or by the owner of the directory found there; in another account's,
+# removed by that account on the declared path (its permissions resolve its links); elsewhere
+# left alone, saying why.
+_GONE_AS = r"""
+gone() {
+  d=${2%/*}; n=${2##*/}; [ -n "$d" ] || d=/
+  as='' p=$2
+  if [ "$(id -u)" = 0 ]; then
+    walk "$d" || { printf 'gpurig: left %s alone: %s\n' "$2" "$REFUSED" >&2; return 0; }
+    as=$OWNER
+    if [ -z "$as" ]; then
+      p=$CHECKED/$n
+      u=$(stat -c %u -- "$p" 2>/dev/null) && [ "$1" = d ] && [ "$u" != 0 ] && as=$u
+    fi
+  fi
+  if [ -z "$as" ]; then /bin/sh -c "$GONE" sh "$1" "$p"; return; fi
+  setpriv --reuid="$as" --regid="$(id -g -- "$as" 2>/dev/null || echo "$as")" --clear-groups \
+    --reset-env /bin/sh -c "$GONE" sh "$1" "$p"
+}
+"""
 
 
-def _remove(paths: Sequence[str], freed: str, recursive: bool = False, also: str = "") -> str:
-    """rm each path only if it is still what was found, checked in the same shell right before:
-    a directory or regular file, not a symlink, in a parent directory reached without symlinks
-    (so a name swapped or a parent replaced meanwhile is left alone)."""
-    kind = "-d" if recursive else "-f"
-    flags = "-rf" if recursive else "-f"
-    checks = " ".join(
-        f'p={shlex.quote(p)}; d=$(dirname -- "$p"); '
-        f'if [ {kind} "$p" ] && [ ! -L "$p" ] && [ "$(cd -P -- "$d" 2>/dev/null && pwd)" = "$d" ]; '
-        f'then {also}rm {flags} -- "$p"; fi;'
-        for p in paths
+def _remove(paths: Sequence[str], freed: str, kind: str = "f") -> str:
+    """Remove each path only if it is still what was found, by the account whose place it is
+    (gone), and say what was freed."""
+    each = "\n".join(f"gone {kind} {shlex.quote(p)}" for p in paths)
+    return (
+        f"{SAFE_PATH}\nGONE={shlex.quote(_GONE)}\n{_GONE_AS}\n{each}\n"
+        f"echo {shlex.quote(f'gpurig: freed {freed}')}"
     )
-    return f"{checks} echo {shlex.quote(f'gpurig: freed {freed}')}"
 
 
 def commands(change: Change) -> str:
@@ -42,12 +72,12 @@ def commands(change: Change) -> str:
         return (
             f"if pgrep -f {shlex.quote(RAY_PROCESSES)} >/dev/null; "
             "then echo 'gpurig: Ray started meanwhile; /tmp/ray left alone'; "
-            f"else {_remove(sorted(stale), freed, recursive=True)}; fi"
+            f"else {_remove(sorted(stale), freed, 'd')}; fi"
         )
     if change.id == "cleanup.core_files":
         files = data["files"]
         freed = f"{len(files)} core files, {sum(files.values())} bytes"
-        return _remove(sorted(files), freed, also=ELF)
+        return _remove(sorted(files), freed, "c")
     if change.id == "cleanup.editable_finders":
         finders = data["finders"]
         paths = sorted({p for finder, pths in finders.items() for p in (finder, *pths)})
@@ -55,7 +85,7 @@ def commands(change: Change) -> str:
             paths, f"{len(finders)} stale editable finders: {', '.join(sorted(finders))}"
         )
     cache = data["cache"]
-    return _remove([cache["path"]], f"{plan.FLASHINFER_CACHE}, {cache['kib']} KiB", recursive=True)
+    return _remove([cache["path"]], f"{plan.FLASHINFER_CACHE}, {cache['kib']} KiB", "d")
 
 
 @operation()

@@ -23,6 +23,7 @@ from typing import Any
 from pyinfra import logger
 from pyinfra.api import FileUploadCommand, StringCommand
 
+from gpurig.facts.safe_path import SAFE_PATH
 from gpurig.spec.user_scope import BEGIN, END, LOGIN_FILE_SH, shell_path
 
 STAGE_DIR = "/tmp"
@@ -85,40 +86,9 @@ def stage(data: bytes) -> tuple[str, list[object]]:
     return path, [make, StagedUpload(data, path)]
 
 
-# Who writes a file whose directory is PARENT (sets AS and REFUSED; POSIX sh). A login that is
-# not root writes as itself. Root writes where only root can change PARENT and every directory
-# above it; where one other account can (its home), it writes as that account (setpriv), so a
-# path that account swaps (a link to /etc/shadow) leads only where it could write itself; where
-# a group, other accounts or several accounts can, nobody writes. A sticky directory above
-# PARENT (/tmp) protects the entries of the accounts walked so far; PARENT itself must not be
-# writable by a group or others at all.
-_WHO_PLACES = r"""
-who_places() {
-  AS='' REFUSED=''
-  [ "$(id -u)" = 0 ] || return 0
-  d=$1 first=1
-  while [ ! -e "$d" ] && [ "$d" != / ]; do d=${d%/*}; [ -n "$d" ] || d=/; done
-  d=$(readlink -f -- "$d" 2>/dev/null) || { REFUSED="cannot resolve $1 (no readlink)"; return; }
-  while :; do
-    info=$(stat -c '%u %a' -- "$d" 2>/dev/null) || { REFUSED="cannot stat $d"; return; }
-    case ${info#* } in
-      [1357]?[2367]? | [1357]??[2367])  # sticky: others cannot move what they do not own
-        [ $first = 0 ] || { REFUSED="other accounts may write $d"; return; } ;;
-      *[2367]? | *[2367]) REFUSED="a group or other accounts may write $d"; return ;;
-    esac
-    uid=${info%% *}
-    if [ "$uid" != 0 ] && [ "$uid" != "${AS:-$uid}" ]; then
-      REFUSED="several accounts own the directories above $1 (uids $AS and $uid)"; return
-    fi
-    [ "$uid" = 0 ] || AS=$uid
-    [ "$d" = / ] && return
-    first=0 d=${d%/*}; [ -n "$d" ] || d=/
-  done
-}
-"""
-# The placing steps run as the account that owns the directory: its own mkdir, install, cat
-# (from root's pipe: the stage stays root's), chgrp and rename. Arguments: PARENT MODE TMP DEST
-# GROUP.
+# The placing steps run as the account that can change the directory: its own mkdir, install,
+# cat (from root's pipe: the stage stays root's), chgrp and rename, on the declared path, which
+# that account resolves with its own permissions. Arguments: PARENT MODE TMP DEST GROUP.
 _AS_OWNER = (
     'mkdir -p -- "$1" && install -m "$2" /dev/null "$3" && cat > "$3" && '
     '{ [ -z "$5" ] || chgrp -- "$5" "$3"; } && mv -f -- "$3" "$4" || '
@@ -128,17 +98,19 @@ _AS_OWNER = (
 
 def put(data: bytes, dest: str, mode: str, owner: str | None = None) -> Iterator[object]:
     """Write `data` to `dest` with `mode` (and `owner`) atomically: stage, upload, place. As
-    root in a directory another account can change, it places as that account (_WHO_PLACES)
-    and refuses where that is not the declared owner: root never follows a path they swap."""
+    root, the directory is walked (facts/safe_path.sh): where root alone can change it, root
+    places the file in the walked directory; where one other account can, that account places
+    it (setpriv), and only if it is the declared owner; otherwise nobody does. Root never
+    writes in another account's directory, nor follows a link that account could re-point."""
     path, steps = stage(data)
     yield from steps
-    q_stage, q_dest = shlex.quote(path), shlex.quote(dest)
-    # Named after the stage: two runs never share one.
-    tmp = shlex.quote(f"{dest}.{PurePosixPath(path).name}")
-    parent = str(PurePosixPath(dest).parent)
-    q_parent = shlex.quote(parent)
+    q_stage = shlex.quote(path)
+    parent, name = str(PurePosixPath(dest).parent), PurePosixPath(dest).name
+    q_parent, q_name = shlex.quote(parent), shlex.quote(name)
+    # A name of its own, unrelated to the stage's (which anyone can list in /tmp).
+    q_tmp = shlex.quote(f"{name}.gpurig-{secrets.token_hex(8)}")
     user, _, group = (owner or "").partition(":")
-    chown = f"chown {shlex.quote(owner)} {tmp} && " if owner else ""
+    chown = f'chown -h {shlex.quote(owner)} "$t" && ' if owner else ""
     failed = shlex.quote(f"gpurig: could not write {dest}, the old file is unchanged:")
     owner_check = (
         f'elif [ -n "$AS" ] && [ "$(id -u -- {shlex.quote(user)} 2>/dev/null)" != "$AS" ]; '
@@ -147,18 +119,19 @@ def put(data: bytes, dest: str, mode: str, owner: str | None = None) -> Iterator
         else ""
     )
     yield StringCommand(
-        f"{_WHO_PLACES}\nwho_places {q_parent}; rc=0\n"
+        f"{SAFE_PATH}\nAS='' REFUSED='' CHECKED={q_parent} rc=0\n"
+        f'if [ "$(id -u)" = 0 ]; then walk {q_parent}; AS=$OWNER; fi\n'
         'if [ -n "$REFUSED" ]; then rc=1\n'
         f"{owner_check}"
         'elif [ -n "$AS" ] && ! command -v setpriv >/dev/null 2>&1; then '
         'REFUSED="no setpriv to write as uid $AS, who can change it"; rc=1\n'
         'elif [ -n "$AS" ]; then '
         f'cat {q_stage}/upload | setpriv --reuid="$AS" --regid="$(id -g -- "$AS")" '
-        f"--init-groups --reset-env sh -c {shlex.quote(_AS_OWNER)} sh {q_parent} {mode} "
-        f"{tmp} {q_dest} {shlex.quote(group)}; rc=$?\n"
-        f"else mkdir -p {q_parent} && install -m {mode} /dev/null {tmp} && "
-        f"cat {q_stage}/upload > {tmp} && {chown}mv -f {tmp} {q_dest}; rc=$?\n"
-        "[ $rc -eq 0 ] || rm -f " + tmp + "\nfi\n"
+        f"--init-groups --reset-env /bin/sh -c {shlex.quote(_AS_OWNER)} sh {q_parent} {mode} "
+        f"{q_parent}/{q_tmp} {q_parent}/{q_name} {shlex.quote(group)}; rc=$?\n"
+        f'else t="$CHECKED"/{q_tmp}; mkdir -p -- "$CHECKED" && install -m {mode} /dev/null "$t" '
+        f'&& cat {q_stage}/upload > "$t" && {chown}mv -f -- "$t" "$CHECKED"/{q_name}; rc=$?\n'
+        '[ $rc -eq 0 ] || rm -f -- "$t"\nfi\n'
         f"rm -rf {q_stage}\n"
         f'if [ $rc -ne 0 ]; then echo {failed} "${{REFUSED:-$({_free(parent)})}}" >&2; '
         "exit $rc; fi"

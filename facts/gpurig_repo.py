@@ -11,13 +11,11 @@ from typing import Any
 
 from gpurig.facts.reader import Reader
 from gpurig.facts.round_trip import BOUNDED, START, Sectioned, part_text
+from gpurig.facts.safe_path import SAFE_PATH
 from gpurig.read import node_parse
 
 GIT_CHANGES = Path(__file__).with_name("git_changes.sh").read_text(encoding="utf-8")
-WRITERS = "\n".join(
-    Path(__file__).with_name(name).read_text(encoding="utf-8")
-    for name in ("safe_path.sh", "writers.sh")
-)
+WRITERS = SAFE_PATH + Path(__file__).with_name("writers.sh").read_text(encoding="utf-8")
 # Written into a venv after a successful install: the lockfile's sha256 and the kept packages.
 LOCK_MARKER = ".gpurig-lock.sha256"
 # Lines gpurig owns in the checkout's .git/info/attributes (untracked, so the tree stays clean).
