@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import PurePosixPath
 from typing import Any
 
 from pyinfra.api import deploy, operation
@@ -21,6 +20,7 @@ from gpurig.facts.gpurig_repo import (
     LOCK_MARKER,
     attributes_file,
 )
+from gpurig.facts.safe_path import SAFE_PATH
 from gpurig.plans import repos as plan
 from gpurig.plans.change import Change
 from gpurig.plans.repos import env_marker, split_credential
@@ -44,102 +44,116 @@ def _q(*parts: str) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def _add_attributes(path: str, lines: Sequence[str]) -> str:
+# The checkout and its environment as the commands name them: shell variables that _guarded
+# sets to the walked paths (facts/safe_path.sh `checked`), so git, uv, pip and python run as
+# root only where root alone can change them, and on the path that was checked.
+P, V = '"$P"', '"$V"'
+
+
+def _guarded(data: dict[str, Any], command: str, cleanup: str = "") -> str:
+    """`command` after the walk of the checkout (and its environment): as root, it runs only
+    where root alone can change both, else the host's run fails saying why (after `cleanup`)."""
+    walks = [f"P=$(checked {_q(data['path'])})"]
+    if data.get("venv"):
+        walks.append(f"V=$(checked {_q(data['venv'])})")
+    return f"{SAFE_PATH}\n{' && '.join(walks)} || {{ {cleanup}exit 1; }}\n{command}"
+
+
+def _add_attributes(lines: Sequence[str]) -> str:
     """Append gpurig's lines to the checkout's info/attributes (not tracked, so no dirt)."""
     text = "".join(f"{line}\n" for line in lines)
     return (
-        f'{attributes_file(_q(path))} && mkdir -p "$(dirname "$a")" && '
+        f'{attributes_file(P)} && mkdir -p "$(dirname "$a")" && '
         f'printf %s {shlex.quote(text)} >> "$a"'
     )
 
 
-def _normalise(path: str) -> str:
+def _normalise() -> str:
     """Rewrite CRLF scripts that carry an eol=lf attribute with LF, naming each one. Only run
     on a tree without the user's changes; files git would call modified stay equal to the
     commit but for the CRs (facts/git_changes.sh tells them apart)."""
     return (
-        f"cd {_q(path)} && T=$(printf '\\t') && git ls-files --eol -- {_q(*LF_PATTERNS)} "
+        f"cd {P} && T=$(printf '\\t') && git ls-files --eol -- {_q(*LF_PATTERNS)} "
         '| sed -n "s/^[^$T]*w\\/crlf[^$T]*attr\\/[^$T]*eol=lf[^$T]*$T//p" '
         "| while IFS= read -r f; do sed -i 's/\\r$//' \"$f\" && "
         'echo "gpurig: LF line endings: $f"; done'
     )
 
 
-def _install(manager: str, path: str, lockfile: str, venv: str, keep: Sequence[str]) -> str:
+def _install(manager: str, lockfile: str, keep: Sequence[str]) -> str:
     if manager == "uv":
         skip = "".join(f" --no-install-package {shlex.quote(k)}" for k in keep)
-        return f"cd {_q(path)} && UV_PROJECT_ENVIRONMENT={_q(venv)} uv sync --locked --quiet{skip}"
-    python, lock = f"{venv}/bin/python", f"{path}/{lockfile}"
+        return f"cd {P} && UV_PROJECT_ENVIRONMENT={V} uv sync --locked --quiet{skip}"
+    python, lock = f"{V}/bin/python", f"{P}/{_q(lockfile)}"
     requirements = lock
     prefix = ""
     if keep:
-        requirements = f"{venv}/.gpurig-requirements.txt"
+        requirements = f"{V}/.gpurig-requirements.txt"
         script = shlex.quote(_FILTER)
-        prefix = f"{_q(python)} -c {script} {_q(lock, *keep)} > {_q(requirements)} && "
+        prefix = f"{python} -c {script} {lock} {_q(*keep)} > {requirements} && "
     return (
         # --force-reinstall: a changed lockfile is installed and hash-checked whole; pip checks
         # no hash of a package it finds already installed.
-        f"{prefix}cd {_q(path)} && {_q(python)} -m pip install --quiet "
+        f"{prefix}cd {P} && {python} -m pip install --quiet "
         "--disable-pip-version-check --require-hashes --no-deps --force-reinstall "
-        f"-r {_q(requirements)}"
+        f"-r {requirements}"
     )
 
 
-def _remote(url: str, command: Callable[[str], str]) -> Iterator[object]:
+def _remote(data: dict[str, Any], command: Callable[[str], str]) -> Iterator[object]:
     """`command(git)` for a git that talks to `url`'s remote. A credential in the URL is
     uploaded into a private stage (0700, its file 0600) and read there by git's own store
     helper, the only helper asked; the stage is removed right after, whatever the outcome."""
-    _, credential = split_credential(url)
+    _, credential = split_credential(data["url"])
     if credential is None:
-        yield command("git")
+        yield _guarded(data, command("git"))
         return
     stage, steps = writes.stage(f"{credential}\n".encode())
     yield from steps
     helper = shlex.quote(f"credential.helper=store --file={stage}/upload")
     git = f"git -c credential.helper= -c {helper}"
-    yield f"{command(git)}; rc=$?; rm -rf {shlex.quote(stage)}; exit $rc"
+    gone = f"rm -rf {shlex.quote(stage)}; "
+    yield _guarded(data, f"{command(git)}; rc=$?; {gone}exit $rc", cleanup=gone)
 
 
 def _checkout(data: dict[str, Any]) -> Iterator[object]:
     path, ref = data["path"], data["ref"]
     if data["fetch"]:
-        yield from _remote(
-            data["url"], lambda git: f"{git} -C {_q(path)} fetch --quiet --tags origin"
-        )
+        yield from _remote(data, lambda git: f"{git} -C {P} fetch --quiet --tags origin")
     if data["force"]:
         # git calls gpurig's own LF rewrites local changes and will not switch over them;
         # --force is safe only while the user has none, checked again in the same shell.
         refuse = shlex.quote(f"gpurig: {path} changed meanwhile; left alone")
-        yield (
-            f"{GIT_CHANGES}\nif git_changes {_q(path)} | grep -q '^dirt'; "
+        yield _guarded(
+            data,
+            f"{GIT_CHANGES}\nif git_changes {P} | grep -q '^dirt'; "
             f"then echo {refuse} >&2; exit 1; fi\n"
-            f"git -C {_q(path)} checkout --quiet --force --detach {_q(ref)}"
+            f"git -C {P} checkout --quiet --force --detach {_q(ref)}",
         )
     else:
-        yield f"git -C {_q(path)} checkout --quiet --detach {_q(ref)}"
+        yield _guarded(data, f"git -C {P} checkout --quiet --detach {_q(ref)}")
     if data["lf"]:
-        yield _normalise(path)
+        yield _guarded(data, _normalise())
 
 
 def _clone(data: dict[str, Any]) -> Iterator[object]:
-    path, url, ref = data["path"], data["url"], data["ref"]
-    parent = str(PurePosixPath(path).parent)
-    origin = split_credential(url)[0]  # what .git/config records
+    origin = split_credential(data["url"])[0]  # what .git/config records
     yield from _remote(
-        url,
+        data,
         lambda git: (
-            f"mkdir -p {_q(parent)} && {git} clone --quiet --no-checkout -- {_q(origin, path)}"
+            f'mkdir -p -- "$(dirname -- {P})" && '
+            f"{git} clone --quiet --no-checkout -- {_q(origin)} {P}"
         ),
     )
     if data["lf"]:
-        yield _add_attributes(path, LF_ATTRIBUTES)
-    yield f"git -C {_q(path)} checkout --quiet --detach {_q(ref)}"
+        yield _guarded(data, _add_attributes(LF_ATTRIBUTES))
+    yield _guarded(data, f"git -C {P} checkout --quiet --detach {_q(data['ref'])}")
     if data["lf"]:
-        yield _normalise(path)
+        yield _guarded(data, _normalise())
 
 
 def _environment(data: dict[str, Any]) -> Iterator[str]:
-    path, lockfile, venv, manager = data["path"], data["lockfile"], data["venv"], data["manager"]
+    lockfile, manager = data["lockfile"], data["manager"]
     tool = "uv" if manager == "uv" else "python3"
     yield (
         f"command -v {tool} >/dev/null || "
@@ -147,13 +161,13 @@ def _environment(data: dict[str, Any]) -> Iterator[str]:
     )
     if not data["has_venv"]:
         if manager == "uv":
-            yield f"uv venv --quiet --system-site-packages {_q(venv)}"
+            yield _guarded(data, f"uv venv --quiet --system-site-packages {V}")
         else:
-            yield f"python3 -m venv --system-site-packages {_q(venv)}"
-    yield _install(manager, path, lockfile, venv, data["keep"])
-    marker = shlex.quote(f"{venv}/{LOCK_MARKER}")
+            yield _guarded(data, f"python3 -m venv --system-site-packages {V}")
+    yield _guarded(data, _install(manager, lockfile, data["keep"]))
+    marker = f"{V}/{LOCK_MARKER}"
     keep = shlex.quote(env_marker("", data["keep"]))
-    yield f'echo "$(sha256sum < {_q(f"{path}/{lockfile}")} | cut -c1-64)"{keep} > {marker}'
+    yield _guarded(data, f'echo "$(sha256sum < {P}/{_q(lockfile)} | cut -c1-64)"{keep} > {marker}')
 
 
 def commands(change: Change) -> Iterator[object]:
@@ -164,13 +178,13 @@ def commands(change: Change) -> Iterator[object]:
         yield from _clone(data)
     elif change.id == "repo.credential":
         origin = split_credential(data["url"])[0]
-        yield f"git -C {_q(data['path'])} remote set-url origin {_q(origin)}"
+        yield _guarded(data, f"git -C {P} remote set-url origin {_q(origin)}")
     elif change.id == "repo.attributes":
-        yield _add_attributes(data["path"], data["attributes"])
+        yield _guarded(data, _add_attributes(data["attributes"]))
     elif change.id == "repo.ref":
         yield from _checkout(data)
     elif change.id == "repo.crlf":
-        yield _normalise(data["path"])
+        yield _guarded(data, _normalise())
     elif change.id == "repo.env":
         yield from _environment(data)
 

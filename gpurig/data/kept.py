@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import marshal
+import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -43,11 +44,13 @@ def keep(
 ) -> None:
     """Keep `value` as `name` (atomically: a run beside this one reads all of it or none),
     removing the copies `stale` (a glob) names but this one and the `others` written last.
-    Nothing is kept where it cannot be written, or of a value marshal cannot hold as it is (a
-    date)."""
+    Nothing is kept where it cannot be written, where read() would not trust it, or of a value
+    marshal cannot hold as it is (a date)."""
     with contextlib.suppress(OSError, ValueError):
         data = marshal.dumps(value)
         directory.mkdir(mode=mode, parents=False, exist_ok=True)
+        if not trusted(directory, os.geteuid(), stat.S_IFDIR):
+            return  # read() would not trust a copy there: nothing is written either
         copy = directory / f"{name}.{SUFFIX}"
         atomic_write(copy, data, 0o644)
         olds = [old for old in directory.glob(f"{stale}.{SUFFIX}") if old != copy]

@@ -1,8 +1,9 @@
 """Where what a node contract works out from its spec is kept between runs (gpurig.data.kept):
 the running account's runtime directory, cleared at boot (root: /run/gpurig; others:
-$XDG_RUNTIME_DIR/gpurig), or GPURIG_RUNTIME_DIR. A contract at every job start then loads no
-YAML parser for a spec that has not changed (the spec's parse), and starts its read before its
-checks are loaded (gpurig.node.ahead). A copy is trusted only as the account's own."""
+$XDG_RUNTIME_DIR/gpurig), or GPURIG_RUNTIME_DIR (for root, only where root alone can change
+it). A contract at every job start then loads no YAML parser for a spec that has not changed
+(the spec's parse), and starts its read before its checks are loaded (gpurig.node.ahead). A
+copy is trusted only as the account's own."""
 
 from __future__ import annotations
 
@@ -13,10 +14,18 @@ from typing import Any
 
 from gpurig import __version__
 from gpurig.data import kept as kept_copy
+from gpurig.safe_path import walk
 
 
 def directory() -> Path | None:
+    """As root, GPURIG_RUNTIME_DIR counts only where root alone can change it and every
+    directory on its way (gpurig.safe_path), and as the path that was walked: what root keeps
+    there is run (the read started ahead) and trusted at the next job start; elsewhere
+    nothing is kept."""
     explicit = os.environ.get("GPURIG_RUNTIME_DIR")
+    if explicit and os.geteuid() == 0:
+        walked = walk(explicit)
+        return Path(walked.checked) if walked.root_only else None
     if explicit:
         return Path(explicit)
     if os.geteuid() == 0:

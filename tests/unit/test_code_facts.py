@@ -242,7 +242,8 @@ def test_lockfile_that_does_not_match_the_project_fails_with_uvs_message(tmp_pat
     make_project(project, {"alpha": "1.0"}, {"alpha": ["1.0", "1.1"]})
     text = (project / "pyproject.toml").read_text()
     (project / "pyproject.toml").write_text(text.replace("alpha==1.0", "alpha==1.1"))
-    command = repos._install("uv", str(project), "uv.lock", str(project / ".venv"), [])
+    data = {"path": str(project), "venv": str(project / ".venv")}
+    command = repos._guarded(data, repos._install("uv", "uv.lock", []))
     proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
     assert proc.returncode != 0 and "needs to be updated" in proc.stderr
 

@@ -155,6 +155,8 @@ def test_an_origin_holding_its_credential_loses_it(private_dir: Path, forge: tup
         ["git", "clone", "-q", "-b", "main", url, str(checkout)], check=True
     )  # an older gpurig's
     texts = _converge(checkout, url, ref)
-    assert texts == [f"git -C {checkout} remote set-url origin {split_credential(url)[0]}"]
+    [text] = texts
+    assert text.endswith(f'git -C "$P" remote set-url origin {split_credential(url)[0]}')
+    assert f"P=$(checked {checkout})" in text  # on the walked checkout
     assert TOKEN not in (checkout / ".git" / "config").read_text()
     assert _converge(checkout, url, ref) == []

@@ -93,3 +93,35 @@ def test_no_runtime_directory_keeps_nothing(
     spec = tmp_path / "node.yaml"
     spec.write_text(SPEC)
     assert load_spec_file(spec, "n").spec["engine"] == "none"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the runtime directory root trusts")
+def test_root_takes_a_runtime_directory_only_where_root_alone_can_change_it(
+    private_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What root keeps there is run at the next job start (the read started ahead): a
+    GPURIG_RUNTIME_DIR another account could re-point or fill is not root's, and nothing is
+    kept (nor read) anywhere else instead."""
+    theirs = private_dir / "alice"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    (theirs / "run").symlink_to(private_dir / "roots")
+    (private_dir / "roots").mkdir()
+    (private_dir / "link").symlink_to(private_dir / "roots")
+    for where, found in (
+        (theirs / "run", None),  # her link to root's own directory
+        (theirs / "mine", None),
+        (Path("/tmp/gpurig-run"), None),  # anyone could make it first
+        (private_dir / "link", private_dir / "roots"),  # root's link: the walked path
+    ):
+        monkeypatch.setenv("GPURIG_RUNTIME_DIR", str(where))
+        assert runtime.directory() == found
+
+
+def test_nothing_is_kept_where_it_would_not_be_read(tmp_path: Path, run_dir: Path) -> None:
+    run_dir.mkdir(mode=0o700)
+    run_dir.chmod(0o777)
+    spec = tmp_path / "node.yaml"
+    spec.write_text(SPEC)
+    assert load_spec_file(spec, "n").spec["engine"] == "none"
+    assert copies(run_dir) == []
