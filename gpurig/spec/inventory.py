@@ -19,6 +19,7 @@ from gpurig import DEPLOY_ROOT
 from gpurig.spec.hostkeys import key_problem
 from gpurig.spec.model import normalise
 from gpurig.spec.schema_check import passes
+from gpurig.spec.secret_use import leaked_secrets
 from gpurig.spec.text_file import YamlRefused, check_text, read_text
 from gpurig.spec.user_scope import root_only
 
@@ -302,6 +303,7 @@ def _load_text(file: str, text: str) -> tuple[list[Problem], list[Host]]:
         for p in _missing_images(file, doc, ("hosts", host.name, "spec"), host.spec)
     ]
     missing += [p for host in hosts for p in _scope_problems(file, doc, data, host)]
+    missing += [p for host in hosts for p in _secret_problems(file, doc, data, host)]
     missing = list(dict.fromkeys(missing))  # one level's item, refused for two hosts: once
     return missing, hosts if not missing else []
 
@@ -559,17 +561,32 @@ def _lookup(value: Any, path: KeyPath) -> Any:
     return value
 
 
-def _scope_problems(file: str, doc: Any, data: Mapping[str, Any], host: Host) -> Iterator[Problem]:
-    """Root-only items of a user-scope host, each at the line of the level that declares it
-    (the host, then its groups last first, then the defaults)."""
+def _declaring(data: Mapping[str, Any], host: Host, path: KeyPath) -> KeyPath:
+    """The level whose spec declares `path` of `host`'s merged spec: the host, then its groups
+    last first, then the defaults (the host where none does)."""
     levels = [(("hosts", host.name), data["hosts"][host.name])]
     levels += [(("groups", g), data["groups"][g]) for g in reversed(host.groups)]
     levels.append((("defaults",), data.get("defaults", {})))
+    return next((p for p, level in levels if _declared(level, path)), levels[0][0])
+
+
+def _scope_problems(file: str, doc: Any, data: Mapping[str, Any], host: Host) -> Iterator[Problem]:
+    """Root-only items of a user-scope host, each at the line of the level that declares it."""
     for path, why in root_only(host.spec):
-        prefix = next((p for p, level in levels if _declared(level, path)), levels[0][0])
+        prefix = _declaring(data, host, path)
         where = (*prefix, "spec", *path)
         note = "" if prefix[0] == "hosts" else f" (host {host.name} has scope: user)"
         yield Problem(file, _line(doc, where), where, why + note)
+
+
+def _secret_problems(file: str, doc: Any, data: Mapping[str, Any], host: Host) -> Iterator[Problem]:
+    """A declared secret's value in a container's command or env would be on the engine's
+    command line and in its inspect output for every account that may ask: refused, pointing
+    at the secret's own file. A credential in a repo URL's query: refused (git would hold it
+    in its argv and .git/config)."""
+    for path, why in leaked_secrets(host.spec):
+        where = (*_declaring(data, host, path), "spec", *path)
+        yield Problem(file, _line(doc, where), where, why)
 
 
 def _missing_images(
