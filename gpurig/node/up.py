@@ -16,7 +16,6 @@ import logging
 import os
 import pwd
 import shlex
-import stat
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from gpurig.node.read import read_local
 from gpurig.plans import CHANGE_IDS
 from gpurig.plans.engine import PODMAN_SOCKET
 from gpurig.report.render import HostReport
+from gpurig.safe_path import walk
 from gpurig.spec.inventory import Host
 from gpurig.spec.model import normalise
 from gpurig.spec.user_scope import is_user
@@ -52,22 +52,29 @@ class Ready:
     converged: bool
 
 
+# What the caller's environment may name that root's converge would read or run: shell
+# start-up files, git's configuration (GIT_* too), where gpurig keeps what it runs next, the
+# search paths of python and the loader.
+CALLERS = frozenset(
+    ("BASH_ENV", "ENV", "XDG_CONFIG_HOME", "GPURIG_RUNTIME_DIR", "PYTHONPATH", "PYTHONHOME",
+     "PYTHONSTARTUP", "PYTHONUSERBASE", "LD_PRELOAD", "LD_LIBRARY_PATH")
+)  # fmt: skip
+
+
 @contextlib.contextmanager
 def root_environment() -> Iterator[None]:
     """As root, what drift's read does in its shell (facts/round_trip.py), for `up`'s lock and
-    converge too: the system PATH, no BASH_ENV or ENV, a HOME that is root's alone (else
-    root's own), `/` as the working directory. The caller's PATH entry, directory or HOME may
-    be another account's: no place to start root's commands from."""
+    converge too: the system PATH, none of the caller's CALLERS, a HOME that root alone can
+    change (else root's own), `/` as the working directory. The caller's PATH entry,
+    directory or HOME may be another account's: no place to start root's commands from."""
     saved, cwd = dict(os.environ), os.getcwd()
     os.environ["PATH"] = ROOT_PATH
-    for name in ("BASH_ENV", "ENV"):
-        os.environ.pop(name, None)
-    try:
-        home = os.lstat(os.environ.get("HOME") or "/nonexistent")
-        root_alone = stat.S_ISDIR(home.st_mode) and home.st_uid == 0 and not home.st_mode & 0o022
-    except OSError:
-        root_alone = False
-    if not root_alone:
+    for name in [n for n in os.environ if n in CALLERS or n.startswith("GIT_")]:
+        del os.environ[name]
+    home = walk(os.environ.get("HOME") or "/nonexistent")
+    if home.root_only and os.path.isdir(home.checked):
+        os.environ["HOME"] = home.checked
+    else:
         os.environ["HOME"] = pwd.getpwuid(0).pw_dir
     os.chdir("/")
     try:

@@ -77,7 +77,8 @@ def test_system_scope_resets_the_callers_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As root, the lock and the converge start nothing from the caller's PATH, BASH_ENV, ENV,
-    HOME or working directory (another account may own them), as drift's read does."""
+    HOME, git or runtime settings or working directory (another account may own them), as
+    drift's read does."""
     planted, ran = tmp_path / "bin", tmp_path / "planted-sh-ran"
     planted.mkdir()
     (planted / "sh").write_text(f'#!/bin/sh\ntouch {ran}\nexec /bin/sh "$@"\n')
@@ -89,11 +90,15 @@ def test_system_scope_resets_the_callers_environment(
     monkeypatch.setenv("BASH_ENV", str(tmp_path / "rc"))
     monkeypatch.setenv("ENV", str(tmp_path / "rc"))
     monkeypatch.setenv("HOME", str(home))
+    callers = ("GIT_CONFIG_GLOBAL", "GIT_DIR", "XDG_CONFIG_HOME", "GPURIG_RUNTIME_DIR")
+    for name in callers:
+        monkeypatch.setenv(name, str(tmp_path / "theirs"))  # git's config, gpurig's runtime
     monkeypatch.chdir(tmp_path)
     seen = {}
 
     def read_local(host: object) -> None:
-        seen.update({k: os.environ.get(k) for k in ("PATH", "BASH_ENV", "ENV", "HOME")})
+        names = ("PATH", "BASH_ENV", "ENV", "HOME", *callers)
+        seen.update({k: os.environ.get(k) for k in names})
         seen["cwd"] = os.getcwd()
         raise UpError("read")
 
@@ -103,7 +108,8 @@ def test_system_scope_resets_the_callers_environment(
     with pytest.raises(UpError, match="read"):
         up(load_spec_file(spec, "node"), print)
     assert not ran.exists()  # the lock's sh was the system's
-    assert seen == {"PATH": ROOT_PATH, "BASH_ENV": None, "ENV": None, "HOME": "/root", "cwd": "/"}
+    assert seen == {"PATH": ROOT_PATH, "BASH_ENV": None, "ENV": None, "HOME": "/root", "cwd": "/",
+                    **dict.fromkeys(callers)}  # fmt: skip
     assert os.getcwd() == str(tmp_path) and os.environ["HOME"] == str(home)  # restored after
 
 
