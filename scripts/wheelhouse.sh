@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds the wheelhouse a node installs gpurig from without reaching PyPI (README: Installing
-# gpurig on a node): gpurig's wheel, its locked runtime dependencies as wheels checked against
-# uv.lock's hashes, and their requirements.txt, all in DIR. Run it from the checkout after
+# gpurig on a node): gpurig's wheel (built by the backend pinned by hash in
+# build-constraints.txt), its locked runtime dependencies as wheels checked against uv.lock's
+# hashes, and one requirements.txt with every wheel's hash, gpurig's too, all in DIR. Run it from the checkout after
 # `sh scripts/setup.sh`, where PyPI (or the site's mirror) is reachable; the wheels fit nodes
 # with this machine's Python version and architecture.
 set -eu
@@ -22,7 +23,8 @@ fi
 export UV_PYTHON_DOWNLOADS=never
 
 rm -f "$out"/gpurig-*.whl
-uv build --quiet --wheel --out-dir "$out"
+uv build --quiet --wheel --out-dir "$out" --require-hashes \
+    --build-constraints scripts/build-constraints.txt
 uv export --quiet --frozen --no-dev --no-emit-project --format requirements-txt \
     -o "$out/requirements.txt"
 # pip downloads by hash; a throwaway venv brings its own pip (python3-venv, setup.sh's).
@@ -31,4 +33,9 @@ trap 'rm -rf "$pip"' EXIT
 python3 -m venv "$pip"
 "$pip/bin/pip" download --quiet --no-deps --require-hashes --only-binary :all: \
     -r "$out/requirements.txt" -d "$out"
+# gpurig's own wheel, by the hash of the file just built: installed with the others, checked.
+for wheel in "$out"/gpurig-*.whl; do
+    version=$(basename "$wheel" | cut -d- -f2)
+    echo "gpurig==$version --hash=sha256:$(sha256sum "$wheel" | cut -c1-64)" >>"$out/requirements.txt"
+done
 echo "wheelhouse: $out: $(ls "$out"/*.whl | wc -l) wheels and requirements.txt"

@@ -33,6 +33,11 @@ def test_the_readmes_node_install_runs_as_written(sandbox: Sandbox, tmp_path: Pa
     house = here.replace("wheels/", f"{tmp_path}/wheels/")
     built = subprocess.run(["sh", "-euc", house], cwd=REPO_ROOT, capture_output=True, text=True)
     assert built.returncode == 0, built.stderr[-3000:]
+    # gpurig's own wheel installs by its hash too: one requirements file, every line pinned
+    lines = (tmp_path / "wheels" / "requirements.txt").read_text().splitlines()
+    pinned = [line for line in lines if line and not line.startswith((" ", "#"))]
+    assert any(line.startswith("gpurig==") for line in pinned)
+    assert all("--hash=sha256:" in line or line.endswith("\\") for line in pinned)
     root = remote(sandbox, HOST)
     root.check_output(
         f"rm -rf /opt/gpurig /usr/local/bin/gpurig {WORK} && mkdir -p {WORK} && "
