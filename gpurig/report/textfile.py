@@ -18,6 +18,8 @@ gpurig could not read has no zeros: nothing was judged there, and `last_run_succ
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 import time
 from collections import Counter
@@ -32,6 +34,7 @@ from gpurig.checks.finding import Severity
 from gpurig.fsutil import atomic_write
 from gpurig.plans import CHANGE_IDS
 from gpurig.report.render import HostReport
+from gpurig.safe_path import walk
 
 FILENAME = "gpurig_drift.prom"
 SEVERITIES: tuple[str, ...] = get_args(Severity)
@@ -186,7 +189,14 @@ def written(
 def write(directory: Path, text: str) -> Path:
     """`directory/gpurig_drift.prom`, replaced atomically: the temp file (`.gpurig_drift.prom.*`,
     which the collector's `*.prom` never matches) lives in the same directory, then is renamed.
-    Mode 0644: node_exporter runs as its own user."""
+    Mode 0644: node_exporter runs as its own user. As root, only in a directory root alone can
+    change (gpurig.safe_path), at its walked path: never through another account's link."""
+    if os.geteuid() == 0:
+        walked = walk(str(directory))
+        if not walked.root_only:
+            why = walked.refused or f"uid {walked.owner} can change it"
+            raise PermissionError(errno.EPERM, f"root writes only where root alone can: {why}")
+        directory = Path(walked.checked)
     path = directory / FILENAME
     atomic_write(path, text, 0o644)
     return path

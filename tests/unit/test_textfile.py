@@ -214,3 +214,26 @@ def test_cli_refuses_a_missing_directory_before_reading_anything(tmp_path: Path)
     result = CliRunner().invoke(main, args)
     assert (result.exit_code, result.stdout) == (2, "")
     assert "does not exist" in result.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="what root writes")
+def test_root_writes_the_file_only_where_root_alone_can(private_dir: Path) -> None:
+    """A node contract's --textfile as root: never into, nor through a link of, a directory
+    another account can change (she would re-point it at a root file)."""
+    theirs = private_dir / "alice"
+    theirs.mkdir()
+    os.chown(theirs, 65534, 65534)
+    (private_dir / "collector").mkdir()
+    (theirs / "collector").symlink_to(private_dir / "collector")
+    for where in (theirs, theirs / "collector"):
+        with pytest.raises(PermissionError, match="uid 65534 can change it"):
+            textfile.write(where, "gpurig_up 1\n")
+    assert (
+        list((private_dir / "collector").iterdir()) == []
+        and not (theirs / textfile.FILENAME).exists()
+    )
+    (private_dir / "link").symlink_to(private_dir / "collector")
+    assert (
+        textfile.write(private_dir / "link", "x 1\n")
+        == private_dir / "collector" / textfile.FILENAME
+    )
