@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from gpurig.deploys.cleanup import commands as cleanup_commands
+from gpurig.deploys.repos import commands as repos_commands
 from gpurig.deploys.writes import put
 from gpurig.facts.gpurig_repo import EnvImports, RepoState
 from gpurig.plans.change import Change
@@ -247,3 +248,21 @@ def test_a_file_placed_for_an_owner_is_hers_in_her_own_directory(places: dict[st
     placed = (home / ".kube" / "config").stat()
     assert (placed.st_uid, placed.st_mode & 0o777) == (ALICE, 0o600)
     assert (home / ".kube").stat().st_uid == ALICE
+
+
+def test_each_converge_command_in_a_checkout_walks_it_again(places: dict[str, Path]):
+    """The read found root's checkout; by the converge's command, alice's link leads there:
+    the command's own walk refuses before git runs."""
+    home, marker = places["home"], places["home"] / "ran-as"
+    roots = _checkout(places["root"] / "code", 0)
+    mine = _checkout(home / "mine", ALICE, PLANT.format(marker=marker))
+    link = home / "x"
+    link.symlink_to(mine)
+    change = Change("repo.crlf", "checkout", "", "", "", data={"path": str(link)})
+    [command] = repos_commands(change)
+    done = sh(command, env=TRUSTING)
+    assert done.returncode == 1 and f"gpurig: {link}: uid {ALICE} can change it" in done.stderr
+    assert _uids(marker) == set()
+    change = Change("repo.crlf", "checkout", "", "", "", data={"path": str(roots)})
+    [command] = repos_commands(change)
+    assert sh(command, env=TRUSTING).returncode == 0
