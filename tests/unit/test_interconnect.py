@@ -13,6 +13,7 @@ from gpurig.checks.finding import Finding
 from gpurig.checks.interconnect import IDS, RULES, sxid_class
 from gpurig.checks.rules import rules
 from gpurig.data.tables import table
+from gpurig.facts.gpurig_interconnect import PcieAcs
 from gpurig.facts.gpurig_nvidia import KernelLog
 from gpurig.read.interconnect_parse import (
     acs_redirecting,
@@ -29,6 +30,7 @@ HUNG_UVM = "kernel_hung-task_nvidia_uvm_4.4_dmesg.txt"
 HUNG_OTHER = "kernel_hung-task_no-nvidia-frame_6.11_waybar.txt"
 HUNG_RM_LOCK = "kernel_hung-task_nvidia_rwlock_5.15_dmesg.txt"
 ACS_629 = "lspci-vvv_grep-ACSCtl_nccl-issue-629.txt"
+ACS_NVSWITCH_PATH = "lspci-vvv_hgx-h100-half_nvswitch-path-acs-on_DERIVED.txt"
 FOUR_GPUS = "nvidia-smi-L_a100-sxm4-80gb-x4_mig-on-gpu0_535.54.03.txt"
 
 
@@ -161,12 +163,58 @@ def test_a_task_hung_in_the_driver_is_an_error_naming_it() -> None:
 
 
 def test_acs_controls_are_read_from_lspci() -> None:
-    controls = parse_acs_controls(read_fixture(ACS_629))
-    assert len(controls) == 15
+    controls, peers = parse_acs_controls(read_fixture(ACS_629))
+    assert len(controls) == 15 and peers == []
     on = acs_redirecting(controls)
     assert len(on) == 4
-    assert all(c.device is None for c in on)
+    assert all(c.device is None and c.below is None for c in on)
     assert on[0].enabled == ["SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd"]
+
+
+def gpu_port_acs_on(text: str) -> str:
+    """The same tree with ACS turned on at the switch port above the first GPU (02:00.0)."""
+    head, rest = text.split("02:00.0 PCI bridge", 1)
+    port, tail = rest.split("03:00.0 ", 1)
+    port = port.replace(
+        "SrcValid- TransBlk- ReqRedir- CmpltRedir-", "SrcValid+ TransBlk- ReqRedir+ CmpltRedir+"
+    )
+    return f"{head}02:00.0 PCI bridge{port}03:00.0 {tail}"
+
+
+def test_acs_is_judged_by_what_sits_below_each_bridge() -> None:
+    """A bridge's secondary to subordinate bus: GPUs and NICs below it or not."""
+    text = read_fixture(ACS_NVSWITCH_PATH)
+    controls, peers = parse_acs_controls(text)
+    assert len(peers) == 4 and sum("ConnectX-7" in p for p in peers) == 2
+    below = {c.device.split()[0]: c.below for c in controls if c.device}
+    assert len(below["01:00.0"]) == 4 and below["07:00.0"] == []  # the NVSwitches' switch
+    assert below["02:01.0"] == [peers[1]]
+    on = [c for c in controls if c.enabled]
+    assert [c.device.split()[0] for c in on] == ["08:00.0", "08:01.0"]
+    assert acs_redirecting(controls) == []  # only NVSwitch bridges below them
+    assert judge(lent_h100(acs=ACS_NVSWITCH_PATH)) == []
+    [gpu_port] = acs_redirecting(parse_acs_controls(gpu_port_acs_on(text))[0])
+    assert gpu_port.device.startswith("02:00.0") and gpu_port.below == [peers[0]]
+    [finding] = judge(lent_h100(acs=gpu_port_acs_on(text)))
+    assert finding.id == "pcie.acs_enabled" and finding.severity == "warn"
+    assert "1 PCIe bridge(s) on the path of this host's 4 GPUs and RDMA NICs" in finding.message
+    assert finding.actual.startswith("02:00.0 PCI bridge: Broadcom")
+    assert "(above 3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB] (rev a1))" in (
+        finding.actual
+    )
+    assert "08:00.0" not in finding.actual
+
+
+def test_the_acs_read_keeps_each_bridges_bus_range(tmp_path: Path) -> None:
+    """The fact's own filter of `lspci -vvv` (a stand-in lspci printing the tree) keeps what
+    the parser judges by: the same value as the whole text parsed."""
+    text = read_fixture(ACS_NVSWITCH_PATH)
+    fact = PcieAcs()
+    command = fact.command().replace("[ -e /proc/driver/nvidia/version ] || exit 0\n", "")
+    assert command != fact.command()
+    read = fact.process(run_with_stand_in(tmp_path, "lspci", text, command))
+    assert read == PcieAcs.parse({"acs": text})
+    assert [c["below"] for c in read["controls"]][:2] == [read["peers"], read["peers"]]
 
 
 def test_acs_on_a_multi_gpu_host_is_a_warning_naming_the_bridges() -> None:
@@ -175,7 +223,7 @@ def test_acs_on_a_multi_gpu_host_is_a_warning_naming_the_bridges() -> None:
     assert (finding.severity, finding.remediation) == (
         rules()["checks"]["pcie.acs_enabled"]["severity"], "by-hand"
     )  # fmt: skip
-    assert "4 PCIe bridge(s) of a host with 4 GPUs" in finding.message
+    assert "4 PCIe bridge(s) on the path of this host's 4 GPUs" in finding.message
     assert "SrcValid+ ReqRedir+ CmpltRedir+ UpstreamFwd+" in finding.actual
 
 
