@@ -420,7 +420,9 @@ TORCH_WORDINGS = {
         ["sm_50", "sm_60", "sm_61", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
         None,
     ),
-    "minimum_and_maximum": ("NVIDIA RTX 6000 Ada Generation", "sm_89", [], ("sm_89", "sm_90")),
+    # The recorded case's range holds the GPU's own 8.9: not a no-kernels warning (None below);
+    # the wording read on the case's text with another GPU's capability, 8.6, outside it.
+    "minimum_and_maximum": ("NVIDIA RTX 6000 Ada Generation", "sm_86", [], ("sm_89", "sm_90")),
     "compute_capability_cc_list": (
         "Tesla V100-PCIE-32GB",
         "sm_70",
@@ -438,8 +440,27 @@ def test_every_torch_wording_has_its_case() -> None:
 @pytest.mark.parametrize("wording", table("torch_warnings.yaml")["wordings"], ids=lambda w: w["id"])
 def test_torch_capability_warning_by_meaning(wording: dict[str, str]) -> None:
     gpu, capability, supported, supported_range = TORCH_WORDINGS[wording["id"]]
-    warning = gpu_parse.parse_torch_capability_warning(read_fixture(wording["case"]))
+    text = read_fixture(wording["case"])
+    if wording["id"] == "minimum_and_maximum":
+        assert gpu_parse.parse_torch_capability_warning(text) is None  # 8.9 in (8.9) - (9.0)
+        text = text.replace("cuda capability 8.9.", "cuda capability 8.6.")
+    warning = gpu_parse.parse_torch_capability_warning(text)
     assert warning == gpu_parse.TorchCapabilityWarning(gpu, capability, supported, supported_range)
+
+
+@pytest.mark.parametrize(
+    ("capability", "no_kernels"),
+    [("8.6", True), ("8.9", False), ("9.0", False), ("10.0", True), ("12.0", True)],
+)
+def test_a_range_holding_the_gpus_capability_is_no_no_kernels_warning(
+    capability: str, no_kernels: bool
+) -> None:
+    """The source build's (8.9) - (9.0), judged numerically (10.0 is above 9.0, not below)."""
+    text = read_fixture("torch_warning_cc-range_rtx6000ada_source-build.txt").replace(
+        "cuda capability 8.9.", f"cuda capability {capability}."
+    )
+    warning = gpu_parse.parse_torch_capability_warning(text)
+    assert (warning is not None) == no_kernels
 
 
 def test_no_kernels_in_cudas_words_and_torchs() -> None:
