@@ -1,5 +1,5 @@
 """gpurig's node contracts side by side with LBNL NHC 1.4.3 on the same kinds of checks, run on
-this machine (issue 28: a Prolog runs at every job start on every node).
+this machine (a Prolog runs at every job start on every node).
 
     sudo .venv/bin/python benchmarks/node_contracts.py [--pairs 10] [--top 10]
 

@@ -252,11 +252,11 @@ def _own(check_id: str, findings: list[Finding]) -> HostReport:
 def gpu_reports() -> Iterator[tuple[str, HostReport, bool]]:
     """(where from, report, composed) for each case on recorded outputs of the test modules
     that judge GPU recordings (their FIRES_ON_RECORDING and check), naming the recordings it
-    read besides the lent H100's (tests/unit/fact_values.py LENT_H100); composed where they
+    read besides the H100 VM's (tests/unit/fact_values.py H100_VM); composed where they
     are more than one machine's."""
     from tests.unit import fact_values, test_gpu_checks, test_interconnect
 
-    lent = {v for v in fact_values.LENT_H100.values() if isinstance(v, str) and v}
+    lent = {v for v in fact_values.H100_VM.values() if isinstance(v, str) and v}
     for module in (test_gpu_checks, test_interconnect):
         for check_id, case in sorted(module.FIRES_ON_RECORDING.items()):
             read: list[str] = []
@@ -268,7 +268,7 @@ def gpu_reports() -> Iterator[tuple[str, HostReport, bool]]:
                 spec, values = case()
             files = [f"tests/fixtures/gpu/{name}" for name in sorted(set(read) - lent)]
             if lent & set(read):
-                files.append("the lent H100's recordings")
+                files.append("the H100 80GB VM's recordings (driver 580.159.04, 2026-11-22)")
             what = " over ".join(files) or "no output (nvidia-smi absent, as on every sandbox host)"
             test = module.__name__.replace(".", "/")
             where = f"{what} ({test}.py FIRES_ON_RECORDING[{check_id!r}])"

@@ -17,8 +17,9 @@ if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
 
 # Fields the GPU query (facts.gpurig_nvidia.NvidiaGpus) asks nvidia-smi for, in its order: the
-# query recorded on the lent H100 as it runs (noheader, nounits: columns by position), so its one
-# recording tests it as it is; fields past mig.mode.current are read by no rule yet.
+# query recorded on an H100 80GB VM (driver 580.159.04) as it runs (noheader, nounits: columns
+# by position), so its one recording tests it as it is; fields past mig.mode.current are read
+# by no rule yet.
 QUERY_GPU_FIELDS: tuple[str, ...] = (
     "index",
     "pci.bus_id",

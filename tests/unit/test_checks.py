@@ -1,7 +1,7 @@
 """check(): a clean host has no findings, and every check id has a case that fires it.
 
 The checks read the facts' values through a reader; the GPU facts of the clean host are parsed
-from the lent H100's recordings, not written by hand.
+from the H100 80GB VM's recordings (driver 580.159.04, 2026-11-22), not written by hand.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from gpurig.facts.round_trip import Unreadable
 from gpurig.plans import CHANGE_IDS
 from gpurig.report import fleet
 from gpurig.spec.model import normalise
-from tests.unit.fact_values import gpu_values, lent_h100, reader
+from tests.unit.fact_values import gpu_values, h100_vm, reader
 from tests.unit.gpu_fixtures import read_fixture
 from tests.unit.test_gpu_checks import FIRES_ON_RECORDING, NO_RECORDING
 
@@ -122,7 +122,7 @@ VALUES: dict[type, Any] = {
     CgroupMemory: {"limit": None, "oom_kill": 0},
     CgroupLeaks: {"count": None, "percpu": {"bytes": None, "source": None}},
     Fabric: Fabric().default(),  # no RDMA device and no interface: the fabric is not declared
-    **lent_h100(),  # the GPU facts of the lent H100, all recorded on it
+    **h100_vm(),  # the GPU facts of the H100 80GB VM (driver 580.159.04), all recorded on it
 }
 
 Mutation = Callable[[dict[str, Any], dict[type, Any]], None]

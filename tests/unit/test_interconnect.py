@@ -21,7 +21,7 @@ from gpurig.read.interconnect_parse import (
     parse_hung_tasks,
     parse_sxid_lines,
 )
-from tests.unit.fact_values import lent_h100, reader
+from tests.unit.fact_values import h100_vm, reader
 from tests.unit.gpu_fixtures import read_fixture, run_with_stand_in
 
 SXID_20034 = "kernel_sxid_20034_with_xid_79_dmesg.txt"
@@ -45,9 +45,9 @@ def judge(values: dict[type, Any]) -> list[Finding]:
 # The recorded state (spec, GPU facts) that fires each id: the findings catalogue's examples
 # (tests/finding_examples.py) are these cases' reports.
 FIRES_ON_RECORDING: dict[str, Callable[[], tuple[dict[str, Any], dict[type, Any]]]] = {
-    "gpu.sxid": lambda: ({}, lent_h100(xid_lines=SXID_20034)),
-    "gpu.hung_task": lambda: ({}, lent_h100(xid_lines=HUNG_UVM)),
-    "pcie.acs_enabled": lambda: ({}, lent_h100(listing=FOUR_GPUS, acs=ACS_629)),
+    "gpu.sxid": lambda: ({}, h100_vm(xid_lines=SXID_20034)),
+    "gpu.hung_task": lambda: ({}, h100_vm(xid_lines=HUNG_UVM)),
+    "pcie.acs_enabled": lambda: ({}, h100_vm(listing=FOUR_GPUS, acs=ACS_629)),
 }
 
 
@@ -90,7 +90,7 @@ def test_the_kernel_log_read_keeps_sxid_and_xid_lines(tmp_path: Path) -> None:
 
 
 def test_a_fatal_sxid_is_one_reboot_finding_per_nvswitch() -> None:
-    findings = judge(lent_h100(xid_lines=SXID_20034))
+    findings = judge(h100_vm(xid_lines=SXID_20034))
     assert sorted(f.subject for f in findings) == [
         "NVSwitch 0000:05:00.0", "NVSwitch 0000:06:00.0", "NVSwitch 0000:07:00.0"
     ]  # fmt: skip
@@ -101,7 +101,7 @@ def test_a_fatal_sxid_is_one_reboot_finding_per_nvswitch() -> None:
 
 
 def test_sxid_12028_stalls_nvlink_and_needs_a_reboot() -> None:
-    [finding] = judge(lent_h100(xid_lines=SXID_12028))
+    [finding] = judge(h100_vm(xid_lines=SXID_12028))
     assert (finding.severity, finding.remediation) == ("error", "reboot")
     assert "egress nonposted PRIV error, reset" in finding.message
 
@@ -140,7 +140,7 @@ def test_a_hung_task_without_a_gpu_frame_is_not_the_gpu_s() -> None:
     assert (task.task, task.pid, task.seconds) == ("waybar", 1488, 122)
     assert len(task.lines) == 28
     assert task.gpu_lines == []
-    assert judge(lent_h100(xid_lines=HUNG_OTHER)) == []
+    assert judge(h100_vm(xid_lines=HUNG_OTHER)) == []
 
 
 def test_the_kernel_log_read_keeps_the_report_not_what_came_before(tmp_path: Path) -> None:
@@ -151,7 +151,7 @@ def test_the_kernel_log_read_keeps_the_report_not_what_came_before(tmp_path: Pat
 
 
 def test_a_task_hung_in_the_driver_is_an_error_naming_it() -> None:
-    [finding] = judge(lent_h100(xid_lines=HUNG_UVM))
+    [finding] = judge(h100_vm(xid_lines=HUNG_UVM))
     assert finding.id == "gpu.hung_task"
     assert finding.subject == "task nvc:[driver] (pid 5403)"
     assert (finding.severity, finding.remediation) == ("error", "reboot")
@@ -192,10 +192,10 @@ def test_acs_is_judged_by_what_sits_below_each_bridge() -> None:
     on = [c for c in controls if c.enabled]
     assert [c.device.split()[0] for c in on] == ["08:00.0", "08:01.0"]
     assert acs_redirecting(controls) == []  # only NVSwitch bridges below them
-    assert judge(lent_h100(acs=ACS_NVSWITCH_PATH)) == []
+    assert judge(h100_vm(acs=ACS_NVSWITCH_PATH)) == []
     [gpu_port] = acs_redirecting(parse_acs_controls(gpu_port_acs_on(text))[0])
     assert gpu_port.device.startswith("02:00.0") and gpu_port.below == [peers[0]]
-    [finding] = judge(lent_h100(acs=gpu_port_acs_on(text)))
+    [finding] = judge(h100_vm(acs=gpu_port_acs_on(text)))
     assert finding.id == "pcie.acs_enabled" and finding.severity == "warn"
     assert "1 PCIe bridge(s) on the path of this host's 4 GPUs and RDMA NICs" in finding.message
     assert finding.actual.startswith("02:00.0 PCI bridge: Broadcom")
@@ -218,7 +218,7 @@ def test_the_acs_read_keeps_each_bridges_bus_range(tmp_path: Path) -> None:
 
 
 def test_acs_on_a_multi_gpu_host_is_a_warning_naming_the_bridges() -> None:
-    [finding] = judge(lent_h100(listing=FOUR_GPUS, acs=ACS_629))
+    [finding] = judge(h100_vm(listing=FOUR_GPUS, acs=ACS_629))
     assert finding.id == "pcie.acs_enabled"
     assert (finding.severity, finding.remediation) == (
         rules()["checks"]["pcie.acs_enabled"]["severity"], "by-hand"
@@ -230,11 +230,11 @@ def test_acs_on_a_multi_gpu_host_is_a_warning_naming_the_bridges() -> None:
 @pytest.mark.parametrize(
     ("listing", "acs"),
     [
-        (None, ACS_629),  # the lent H100: one GPU, no peer to talk to
+        (None, ACS_629),  # the H100 80GB VM (driver 580.159.04): one GPU, no peer to talk to
         # The same host's lines with every control off.
         (FOUR_GPUS, "\n".join(x for x in read_fixture(ACS_629).splitlines() if "+" not in x)),
     ],
 )
 def test_no_acs_finding_without_a_peer_or_with_acs_off(listing: str | None, acs: str) -> None:
     raw = {"acs": acs} | ({"listing": listing} if listing else {})
-    assert judge(lent_h100(**raw)) == []
+    assert judge(h100_vm(**raw)) == []

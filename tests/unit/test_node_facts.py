@@ -127,7 +127,7 @@ def test_engine_socket_asks_a_real_socket_for_ping(
     }  # fmt: skip
 
 
-# The lent H100's recordings, each served only for the command it was recorded from.
+# The H100 VM's recordings, each served only for the command it was recorded from.
 REPLAY = (
     "nvidia-smi_query-gpu_csv-noheader_h100_580.159.04_health-fields.txt",
     "nvidia-smi--version_h100_580.159.04_vm.txt",
