@@ -92,9 +92,6 @@ NO_EXAMPLE: dict[str, str] = {
     **{f"fleet.mixed_{what}": _FLEET
        for what in ("code", "cuda", "driver", "image", "kernel", "toolkit", "hca",
                     "hca_firmware", "mtu", "port_rate")},
-    **{f"fabric.{what}": "the recorded sysfs tree (tests/fixtures/fabric) has every port "
-       "ACTIVE and its counters under their thresholds (test_fabric.py changes a value to show "
-       "it), and the sandbox's hosts have no RDMA port" for what in ("port_down", "port_errors")},
     **{i: _NO_TEST for i in (
         "container.oom_kill", "container.restarting", "core_dumps.login_shell", "disk.inodes",
         "engine.api", "env.imports", "env.imports_unchecked", "host.cgroup_leak",
@@ -295,11 +292,17 @@ def fabric_reports() -> Iterator[tuple[str, HostReport, bool]]:
 
 
 def no_example() -> dict[str, str]:
-    """Why an id has no example: NO_EXAMPLE and the GPU checks' NO_RECORDING."""
+    """Why an id has no example: NO_EXAMPLE and the GPU and fabric checks' NO_RECORDING."""
+    from tests.unit import test_fabric
     from tests.unit.test_gpu_checks import NO_RECORDING
 
     gpu = {i: f"no recorded GPU output shows it: {why}" for i, (why, _) in NO_RECORDING.items()}
-    return {**gpu, **NO_EXAMPLE}
+    fabric = {
+        i: f"{why} in the recorded sysfs tree (tests/fixtures/fabric; test_fabric.py sets them "
+        "by hand to show it), and the sandbox's hosts have no RDMA port"
+        for i, (why, _) in test_fabric.NO_RECORDING.items()
+    }
+    return {**gpu, **fabric, **NO_EXAMPLE}
 
 
 SOURCES = (

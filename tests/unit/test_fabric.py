@@ -390,11 +390,21 @@ _INTERFACES = {"fabric_expect": {"mtu": 9000, "interfaces": {"eth0": {}, "ib0": 
 _NCCL = _container("host", NCCL_SOCKET_IFNAME="=ens5", NCCL_IB_HCA="mlx5_0:1,mlx5_1:1")
 FIRES_ON_RECORDING: dict[str, dict[str, Any]] = {
     "fabric.port_missing": _PORTS,
+    # Every recorded port is ACTIVE: one declared down (a port left unused) is not.
+    "fabric.port_down": {"fabric_expect": {"ports": {"mlx5_0/1": {"state": "down"}}}},
     "fabric.port_rate": _PORTS,
     "fabric.mtu": _INTERFACES,
     "fabric.interface_missing": _INTERFACES,
     "nccl.socket_ifname": _NCCL,
     "nccl.ib_hca": _NCCL,
+}
+# Ids no recording shows, why, and the counters set by hand on the recorded reading that fire
+# each (the findings catalogue gives the reason instead of an example).
+NO_RECORDING: dict[str, tuple[str, dict[str, int]]] = {
+    "fabric.port_errors": (
+        "every error counter is 0",
+        {"symbol_error": 10, "link_downed": 3},
+    ),
 }
 
 
@@ -409,5 +419,15 @@ def test_each_case_fires_on_the_unchanged_recording(recorded: dict) -> None:
         assert check_id in {f.id for f in check(spec, recorded)}, check_id
 
 
-def test_every_fabric_id_is_a_check_id() -> None:
+def test_every_fabric_id_has_its_case() -> None:
+    assert set(FIRES_ON_RECORDING).isdisjoint(NO_RECORDING)
+    assert set(FIRES_ON_RECORDING) | set(NO_RECORDING) == set(fabric_checks.IDS)
     assert set(fabric_checks.IDS) <= set(CHECK_IDS)
+
+
+def test_each_case_without_a_recording_fires_on_hand_set_counters(recorded: dict) -> None:
+    for check_id, (_why, counters) in NO_RECORDING.items():
+        reading = recorded
+        for name, value in counters.items():
+            reading = _with(reading, "hcas", "hfi1_0", "ports", "1", "counters", name, value=value)
+        assert check_id in {f.id for f in check({}, reading)}, check_id
