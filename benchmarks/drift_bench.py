@@ -443,7 +443,7 @@ def table(results: Results, counts: dict[str, float]) -> Iterator[str]:
 
 
 def goals(results: Results) -> Iterator[str]:
-    """Issue 12's goals, cell by cell: met or not, with the ratio."""
+    """The benchmark's goals, cell by cell: met or not, with the ratio."""
     for method, (only_rtt, limit) in GOALS.items():
         for (rtt, size), cells in results.items():
             cell = cells.get(method)
@@ -500,7 +500,7 @@ def main() -> None:
         f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs.\n"
     )
     print("\n".join(table(results, counts)))
-    print("\nGoals (issue 12):")
+    print("\nGoals:")
     print("\n".join(goals(results)))
 
 

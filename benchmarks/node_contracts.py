@@ -1,5 +1,5 @@
 """gpurig's node contracts side by side with LBNL NHC 1.4.3 on the same kinds of checks, run on
-this machine (issue 28: a Prolog runs at every job start on every node).
+this machine (a Prolog runs at every job start on every node).
 
     sudo .venv/bin/python benchmarks/node_contracts.py [--pairs 10] [--top 10]
 
@@ -17,7 +17,9 @@ instead of gpurig, while up's converge would write into it. What the contracts k
 its own; the warm-up run keeps it, as a node's first job does. Prints the medians of wall time, CPU
 time (user + system, the process and its children) and the largest process's peak RSS, their ratios
 to NHC, the read script's time per section, and the `-X importtime` entries with the largest
-cumulative time. Nothing outside its temporary directory is changed.
+cumulative time. Every run's exit status must be the one its contract answered on that spec in a
+run whose output was read (a status the contract gives, no traceback): a contract that crashed
+(at import, say) is not timed as a fast one. Nothing outside its temporary directory is changed.
 """
 
 from __future__ import annotations
@@ -46,10 +48,39 @@ NHC_CONF = """\
 """
 SPEC = "engine: none\ncore_dumps: disabled\nchecks: {disk_free_min: 1g, inodes_free_min_pct: 1}\n"
 UP_SPEC = "engine: none\nscope: user\n"
+# The statuses each contract answers with (README: cluster operators; NHC: 0 with every check
+# passing); which one depends on this machine's state, so each run must give what a reference
+# run gave.
+ANSWERS = {
+    "NHC 1.4.3": {0},
+    "gpurig npd": {0, 1, 2},
+    "gpurig prolog": {0, 1},
+    "gpurig healthcheck": {0, 1, 2},
+    "gpurig up --local (no-op)": {0, 1},
+}
 
 
-def measure(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
-    """Wall seconds, CPU seconds and the largest process's peak RSS (MiB) of one run."""
+class NotAnAnswer(RuntimeError):
+    """A run whose exit status is not its contract's answer on the spec: not timed."""
+
+
+def answer(name: str, argv: list[str], env: dict[str, str]) -> int:
+    """The status `name` answers with here, from a run whose output is read: one of its
+    contract's (ANSWERS), no Python traceback, and for npd one line of at most 80 characters."""
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, start_new_session=True)
+    said = done.stderr.strip().splitlines()[-1:] or done.stdout.strip().splitlines()[-1:] or [""]
+    odd = "Traceback (most recent call last)" in done.stderr
+    if name == "gpurig npd":
+        lines = done.stdout.splitlines()
+        odd = odd or len(lines) != 1 or len(lines[0]) > 80
+    if odd or done.returncode not in ANSWERS[name]:
+        raise NotAnAnswer(f"{name}: exit {done.returncode}, not its contract's answer: {said[0]}")
+    return done.returncode
+
+
+def measure(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float, int]:
+    """Wall seconds, CPU seconds, the largest process's peak RSS (MiB) and the exit status of
+    one run."""
     start = time.perf_counter()
     # Each in a session of its own, as slurmd and NPD start them (NHC, not a session leader,
     # re-executes itself through setsid(1), which forks: its parent's time is not its own).
@@ -60,10 +91,10 @@ def measure(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, 
         env=env,
         start_new_session=True,
     )
-    _, _, usage = os.wait4(proc.pid, 0)
+    _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    proc.returncode = 0  # reaped by wait4
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    proc.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode
 
 
 def gpurig(*args: str) -> list[str]:
@@ -143,10 +174,16 @@ def main() -> None:
         env["GPURIG_RUNTIME_DIR"] = str(Path(tmp, "run"))  # what a contract keeps between runs
         for argv in commands.values():  # warm caches and bytecode; up converges its HOME
             measure(argv, env)
-        runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in commands}
+        answers = {name: answer(name, argv, env) for name, argv in commands.items()}
+        runs: dict[str, list[tuple[float, float, float, int]]] = {name: [] for name in commands}
         for _ in range(args.pairs):
             for name, argv in commands.items():
                 runs[name].append(measure(argv, env))
+                if runs[name][-1][3] != answers[name]:
+                    raise NotAnAnswer(
+                        f"{name}: exit {runs[name][-1][3]} in a timed run, "
+                        f"{answers[name]} when its output was read"
+                    )
         medians = {
             name: tuple(statistics.median(r[i] for r in found) for i in range(3))
             for name, found in runs.items()
@@ -155,6 +192,7 @@ def main() -> None:
         print(f"medians of {args.pairs} interleaved runs; goals: within {GOAL_RATIO}x NHC's wall,")
         print(f"under {GOAL_MIB} MiB; up --local no-op under {UP_GOAL_S} s")
         print(f"root's login files: {login}")
+        print("exit statuses (each run's):", ", ".join(f"{n} {c}" for n, c in answers.items()))
         print(f"{'':<28}{'wall s':>8}{'CPU s':>8}{'MiB':>7}{'x wall':>8}{'x CPU':>7}{'x MiB':>7}")
         for name, (wall, cpu, mib) in medians.items():
             ratios = f"{wall / base[0]:>8.2f}{cpu / base[1]:>7.2f}{mib / base[2]:>7.2f}"

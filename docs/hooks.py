@@ -349,7 +349,8 @@ def _example_lines(found: explain.Entry) -> list[str]:
             [f"**Example.** None recorded: {found.example_from}", ""] if found.example_from else []
         )
     fence = "`" * max(3, 1 + max(len(run) for run in re.findall("`*", found.example)))
-    return [f"**Example**, what `gpurig drift` printed ({_cell(found.example_from)}):", "",
+    label = explain.example_label(found).replace("gpurig drift", "`gpurig drift`")
+    return [f"**Example**, {label} ({_cell(found.example_from)}):", "",
             f"{fence}text", found.example, fence, ""]  # fmt: skip
 
 

@@ -12,13 +12,14 @@ from typing import Any
 from gpurig.facts.round_trip import BOUNDED, Sectioned
 from gpurig.read import interconnect_parse
 
-# A multi-GPU host prints a few thousand lines of `lspci -vvv`; only device and ACSCtl lines are
-# kept, and at most this many.
+# A multi-GPU host prints a few thousand lines of `lspci -vvv`; only device, bridge bus range
+# and ACSCtl lines are kept, and at most this many.
 MAX_LINES = 2000
 
 
 class PcieAcs(Sectioned[dict[str, Any]]):
-    """{"controls": [{"device", "enabled"}]}: the ACSCtl lines of `lspci -vvv`, read only where
+    """{"controls": [{"device", "enabled", "below"}], "peers": [GPUs and RDMA NICs]}: the ACSCtl
+    lines of `lspci -vvv` and what sits below each bridge (by its bus range), read only where
     the NVIDIA driver is loaded (no GPU, no peer-to-peer to break) and lspci is installed.
     Without root lspci prints no capabilities ('<access denied>'): `denied` says so, and no
     control is reported rather than any guessed."""
@@ -28,7 +29,7 @@ class PcieAcs(Sectioned[dict[str, Any]]):
             "acs": f"{BOUNDED}\n[ -e /proc/driver/nvidia/version ] || exit 0\n"
                    "command -v lspci >/dev/null 2>&1 || exit 0\n"
                    "bounded lspci -vvv 2>/dev/null | sed -n -e '/^[0-9a-fA-F]/p' "
-                   "-e '/^[[:space:]]*ACSCtl:/p' "
+                   "-e '/^[[:space:]]*Bus: primary=/p' -e '/^[[:space:]]*ACSCtl:/p' "
                    "-e '/^[[:space:]]*Capabilities: <access denied>/p' "
                    f"| head -n {MAX_LINES}",
         })  # fmt: skip
@@ -36,8 +37,9 @@ class PcieAcs(Sectioned[dict[str, Any]]):
     @staticmethod
     def parse(parts: Mapping[str, str]) -> dict[str, Any]:
         text = parts.get("acs") or ""
-        controls = interconnect_parse.parse_acs_controls(text)
+        controls, peers = interconnect_parse.parse_acs_controls(text)
         return {
             "controls": [asdict(c) for c in controls],
+            "peers": peers,
             "denied": "<access denied>" in text,
         }

@@ -210,14 +210,17 @@ class DiskSpace(Sectioned[list[dict[str, Any]]]):
 
 
 class LoginShell(Sectioned[dict[str, Any]]):
-    """The core file limit a login shell ends up with (`ulimit -c` after /etc/profile and
-    profile.d, as an SSH session or `bash -l` reads them)."""
+    """The core file limit a login shell ends up with (`ulimit -c` after /etc/profile,
+    profile.d and the login's own ~/.profile, as an SSH session or `bash -l` reads them)."""
 
     def command(self) -> str:
+        # The last line: a login file may print before `ulimit -c` does. Kept by the shell's
+        # own read, and printed in the same braces: a variable set on a pipe's right side is
+        # gone once the pipe ends (in a subshell), so a printf after it printed nothing.
         login = (
             f"{BOUNDED}\nif command -v bash >/dev/null 2>&1; then login=bash; else login=sh; fi\n"
             "bounded \"$login\" -lc 'ulimit -c' </dev/null 2>/dev/null | "
-            '{ IFS= read -r l || [ -n "$l" ]; } && printf \'%s\\n\' "$l"'
+            '{ v=; while IFS= read -r l || [ -n "$l" ]; do v=$l; done; printf \'%s\\n\' "$v"; }'
         )
         return self.sectioned({"ulimit_c": login})
 

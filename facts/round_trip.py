@@ -63,7 +63,7 @@ def required_reads(plan: Callable[[Callable[..., Any]], object]) -> list[Read]:
 # reads (/proc shows command lines: a file named after a nonce sent in the command once forged
 # the probe) can print a marker.
 # No process per section either: a `sed` prefixing each section's lines cost a node contract
-# more than all its tools (issue 28).
+# more than all its tools (it runs at every job start, on every node).
 NONCE = "--gpurig-nonce"
 _NONCE_VALUE = re.compile(r"[0-9a-f-]{32,36}")
 # Unset first: a value (or an export) from the caller's environment is not this run's.
@@ -140,7 +140,7 @@ EUID = (
 
 # `gpurig_lines FILE` prints a small file's lines and `gpurig_field FILE KEY` what follows KEY
 # on its line, with the shell's own `read`: a /proc, /sys or /etc file costs no process (a fork
-# and an exec cost a node contract's read more than the file itself: issue 28).
+# and an exec cost a node contract's read more than the file itself).
 LINES = (
     'gpurig_lines() { while IFS= read -r l || [ -n "$l" ]; do printf \'%s\\n\' "$l"; '
     'done < "$1"; }\n'

@@ -33,7 +33,7 @@ class Faults:
     secrets_sent: int = 0  # requests that carried a token or salt where it must not go
     code_run: int = 0  # payloads that ran as code (a planted module imported, a shell word run)
     failed_alone: int = 0  # hosts broken mid-run that failed while the others completed
-    # Attacks on root planted by another account (issue 26: a git config program, a swapped
+    # Attacks on root planted by another account (a git config program, a swapped
     # secret path, a flood, a daemonised child...): how many, how many refused, how many ran as
     # root (must stay 0).
     plants: int = 0

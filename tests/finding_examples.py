@@ -92,9 +92,6 @@ NO_EXAMPLE: dict[str, str] = {
     **{f"fleet.mixed_{what}": _FLEET
        for what in ("code", "cuda", "driver", "image", "kernel", "toolkit", "hca",
                     "hca_firmware", "mtu", "port_rate")},
-    **{f"fabric.{what}": "the recorded sysfs tree (tests/fixtures/fabric) has every port "
-       "ACTIVE and its counters under their thresholds (test_fabric.py changes a value to show "
-       "it), and the sandbox's hosts have no RDMA port" for what in ("port_down", "port_errors")},
     **{i: _NO_TEST for i in (
         "container.oom_kill", "container.restarting", "core_dumps.login_shell", "disk.inodes",
         "engine.api", "env.imports", "env.imports_unchecked", "host.cgroup_leak",
@@ -225,8 +222,8 @@ def blocks(host: HostReport) -> list[str]:
     return ["\n".join(finding_block(host.name, f)) for f in host.by_subject]
 
 
-def sandbox_reports() -> Iterator[tuple[str, HostReport]]:
-    """(where from, report) for each recorded sandbox state, in file order."""
+def sandbox_reports() -> Iterator[tuple[str, HostReport, bool]]:
+    """(where from, report, composed: False) for each recorded sandbox state, in file order."""
     for path in sorted(STATES.glob("*.json")):
         recorded = json.loads(path.read_text(encoding="utf-8"))
         where = f"tests/fixtures/states/{path.name}, read by {recorded['test']}"
@@ -234,7 +231,7 @@ def sandbox_reports() -> Iterator[tuple[str, HostReport]]:
         if added:
             reads = "a read" if added == 1 else f"{added} reads"
             where += f" ({reads} added to gpurig since, answered as printing nothing)"
-        yield where, replay(recorded)
+        yield where, replay(recorded), False
 
 
 def _reading(read: list[str], name: str) -> str:
@@ -249,13 +246,14 @@ def _own(check_id: str, findings: list[Finding]) -> HostReport:
     return HostReport(RECORDED_HOST, True, [f for f in findings if check_id in f.ids])
 
 
-def gpu_reports() -> Iterator[tuple[str, HostReport]]:
-    """(where from, report) for each case on recorded outputs of the test modules that judge
-    GPU recordings (their FIRES_ON_RECORDING and check), naming the recordings it read besides
-    the lent H100's (tests/unit/fact_values.py LENT_H100)."""
+def gpu_reports() -> Iterator[tuple[str, HostReport, bool]]:
+    """(where from, report, composed) for each case on recorded outputs of the test modules
+    that judge GPU recordings (their FIRES_ON_RECORDING and check), naming the recordings it
+    read besides the H100 VM's (tests/unit/fact_values.py H100_VM); composed where they
+    are more than one machine's."""
     from tests.unit import fact_values, test_gpu_checks, test_interconnect
 
-    lent = {v for v in fact_values.LENT_H100.values() if isinstance(v, str) and v}
+    lent = {v for v in fact_values.H100_VM.values() if isinstance(v, str) and v}
     for module in (test_gpu_checks, test_interconnect):
         for check_id, case in sorted(module.FIRES_ON_RECORDING.items()):
             read: list[str] = []
@@ -267,17 +265,20 @@ def gpu_reports() -> Iterator[tuple[str, HostReport]]:
                 spec, values = case()
             files = [f"tests/fixtures/gpu/{name}" for name in sorted(set(read) - lent)]
             if lent & set(read):
-                files.append("the lent H100's recordings")
+                files.append("the H100 80GB VM's recordings (driver 580.159.04, 2026-11-22)")
             what = " over ".join(files) or "no output (nvidia-smi absent, as on every sandbox host)"
             test = module.__name__.replace(".", "/")
             where = f"{what} ({test}.py FIRES_ON_RECORDING[{check_id!r}])"
-            yield where, _own(check_id, one_per_cause(module.check(spec, values)))
+            # Outputs of more than one machine: a state no drift run saw whole.
+            composed = len(files) > 1
+            yield where, _own(check_id, one_per_cause(module.check(spec, values))), composed
 
 
-def fabric_reports() -> Iterator[tuple[str, HostReport]]:
-    """(where from, report) for each fabric case of tests/unit/test_fabric.py: the Fabric
-    fact's own command run over the recorded sysfs tree (tests/fixtures/fabric, mounted on
-    /sys/class in a mount namespace of its own: root), parsed by the fact, then judged."""
+def fabric_reports() -> Iterator[tuple[str, HostReport, bool]]:
+    """(where from, report, composed: False) for each fabric case of tests/unit/test_fabric.py:
+    the Fabric fact's own command run over the recorded sysfs tree (tests/fixtures/fabric,
+    mounted on /sys/class in a mount namespace of its own: root), parsed by the fact, then
+    judged."""
     from tests.unit import test_fabric
 
     fact = Fabric()
@@ -287,15 +288,21 @@ def fabric_reports() -> Iterator[tuple[str, HostReport]]:
     recording = f"tests/fixtures/fabric/{test_fabric.TTAR.name}"
     for check_id, spec in sorted(test_fabric.FIRES_ON_RECORDING.items()):
         where = f"{recording} (tests/unit/test_fabric.py FIRES_ON_RECORDING[{check_id!r}])"
-        yield where, _own(check_id, test_fabric.check(spec, reading))
+        yield where, _own(check_id, test_fabric.check(spec, reading)), False
 
 
 def no_example() -> dict[str, str]:
-    """Why an id has no example: NO_EXAMPLE and the GPU checks' NO_RECORDING."""
+    """Why an id has no example: NO_EXAMPLE and the GPU and fabric checks' NO_RECORDING."""
+    from tests.unit import test_fabric
     from tests.unit.test_gpu_checks import NO_RECORDING
 
     gpu = {i: f"no recorded GPU output shows it: {why}" for i, (why, _) in NO_RECORDING.items()}
-    return {**gpu, **NO_EXAMPLE}
+    fabric = {
+        i: f"{why} in the recorded sysfs tree (tests/fixtures/fabric; test_fabric.py sets them "
+        "by hand to show it), and the sandbox's hosts have no RDMA port"
+        for i, (why, _) in test_fabric.NO_RECORDING.items()
+    }
+    return {**gpu, **fabric, **NO_EXAMPLE}
 
 
 SOURCES = (
@@ -318,15 +325,17 @@ def best(groups: Iterator[tuple[Any, list[str]]]) -> dict[str, Any]:
 
 
 def examples() -> dict[str, Any]:
-    """{"examples": {id: {source, from, report}}, "none": {id: why}} over the catalogue's ids:
+    """{"examples": {id: {source, from, report[, composed]}}, "none": {id: why}} over the
+    catalogue's ids (composed: the input joins outputs of several machines):
     each id's block from the first source that shows it (best() of that source's blocks)."""
     found: dict[str, dict[str, str]] = {}
     for source, reports in SOURCES:
         shown = best(
-            ({"source": source, "from": where, "report": block}, list(finding.ids))
-            for where, host in reports()
+            ({"source": source, "from": where, "report": block} | ({"composed": True} if composed
+             else {}), list(finding.ids))
+            for where, host, composed in reports()
             for finding, block in zip(host.by_subject, blocks(host), strict=True)
-        )
+        )  # fmt: skip
         found = {**shown, **found}
     wanted = set(explain.catalogue_ids())
     reasons = {i: why for i, why in no_example().items() if i in wanted and i not in found}

@@ -73,22 +73,26 @@ def _hung_tasks(_spec: Spec, read: Read) -> Iterator[Finding]:
 
 
 def _where(control: AcsControl) -> str:
-    return control.device or "a bridge (lspci printed no device line)"
+    where = control.device or "a bridge (lspci printed no device line)"
+    return f"{where} (above {'; '.join(control.below)})" if control.below else where
 
 
 def _acs(_spec: Spec, read: Read) -> Iterator[Finding]:
     gpu, acs = read(NvidiaGpus), read(PcieAcs)
     gpus = len(gpu.get("listing") or [])
-    controls = [AcsControl(c["device"], c["enabled"]) for c in acs["controls"]]
+    # The ends of peer-to-peer: lspci's GPUs and RDMA NICs where it printed device lines.
+    peers = max(gpus, len(acs.get("peers") or []))
+    controls = [AcsControl(c["device"], c["enabled"], c.get("below")) for c in acs["controls"]]
     enabled = acs_redirecting(controls)
-    if gpus < 2 or not enabled:
+    if peers < 2 or not enabled:
         return
     shown = [f"{_where(c)}: {' '.join(f'{n}+' for n in c.enabled)}" for c in enabled]
     yield found(
         "pcie.acs_enabled",
         "PCIe bridges",
-        f"ACS is on at {len(enabled)} PCIe bridge(s) of a host with {gpus} GPUs: "
-        "peer-to-peer traffic between GPUs may be redirected through the CPU or hang",
+        f"ACS is on at {len(enabled)} PCIe bridge(s) on the path of this host's {peers} GPUs "
+        "and RDMA NICs: peer-to-peer traffic between them may be redirected through the CPU "
+        "or hang",
         "ACSCtl: SrcValid- ReqRedir- CmpltRedir- EgressCtrl- on the bridges between GPUs",
         log_excerpt(shown),
         "disable IO virtualization (VT-d/IOMMU) or ACS in the BIOS, or clear it on each bridge "

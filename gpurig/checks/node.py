@@ -6,7 +6,8 @@ Pure rules `rule(spec, read) -> [Finding]` over the node facts (facts/gpurig_nod
 environments' import reports), read through the checks' reader (gpurig.checks.all), plus the
 findings drift and onboarding build before or instead of a read (unreachable, key changed,
 sudo asks for a password, unreadable output, a bug in gpurig). Ids, severities, remediations,
-sources and thresholds: gpurig/data/checks.yaml (the field notes' cgroup OOM and Kubernetes pages).
+sources and thresholds: gpurig/data/checks.yaml (cgroup OOM kills on rented pods, a Kubernetes
+node health baseline).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Parses kept between runs, trusted as Python trusts bytecode in __pycache__: in `marshal`'s
 format (data only), named by what was parsed, used only where the reading account owns both
 the file and its directory and no one else may write either. A node contract then skips
-what a parse costs it at every job start (issue 28); anything odd means parsing again."""
+what a parse costs it at every job start; anything odd means parsing again."""
 
 from __future__ import annotations
 

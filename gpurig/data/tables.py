@@ -7,8 +7,8 @@ PyYAML has it: the same YAML as `yaml.safe_load`, without the pure-Python parse 
 
 Each table's parse is kept beside it in __pycache__ (gpurig.data.kept), named by the YAML's
 content hash: a node contract then loads neither PyYAML nor the parse (a seventh of a Prolog's
-start, issue 28). Only the table's owner writes or trusts a copy; where none can be kept, the
-YAML is parsed each time.
+start, benchmarks/node_contracts.py). Only the table's owner writes or trusts a copy; where
+none can be kept, the YAML is parsed each time.
 """
 
 from __future__ import annotations

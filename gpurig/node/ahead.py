@@ -1,6 +1,7 @@
 """A node contract's read started before gpurig's checks are loaded: the read (a shell script of
 about 40 ms) and the import of the checks and plans (about 60 ms) then run side by side rather
-than one after the other, which was most of what a contract cost beside NHC (issue 28).
+than one after the other, which was most of what a contract cost beside NHC
+(benchmarks/node_contracts.py).
 
 The command is the one this contract ran last time for the same spec file's text, kept in the
 account's runtime directory (gpurig.spec.runtime: the account's own, trusted as bytecode is).

@@ -1,6 +1,6 @@
 """The node contracts' command lines read without click: click and the CLI module are a
-fifth of a Prolog's start (issue 28). Only the shapes the node contracts are run with are
-read here (`drift --local --spec FILE|--as NAME INVENTORY [--mode M] [--format F]
+fifth of a Prolog's start (benchmarks/node_contracts.py). Only the shapes the node contracts
+are run with are read here (`drift --local --spec FILE|--as NAME INVENTORY [--mode M] [--format F]
 [--textfile DIR]`, `up --local --spec FILE`); anything else, a help, a typo, an option out of
 place or a value click would refuse, is None and goes to click, so one parser says every
 error (tests/unit/test_node_argv.py holds the two to the same reading)."""

@@ -12,6 +12,7 @@ waited for."""
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import pwd
@@ -118,16 +119,28 @@ def node_lock(spec: Mapping[str, Any], wait: float = LOCK_WAIT) -> Iterator[None
         held.wait()
 
 
-def converge_local(spec: Mapping[str, Any]) -> bool:
-    """Run deploys/gpu_host.py on this machine through pyinfra's @local connector; True when
-    every operation succeeded. pyinfra's output goes to stderr (stdout is the job's). The
-    node's read came first without pyinfra; only now, with something to change, is it loaded
-    (gevent's patch first, as the console script does for SSH commands)."""
+@dataclass(frozen=True)
+class Failed:
+    """How a converge failed: the first error it gave, and whether that was a plan's refusal
+    (which the read after it reports in drift's words) rather than a failed command."""
+
+    said: str
+    refused: bool
+
+
+def converge_local(spec: Mapping[str, Any]) -> Failed | None:
+    """Run deploys/gpu_host.py on this machine through pyinfra's @local connector; None when
+    every operation succeeded, else how it failed.
+    pyinfra's output is kept from stdout (the job's) and given to stderr after a success
+    (after a failure the one line `up` says is the job's to see). The node's read came first
+    without pyinfra; only now, with something to change, is it loaded (gevent's patch first,
+    as the console script does for SSH commands)."""
     from gpurig.remote.cooperative import patch
 
     patch()
     from pyinfra.api import Config, Inventory, State
     from pyinfra.api.connect import connect_all
+    from pyinfra.api.exceptions import PyinfraError
     from pyinfra.api.operations import run_ops
     from pyinfra.api.state import StateStage
     from pyinfra.context import ctx_config, ctx_inventory, ctx_state
@@ -137,26 +150,40 @@ def converge_local(spec: Mapping[str, Any]) -> bool:
 
     install()
     log = logging.getLogger("pyinfra")
-    handler = logging.StreamHandler(sys.stderr)
+    said = io.StringIO()
+    handler = logging.StreamHandler(said)
     handler.setLevel(logging.WARNING)
     log.addHandler(handler)
     inventory = Inventory(([("@local", {"spec": dict(spec)})], {}))
     config = Config()
     state = State(inventory, config)
-    with (
-        contextlib.redirect_stdout(sys.stderr),
-        ctx_config.use(config),
-        ctx_inventory.use(inventory),
-        ctx_state.use(state),
-    ):
-        state.set_stage(StateStage.Connect)
-        connect_all(state)
-        state.set_stage(StateStage.Prepare)
-        load_deploy_file(state, os.path.join(DEPLOY_ROOT, "deploys", "gpu_host.py"))
-        state.set_stage(StateStage.Execute)
-        run_ops(state)
-    log.removeHandler(handler)
-    return not state.failed_hosts
+    failed = None
+    try:
+        with (
+            contextlib.redirect_stdout(said),
+            ctx_config.use(config),
+            ctx_inventory.use(inventory),
+            ctx_state.use(state),
+        ):
+            state.set_stage(StateStage.Connect)
+            connect_all(state)
+            state.set_stage(StateStage.Prepare)
+            load_deploy_file(state, os.path.join(DEPLOY_ROOT, "deploys", "gpu_host.py"))
+            state.set_stage(StateStage.Execute)
+            run_ops(state)
+    except PyinfraError as exc:  # a refusal, or every host (this one) failed: "No hosts remaining!"
+        failed = exc
+    finally:
+        log.removeHandler(handler)
+    lines = [line.strip() for line in said.getvalue().splitlines() if line.strip()]
+    if failed is None and not state.failed_hosts:
+        sys.stderr.writelines(f"{line}\n" for line in lines)
+        return None
+    if failed is not None and str(failed) != "No hosts remaining!":
+        return Failed(str(failed), refused=True)  # a refusal, in the plan's words
+    # A failed command: pyinfra logs its output, each line behind the host's name.
+    said_lines = [line.removeprefix("[@local]").strip() for line in lines]
+    return Failed(next((line for line in said_lines if line), "an operation failed"), False)
 
 
 def socket_of(spec: Mapping[str, Any], probed: Probed) -> str | None:
@@ -203,13 +230,17 @@ def up(host: Host, say: Callable[[str], None]) -> Ready:
         result = report(probed)
         pending = [f.id for f in result.findings if f.id in CHANGE_IDS]
         converged = bool(pending)
+        failed = None
         if pending and result.reachable:
-            say(f"gpurig up: converging {host.name}: {', '.join(dict.fromkeys(pending))}")
-            if not converge_local(spec):
-                say("gpurig up: the converge failed (its errors are above)")
+            failed = converge_local(spec)
             probed = read_local(host)
             result = report(probed)
     why = reason(result)
+    if failed is not None and (why is None or not failed.refused):  # one line, all of it
+        said = f"the converge failed: {failed.said}"
+        why = said if why is None else f"{why}; {said}"
     if why is not None:
         raise UpError(f"{host.name} cannot serve this job: {why}")
+    if converged:  # said once it worked: a failure is the one line above
+        say(f"gpurig up: converging {host.name}: {', '.join(dict.fromkeys(pending))}")
     return Ready(exports(socket_of(spec, probed)), result, converged)

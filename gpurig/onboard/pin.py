@@ -1,5 +1,5 @@
 """`gpurig pin`: resolve container images given by tag to their registry digests and rewrite
-the inventory in place, comments, order and formatting kept (field notes 003, U30: a tag is
+the inventory in place, comments, order and formatting kept (a tag is
 not an image; `:latest` moved under a running fleet).
 
 The inventory is read here with ruamel's round-trip loader, not `load_inventory`: the schema

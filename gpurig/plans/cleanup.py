@@ -1,6 +1,7 @@
 """Pre-launch cleanup (`cleanup`): stale Ray sessions, core files, dead editable-install finders
 and a stale FlashInfer JIT cache, the leftovers that fill a rented box's disk or break the next
-launch (field notes 003: U6, U7). Advice (`warn`): the next converge removes them."""
+launch (a full disk, or inodes run out before bytes do). Advice (`warn`): the next converge
+removes them."""
 
 from __future__ import annotations
 

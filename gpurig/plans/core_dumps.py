@@ -1,5 +1,5 @@
 """Core dumps off (`core_dumps: disabled`): a crashing trainer must not fill the disk with
-multi-GB core files (field notes 000, 003)."""
+multi-GB core files (40 GB each from a SIGBUS-ing trainer filled a root disk)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The container engine (`engine`): Docker or Podman, with Podman's Docker-compatible socket
-for nodes that serve sandboxes to agents (field notes 001, 004). Docker's daemon.json keys
+for nodes that serve sandboxes to agents (their tools speak Docker's API). Docker's daemon.json keys
 gpurig owns (insecure registries, the nvidia runtime) are judged here, so one write and one
 restart carry them all."""
 

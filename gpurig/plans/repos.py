@@ -1,5 +1,5 @@
 """Declared checkouts (`repos`) at pinned commits, LF scripts, and locked Python environments.
-A checkout is never deleted: the field notes' endless `git clone` restart loop was "fixed"
+A checkout is never deleted: an endless `git clone` restart loop is often "fixed"
 with `rm -rf`; here a dirty, diverged or foreign directory is refused, naming what was found
 (DESIGN: safety rules)."""
 

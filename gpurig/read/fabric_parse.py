@@ -5,8 +5,12 @@ The reader (facts/gpurig_fabric.py) prints one line per file it read, `PATH<TAB>
 and one line `PATH<TAB>` per network device under an RDMA device. The files and their formats
 are the kernel's (Documentation/ABI/stable/sysfs-class-infiniband,
 drivers/infiniband/core/sysfs.c, Documentation/ABI/testing/sysfs-class-net). Host output is
-untrusted: a path of another shape, a device or interface name outside the kernel's own
-spelling, or a value of another format is refused (ValueError), never guessed around.
+untrusted: a path of another shape, or a device or interface name outside the kernel's own
+spelling, refuses the whole reading (ValueError); a value of another format is refused for
+its device or interface alone (its `unreadable` list says which and why, the value stays
+unknown), so one odd device never hides the others. An empty firmware, type or board id is
+what the kernel prints where the driver has none (soft-RoCE `rxe`, some virtual functions):
+unknown (None), not odd.
 """
 
 from __future__ import annotations
@@ -75,8 +79,7 @@ def _value(pattern: re.Pattern[str], text: str, what: str) -> re.Match[str]:
     return match
 
 
-def _port(hcas: dict[str, Any], hca: str, port: str) -> dict[str, Any]:
-    device = hcas.setdefault(hca, {"ports": {}, "netdevs": []})
+def _port(device: dict[str, Any], port: str) -> dict[str, Any]:
     return device["ports"].setdefault(str(int(port)), {"counters": {}})
 
 
@@ -94,10 +97,31 @@ def _port_file(entry: dict[str, Any], file: str, value: str) -> None:
         raise ValueError(f"link layer: unexpected value {value[:60]!r}")
 
 
+def _reading(entry: dict[str, Any], kind: str, groups: dict[str, str], value: str) -> None:
+    """One file's value into its device's (`entry`: an RDMA device or an interface)."""
+    file = groups.get("file")
+    if kind == "net":
+        if file == "mtu":
+            entry["mtu"] = int(_value(_COUNT, value, "MTU")[0])
+        else:
+            entry["operstate"] = _value(_OPERSTATE, value, "operstate")[0]
+    elif kind == "netdev":
+        entry["netdevs"].append(_name(IFNAME, groups["ifname"], "network interface"))
+    elif kind == "device":
+        entry[file] = _value(_TEXT, value, file)[0] if value else None
+    elif kind == "port":
+        _port_file(_port(entry, groups["port"]), file, value)
+    else:
+        counters = _port(entry, groups["port"])["counters"]
+        counters[file] = None if value == _NO_PMA else int(_value(_COUNT, value, file)[0])
+
+
 def parse_fabric(text: str) -> dict[str, Any]:
     """The reader's lines as {"hcas": {name: {"fw_ver", "hca_type", "board_id", "netdevs",
     "ports": {"1": {"state", "phys_state", "rate", "rate_gbps", "link_layer", "counters"}}}},
-    "interfaces": {name: {"mtu", "operstate"}}}; a counter without a PMA is None."""
+    "interfaces": {name: {"mtu", "operstate"}}}; a counter without a PMA is None, an empty
+    device attribute None; a device or interface with a value of another format has
+    "unreadable": ["FILE: why", ...]."""
     hcas: dict[str, Any] = {}
     interfaces: dict[str, Any] = {}
     for line in text.splitlines():
@@ -113,28 +137,17 @@ def parse_fabric(text: str) -> dict[str, Any]:
         if kind is None or match is None:
             raise ValueError(f"not a fabric file: {path[:80]!r}")
         groups = match.groupdict()
-        if "hca" in groups:
-            hca = _name(HCA_NAME, groups["hca"], "RDMA device")
         if kind == "net":
             ifname = _name(IFNAME, groups["ifname"], "network interface")
             entry = interfaces.setdefault(ifname, {})
-            if groups["file"] == "mtu":
-                entry["mtu"] = int(_value(_COUNT, value, "MTU")[0])
-            else:
-                entry["operstate"] = _value(_OPERSTATE, value, "operstate")[0]
-        elif kind == "netdev":
-            device = hcas.setdefault(hca, {"ports": {}, "netdevs": []})
-            device["netdevs"].append(_name(IFNAME, groups["ifname"], "network interface"))
-        elif kind == "device":
-            device = hcas.setdefault(hca, {"ports": {}, "netdevs": []})
-            device[groups["file"]] = _value(_TEXT, value, groups["file"])[0]
-        elif kind == "port":
-            _port_file(_port(hcas, hca, groups["port"]), groups["file"], value)
         else:
-            counters = _port(hcas, hca, groups["port"])["counters"]
-            counters[groups["file"]] = (
-                None if value == _NO_PMA else int(_value(_COUNT, value, groups["file"])[0])
+            entry = hcas.setdefault(
+                _name(HCA_NAME, groups["hca"], "RDMA device"), {"ports": {}, "netdevs": []}
             )
+        try:
+            _reading(entry, kind, groups, value)
+        except ValueError as exc:  # this device's or interface's alone
+            entry.setdefault("unreadable", []).append(f"{path.rsplit('/', 1)[-1]}: {exc}")
     for device in hcas.values():
         device["netdevs"].sort()
     return {"hcas": hcas, "interfaces": interfaces}

@@ -17,8 +17,9 @@ if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
 
 # Fields the GPU query (facts.gpurig_nvidia.NvidiaGpus) asks nvidia-smi for, in its order: the
-# query recorded on the lent H100 as it runs (noheader, nounits: columns by position), so its one
-# recording tests it as it is; fields past mig.mode.current are read by no rule yet.
+# query recorded on an H100 80GB VM (driver 580.159.04) as it runs (noheader, nounits: columns
+# by position), so its one recording tests it as it is; fields past mig.mode.current are read
+# by no rule yet.
 QUERY_GPU_FIELDS: tuple[str, ...] = (
     "index",
     "pci.bus_id",
@@ -269,6 +270,12 @@ def _sm(capability: str) -> str:
     return f"sm_{major}{minor}"
 
 
+def _sm_order(sm: str) -> tuple[int, int]:
+    """'sm_89' -> (8, 9), 'sm_120' -> (12, 0) (an arch suffix, 'sm_90a', left out)."""
+    digits = re.sub(r"\D", "", sm)
+    return int(digits[:-1] or 0), int(digits[-1:] or 0)
+
+
 def _torch_says(kind: str) -> list[re.Pattern[str]]:
     """The patterns gpurig/data/torch_warnings.yaml gives for one statement torch makes."""
     return [re.compile(p, re.M) for p in table("torch_warnings.yaml")[kind]]
@@ -279,7 +286,9 @@ def parse_torch_capability_warning(text: str) -> TorchCapabilityWarning | None:
 
     Judged by what the text states, whichever of torch's wordings says it (all in
     gpurig/data/torch_warnings.yaml): a GPU named with its capability, then the build's
-    capabilities as a list, a range, or not at all.
+    capabilities as a list, a range, or not at all. A warning whose own list or range holds
+    the GPU's capability (a source build's minimum and maximum wording, its kernels ran) says
+    no such thing: None.
     """
     said = [m for p in _torch_says("gpu") if (m := p.search(text))]
     if not said:
@@ -297,8 +306,16 @@ def parse_torch_capability_warning(text: str) -> TorchCapabilityWarning | None:
         bounds = ranged[0].groupdict()
         maximum = bounds.get("maximum")
         supported_range = (_sm(bounds["minimum"]), _sm(maximum) if maximum else None)
+    capability = _sm(first["capability"])
+    if capability in supported:
+        return None
+    if supported_range is not None:
+        low, high = supported_range
+        own = _sm_order(capability)
+        if _sm_order(low) <= own and (high is None or own <= _sm_order(high)):
+            return None
     return TorchCapabilityWarning(
-        first["gpu"], _sm(first["capability"]), list(dict.fromkeys(supported)), supported_range
+        first["gpu"], capability, list(dict.fromkeys(supported)), supported_range
     )
 
 

@@ -107,43 +107,81 @@ def parse_hung_tasks(text: str) -> list[HungTask]:
 @dataclass(frozen=True)
 class AcsControl:
     """One `ACSCtl:` line of `lspci -vvv`: the device it belongs to (its header line, None when
-    the text has only the ACSCtl lines, as `lspci -vvv | grep ACSCtl` prints them) and which
-    controls are on."""
+    the text has only the ACSCtl lines, as `lspci -vvv | grep ACSCtl` prints them), which
+    controls are on, and the GPUs and RDMA NICs on the buses below it (its `Bus:` line's
+    secondary to subordinate; None where that line was not read)."""
 
     device: str | None
     enabled: list[str]
+    below: list[str] | None = None
 
 
 # A device's header line starts at the first column: '0000:03:00.0 PCI bridge: ...' (with -D)
 # or '03:00.0 PCI bridge: ...'; everything of that device is indented below it.
-_DEVICE_RE = re.compile(r"(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7] \S")
+_DEVICE_RE = re.compile(
+    r"(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2}):[0-9a-fA-F]{2}\.[0-7] (?P<what>\S.*)"
+)
 _ACSCTL_RE = re.compile(r"^\s+ACSCtl:\s*(?P<flags>.*)$")
+# A bridge's buses (pciutils lspci.c show_htype1/2): '\tBus: primary=00, secondary=01,
+# subordinate=04, sec-latency=0'.
+_BUS_RE = re.compile(r"^\s+Bus: primary=[0-9a-fA-F]+, secondary=(?P<sec>[0-9a-fA-F]+), "
+                     r"subordinate=(?P<sub>[0-9a-fA-F]+)")  # fmt: skip
 
 
-def parse_acs_controls(text: str) -> list[AcsControl]:
-    """Each ACSCtl line of `lspci -vvv` output (whole, or only its device and ACSCtl lines)
-    with the controls it shows on ('SrcValid+'). Capabilities lspci may not read (not root:
-    '<access denied>') print no ACSCtl line: nothing is reported, never 'disabled'."""
-    controls = []
-    device = None
+def is_peer(what: str) -> bool:
+    """Whether a device, by the text after its address in `lspci`, is a GPU or an RDMA NIC:
+    a peer-to-peer end (gpurig/data/interconnect.yaml `acs_peer_devices`)."""
+    return any(
+        re.match(pattern, what) for pattern in table("interconnect.yaml")["acs_peer_devices"]
+    )
+
+
+def parse_acs_controls(text: str) -> tuple[list[AcsControl], list[str]]:
+    """Each ACSCtl line of `lspci -vvv` output (whole, or only its device, Bus and ACSCtl lines)
+    with the controls it shows on ('SrcValid+') and the peers below its bridge, and every peer
+    device's header line. Capabilities lspci may not read (not root: '<access denied>') print no
+    ACSCtl line: nothing is reported, never 'disabled'."""
+    devices: list[tuple[str, int, str]] = []  # (domain, bus, header) of every device
+    found: list[tuple[str | None, list[str], tuple[str, int, int] | None]] = []
+    device: str | None = None
+    domain, buses = "0000", None
     for line in text.splitlines():
-        if _DEVICE_RE.match(line):
-            device = line.strip()
+        head = _DEVICE_RE.match(line)
+        if head:
+            device, domain, buses = line.strip(), (head["domain"] or "0000").lower(), None
+            devices.append((domain, int(head["bus"], 16), head["what"]))
+            continue
+        bus = _BUS_RE.match(line) if device is not None else None
+        if bus:
+            buses = (domain, int(bus["sec"], 16), int(bus["sub"], 16))
             continue
         match = _ACSCTL_RE.match(line)
         if match:
             flags = re.findall(r"(\w+)([+-])", match["flags"])
-            controls.append(AcsControl(device, [name for name, on in flags if on == "+"]))
-    return controls
+            found.append((device, [name for name, on in flags if on == "+"], buses))
+    peers = [(d, b, what) for d, b, what in devices if is_peer(what)]
+    controls = [
+        AcsControl(
+            device,
+            enabled,
+            None if span is None else
+            [what for d, b, what in peers if d == span[0] and span[1] <= b <= span[2]],
+        )
+        for device, enabled, span in found
+    ]  # fmt: skip
+    return controls, [what for _, _, what in peers]
 
 
 def acs_redirecting(controls: list[AcsControl]) -> list[AcsControl]:
     """The ACSCtl lines with a control on that NCCL's troubleshooting guide says breaks or
     slows GPU peer-to-peer (gpurig/data/interconnect.yaml `acs_enabled_controls`), on bridges
-    where the header says which device it is."""
+    where the header says which device it is, with a GPU or RDMA NIC below them (a bridge whose
+    buses were not read is counted: nothing says it is off the path)."""
     wanted = set(table("interconnect.yaml")["acs_enabled_controls"])
     return [
         c
         for c in controls
-        if wanted & set(c.enabled) and (c.device is None or "bridge" in c.device.lower())
+        if wanted & set(c.enabled)
+        and (c.device is None or "bridge" in c.device.lower())
+        and (c.below is None or c.below)
     ]

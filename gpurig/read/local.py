@@ -1,6 +1,6 @@
 """This machine's state, read the way a node contract needs it: HostState's one command run by
 `/bin/sh` in a subprocess, with no SSH stack, greenlets or pyinfra loaded (they cost a node
-contract more than its whole read: issue 28). What pyinfra's @local connector did for this
+contract more than its whole read, at every job start). What pyinfra's @local connector did for this
 read is done here, and more: the command runs bounded in time and bytes (gpurig.read.bounded)
 and its output in lines."""
 

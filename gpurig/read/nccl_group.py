@@ -1,4 +1,4 @@
-"""NCCL all-reduce across the hosts of an inventory group (issue 31): nccl-tests'
+"""NCCL all-reduce across the hosts of an inventory group (a multi-node job's own test): nccl-tests'
 `all_reduce_perf`, an MPI build, launched by Open MPI's `mpirun` from the group's first host,
 which starts the other hosts' ranks over SSH. Pure functions: whether a group may run it (from
 the specs before any host is touched, then from the GPUs each host lists), where it runs (the

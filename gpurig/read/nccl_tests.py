@@ -64,6 +64,7 @@ class AllReduceRun:
     avg_busbw: float | None = None
     failures: list[str] = field(default_factory=list)  # "Test NCCL failure ..." and the like
     warnings: list[str] = field(default_factory=list)  # NCCL's "NCCL WARN ..." lines
+    alone: int = 0  # NCCL INFO lines of a communicator of one rank ("rank 0 nranks 1")
 
 
 _RANK_RE = re.compile(
@@ -76,6 +77,10 @@ _AVG_RE = re.compile(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
 # warnings (printed with NCCL_DEBUG=WARN or more: what failed inside NCCL, e.g. a socket).
 _FAILURE_RE = re.compile(r"\bTest (?:NCCL |CUDA )?failure\b")
 _WARN_RE = re.compile(r"\bNCCL WARN\b")
+# NCCL's INFO line of a communicator that has formed ("comm 0x... rank 0 nranks 1 cudaDev 0
+# ... - Init COMPLETE", with NCCL_DEBUG=INFO): one of a single rank ran alone.
+_ALONE_RE = re.compile(r"\bNCCL INFO comm \S+ rank 0 nranks 1\b")
+ALONE = "each process ran alone: nccl-tests without MPI support, or mpirun did not start one job"
 
 
 def _half(cells: Sequence[str], counted: bool) -> Half:
@@ -107,6 +112,7 @@ def parse_all_reduce(text: str) -> AllReduceRun:
     line: the test did not run (not installed, CUDA or NCCL failed first)."""
     ranks, rows, failures, warnings = [], [], [], []
     out_of_bounds = avg = None
+    alone = 0
     counted = False
     for line in text.splitlines():
         comment = line.lstrip().startswith("#")
@@ -122,11 +128,13 @@ def parse_all_reduce(text: str) -> AllReduceRun:
             failures.append(line.strip()[:300])
         elif _WARN_RE.search(line):
             warnings.append(line.strip()[:300])
+        elif _ALONE_RE.search(line):
+            alone += 1
         elif row := _row(line.split(), counted):
             rows.append(row)
     if not rows and avg is None:
         raise ValueError("no all_reduce_perf table row or 'Avg bus bandwidth' line")
-    return AllReduceRun(ranks, rows, out_of_bounds, avg, failures, warnings)
+    return AllReduceRun(ranks, rows, out_of_bounds, avg, failures, warnings, alone)
 
 
 def baseline_for(gpu_name: str, gpus: int, hosts: int = 1) -> dict[str, Any] | None:
@@ -160,7 +168,8 @@ class NcclVerdict:
 
 def judge_all_reduce(run: AllReduceRun, gpu_name: str, gpus: int, hosts: int = 1) -> NcclVerdict:
     """Wrong results fail whatever the speed (#wrong above 0 in either half, or out-of-bounds
-    values), and so does a rank's own "Test ... failure"; then the bus bandwidth at the
+    values), and so do a rank's own "Test ... failure" and processes that each ran as a job
+    of their own (no all-reduce across them took place); then the bus bandwidth at the
     largest size (the better of out-of-place and in-place) against the model's baseline for
     this many GPUs on this many hosts, where one exists."""
     reasons = []
@@ -171,6 +180,11 @@ def judge_all_reduce(run: AllReduceRun, gpu_name: str, gpus: int, hosts: int = 1
         reasons.append(f"all_reduce_perf found {run.out_of_bounds} out-of-bounds values")
     if run.failures:
         reasons.append(f"{len(run.failures)} ranks' lines report a failure: {run.failures[0]}")
+    # One job prints its ranks once, numbered from 0; processes that each ran alone each
+    # print a rank 0 (and NCCL's INFO, where asked, a communicator of one rank).
+    alone = max(sum(rank.rank == 0 for rank in run.ranks), run.alone)
+    if alone > 1:
+        reasons.append(f"{ALONE} ({alone} processes each printed rank 0 of a run of 1)")
     figures: dict[str, Any] = {"avg_busbw_gbps": run.avg_busbw, "ranks": len(run.ranks)}
     figures["hosts"] = sorted({rank.host for rank in run.ranks})
     if run.warnings:

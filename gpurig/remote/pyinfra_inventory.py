@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gpurig.spec.inventory import Host, Inventory, Jump, load_inventory
+from gpurig.spec.inventory import Host, Inventory, InventoryError, Jump, Problem, load_inventory
 from gpurig.spec.user_scope import is_user
 
 ENV_VAR = "GPURIG_INVENTORY"
@@ -142,5 +142,14 @@ def pyinfra_groups(inventory: Inventory, known_hosts_dir: Path) -> dict[str, lis
 
 
 def load_groups(root: Path) -> dict[str, list[Any]]:
-    """Everything `inventory.py` needs; raises InventoryError before any host is contacted."""
-    return pyinfra_groups(load_inventory(inventory_paths(root)), cache_dir())
+    """Everything `inventory.py` needs; raises InventoryError before any host is contacted,
+    also where there is no inventory at all (a run that converges nothing must not pass)."""
+    paths = inventory_paths(root)
+    if not paths:
+        looked = root / "inventories" / "*.yaml"
+        raise InventoryError([Problem(str(looked), None, (), (
+            f"no inventory: {ENV_VAR} is not set and no file matches; write one there (the "
+            f"examples in {root / 'inventories' / 'examples'} are never read) or set "
+            f"{ENV_VAR}=FILE[{os.pathsep}FILE...]"
+        ))])  # fmt: skip
+    return pyinfra_groups(load_inventory(paths), cache_dir())

@@ -43,6 +43,14 @@ class Entry:
     source: str  # the check's source, or the plan that emits the change
     example: str = ""  # what `gpurig drift` printed for it on a real input; "" if none shows it
     example_from: str = ""  # where that input came from, or why no real input shows the id
+    composed: bool = False  # the input joins several machines' recordings: no run saw it whole
+
+
+def example_label(found: Entry) -> str:
+    """What an example is: a recording's report, or one composed from several recordings."""
+    if found.composed:
+        return "composed from several recordings: what gpurig drift prints on them"
+    return "what gpurig drift printed"
 
 
 class UnknownId(KeyError):
@@ -59,12 +67,13 @@ def examples() -> dict[str, Any]:
     return table("finding_examples.yaml")
 
 
-def _example(finding_id: str) -> tuple[str, str]:
-    """(the report drift printed, where its input came from), or ("", why no input shows it)."""
+def _example(finding_id: str) -> tuple[str, str, bool]:
+    """(the report drift printed, where its input came from, composed), or ("", why no input
+    shows it, False)."""
     shown = examples()["examples"].get(finding_id)
     if shown is not None:
-        return shown["report"], f"{shown['source']}: {shown['from']}"
-    return "", examples()["none"].get(finding_id, "")
+        return shown["report"], f"{shown['source']}: {shown['from']}", bool(shown.get("composed"))
+    return "", examples()["none"].get(finding_id, ""), False
 
 
 def texts() -> dict[str, Any]:
@@ -127,7 +136,7 @@ def as_text(found: Entry, width: int = 88) -> str:
         where = textwrap.fill(f"from {found.example_from}", width, initial_indent="  ",
                               subsequent_indent="    ", break_long_words=False,
                               break_on_hyphens=False)  # fmt: skip
-        lines += ["Example (what gpurig drift printed)", textwrap.indent(found.example, "  "),
+        lines += [f"Example ({example_label(found)})", textwrap.indent(found.example, "  "),
                   where, ""]  # fmt: skip
     elif found.example_from:
         why = f"none recorded: {found.example_from}"

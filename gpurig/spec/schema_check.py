@@ -1,9 +1,10 @@
 """Whether a document passes the inventory schema, answered without jsonschema: the node
 contracts load a spec at every job start, and jsonschema cost them more than their whole read
-(issue 28). It knows the keywords the schema uses, with the schema's YAML types (an integer is
-never `true` or `22.0`, a number never `.nan`), and answers only yes or no: on no, the loader
-asks jsonschema for the problems and their lines, so every message is still jsonschema's. A
-keyword it does not know makes it say no, so a schema that grows a keyword stays checked.
+(benchmarks/node_contracts.py). It knows the keywords the schema uses, with the schema's YAML
+types (an integer is never `true` or `22.0`, a number never `.nan`), and answers only yes or
+no: on no, the loader asks jsonschema for the problems and their lines, so every message is
+still jsonschema's. A keyword it does not know makes it say no, so a schema that grows a
+keyword stays checked.
 tests/unit/test_schema_check.py holds its verdicts equal to jsonschema's over the corpus."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """User scope (`spec.scope: user`): gpurig acts as the login user alone, without root or sudo,
-as a cluster account does (field notes 001: a SLURM user starting Podman's API by hand).
+as a cluster account does (a SLURM user who otherwise starts Podman's API by hand).
 
 What such a user owns is converged: the user's rootless Podman API socket, a block in the
 user's login profile (core dumps off, DOCKER_HOST), checkouts and environments in paths the

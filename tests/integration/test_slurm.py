@@ -342,7 +342,7 @@ def submit(box: Sandbox, on: str, image: str) -> Job:
 
 
 def test_alice_s_sbatch_job_converges_its_node_and_runs_a_container(installed: Sandbox) -> None:
-    """Issue 18 item 4, the user's side: the README's job script and spec, submitted with
+    """A SLURM user's side: the README's job script and spec, submitted with
     sbatch by alice from the login node; the job's user-scope converge starts her rootless
     Podman, and `podman --url "$DOCKER_HOST" run` runs a container through it."""
     box, image = installed, installed.state.images["train"]

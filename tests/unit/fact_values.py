@@ -121,8 +121,10 @@ def gpu_values(
     }
 
 
-# Every reading of the lent H100 (tests/fixtures/gpu/*_h100_580.159.04_*), one machine, one day.
-LENT_H100: dict[str, Any] = {
+# Every reading of one rented H100 VM: an NVIDIA H100 80GB HBM3 passed through to a Firecracker
+# VM, driver 580.159.04, recorded 2026-11-22 (tests/fixtures/gpu/*_h100_580.159.04_*): one
+# machine, one day.
+H100_VM: dict[str, Any] = {
     "nvidia_smi": True,
     "query": "nvidia-smi_query-gpu_csv-noheader_h100_580.159.04_health-fields.txt",
     "version": "nvidia-smi--version_h100_580.159.04_vm.txt",
@@ -138,9 +140,10 @@ LENT_H100: dict[str, Any] = {
 }
 
 
-def lent_h100(**raw: Any) -> dict[type, Any]:
-    """The GPU facts' values parsed from the lent H100's recordings, `raw` replacing some."""
-    return gpu_values(**{**LENT_H100, **raw})
+def h100_vm(**raw: Any) -> dict[type, Any]:
+    """The GPU facts' values parsed from the H100 VM's recordings (H100_VM), `raw` replacing
+    some."""
+    return gpu_values(**{**H100_VM, **raw})
 
 
 def run_here(cls: type, env_path: str | None = None, **kwargs: Any) -> Any:

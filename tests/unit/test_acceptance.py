@@ -1,4 +1,5 @@
-"""Acceptance judging on the results recorded on the lent H100, and the script's no-GPU path."""
+"""Acceptance judging on the results recorded on an H100 80GB VM (driver 580.159.04), and the
+script's no-GPU path."""
 
 from __future__ import annotations
 

@@ -1,13 +1,14 @@
-"""check(): a clean host has no findings, and every check id has a case that fires it.
+"""check(): a clean host has no findings, and every check id has a case that fires it: one
+case table per domain, equal to the domain's ids.
 
 The checks read the facts' values through a reader; the GPU facts of the clean host are parsed
-from the lent H100's recordings, not written by hand.
+from the H100 80GB VM's recordings (driver 580.159.04, 2026-11-22), not written by hand.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import pytest
@@ -18,6 +19,8 @@ from gpurig.checks import gpu as gpu_checks
 from gpurig.checks import interconnect as interconnect_checks
 from gpurig.checks import node as node_checks
 from gpurig.checks.all import CHECK_IDS, check, compat, compat_checks
+from gpurig.checks.finding import Finding
+from gpurig.checks.judge import SUDO_PASSWORD, Probed, report
 from gpurig.checks.node import key_changed, unreachable
 from gpurig.checks.rules import rules
 from gpurig.facts.gpurig_container import ContainerInspect, ContainerTorch
@@ -32,11 +35,15 @@ from gpurig.facts.gpurig_node import (
     LoginShell,
 )
 from gpurig.facts.gpurig_nvidia import GpuHealth, NvidiaGpus
-from gpurig.facts.round_trip import Unreadable
+from gpurig.facts.gpurig_repo import EnvImports
+from gpurig.facts.round_trip import FactFailed, Unreadable, read_key
 from gpurig.plans import CHANGE_IDS
+from gpurig.read import node_parse
 from gpurig.report import fleet
+from gpurig.spec.inventory import Host, SshSettings
 from gpurig.spec.model import normalise
-from tests.unit.fact_values import gpu_values, lent_h100, reader
+from tests.unit import test_fabric, test_interconnect
+from tests.unit.fact_values import gpu_values, h100_vm, reader
 from tests.unit.gpu_fixtures import read_fixture
 from tests.unit.test_gpu_checks import FIRES_ON_RECORDING, NO_RECORDING
 
@@ -122,7 +129,7 @@ VALUES: dict[type, Any] = {
     CgroupMemory: {"limit": None, "oom_kill": 0},
     CgroupLeaks: {"count": None, "percpu": {"bytes": None, "source": None}},
     Fabric: Fabric().default(),  # no RDMA device and no interface: the fabric is not declared
-    **lent_h100(),  # the GPU facts of the lent H100, all recorded on it
+    **h100_vm(),  # the GPU facts of the H100 80GB VM (driver 580.159.04), all recorded on it
 }
 
 Mutation = Callable[[dict[str, Any], dict[type, Any]], None]
@@ -163,49 +170,105 @@ def _both(*mutations: Mutation) -> Mutation:
     return mutate
 
 
-CASES: dict[str, Mutation] = {
-    "core_dumps.login_shell": _set(LoginShell, "ulimit_c", value="unlimited"),
-    "disk.free": _set(DiskSpace, 0, "free_bytes", value=5 * GiB),
-    "disk.inodes": _set(DiskSpace, 0, "inodes_free", value=50),
-    "shm.size": _set(HostMemory, "total_bytes", value=512 * 1024**2),
-    "host.not_root": _set(Login, "uid", value=1000),
-    "engine.api": _both(_podman, _set(EngineSocket, "answers", value=False)),
-    "container.restarting": _set(ContainerInspect, "train", "inspect", "RestartCount", value=3),
-    "gpu.missing": _set(NvidiaGpus, "gpus", value=None),
-    "gpu.unexpected": _spec("gpu", "absent"),
-    "compat.kernel_module": _set(NvidiaGpus, "kernel_module", "version", value="595.71.05"),
-    "compat.driver_cuda": _set(ContainerTorch, "train", "cuda", value="13.9"),
-    "compat.torch_arch": _set(ContainerTorch, "train", "arch_list", value=["sm_80"]),
-}
-# Ids not produced by check(spec, read) mutations; each has its own test below.
-SEPARATE = {
-    "host.unreachable",
-    "host.key_changed",
-    "host.sudo_password",  # test_pyinfra_guard.py and integration/test_hostile_hosts.py
-    "state.unreadable",  # test_faults_input.py and below
-    "gpurig.internal_error",  # test_faults_input.py
-}
-# Every GPU check id fires in tests/unit/test_gpu_checks.py's table, on a recording or, where
-# it names why none exists, on hand-set state; the node health checks have their own table of
-# cases (tests/unit/test_node_checks.py).
-SEPARATE |= set(FIRES_ON_RECORDING) | set(NO_RECORDING)
-SEPARATE |= (set(node_checks.IDS) | {"container.oom_kill"}) - set(CASES)
-# The interconnect checks fire on recordings in tests/unit/test_interconnect.py.
-SEPARATE |= set(interconnect_checks.IDS)
-# The fabric's ids fire on recorded sysfs readings and on sandbox hosts (tests/unit/test_fabric.py).
-SEPARATE |= set(fabric_checks.IDS)
-
-
-def run(mutation: Mutation | None = None) -> list[Any]:
+def run(mutation: Mutation | None = None) -> list[Finding]:
     spec, values = copy.deepcopy(SPEC), copy.deepcopy(VALUES)
     if mutation:
         mutation(spec, values)
     return check(spec, reader(values))
 
 
-def test_every_finding_id_has_a_case() -> None:
-    assert set(CASES) | SEPARATE == set(CHECK_IDS)
-    assert len(CHECK_IDS) == len(set(CHECK_IDS))
+# A case: the findings one state of a host gives.
+Case = Callable[[], list[Finding]]
+
+
+def on(*mutations: Mutation) -> Case:
+    """The clean host with `mutations` applied, judged by check()."""
+    return lambda: run(_both(*mutations))
+
+
+NODE = Host("node-1", "10.0.0.4", SshSettings(), (), {}, "fleet.yaml", 0)
+
+
+def reported(connect_error: str | None = None, state: dict[str, Any] | None = None) -> Case:
+    """What drift's report says of a host that could not be read, or whose judging failed."""
+    return lambda: report(Probed(NODE, state, connect_error)).findings
+
+
+def _unreadable(fact: type) -> Mutation:
+    return lambda _spec, values: values.update({fact: Unreadable(f"{fact.__name__}: not XML")})
+
+
+def _imports(entry: dict[str, Any]) -> Mutation:
+    """/srv/code declaring `python.imports`, its environment answering `entry`."""
+
+    def mutate(spec: dict[str, Any], values: dict[type, Any]) -> None:
+        spec["repos"]["/srv/code"]["python"]["imports"] = ["torch"]
+        python = "/srv/code/.venv/bin/python"
+        values[EnvImports] = {"/srv/code": {"python": python, "ran": False, "run_as": None,
+                                            "refused": None, "report": None, "error": None,
+                                            **entry}}  # fmt: skip
+
+    return mutate
+
+
+DISK_LOW = _set(DiskSpace, 0, "free_bytes", value=5 * GiB)
+SMALL_HOST = _set(HostMemory, "total_bytes", value=512 * 1024**2)
+NO_GPU = _set(NvidiaGpus, "gpus", value=None)
+# One table per domain, equal to the domain's ids (test_every_domain_table_is_its_ids), each
+# case firing its id (test_finding_fires): a new id without a case fails here.
+NODE_CASES: dict[str, Case] = {
+    "host.unreachable": reported("Connection refused"),
+    "host.key_changed": reported("SSH host key error (Host key for 10.0.0.4 does not match.)"),
+    "host.sudo_password": reported(SUDO_PASSWORD),
+    "host.not_root": on(_set(Login, "uid", value=1000)),
+    "state.unreadable": on(_unreadable(GpuHealth)),
+    # A bug in a fact's parser (FactFailed) is gpurig's, reported as such, not the host's.
+    "gpurig.internal_error": reported(state={read_key(Login, {}): FactFailed("Login: KeyError")}),
+    "core_dumps.login_shell": on(_set(LoginShell, "ulimit_c", value="unlimited")),
+    "disk.free": on(DISK_LOW),
+    "disk.inodes": on(_set(DiskSpace, 0, "inodes_free", value=50)),
+    "shm.size": on(SMALL_HOST),
+    "host.oom_kill": on(_set(CgroupMemory, "oom_kill", value=2)),
+    "host.cgroup_leak": on(_set(CgroupLeaks, "count", value=node_parse.cgroup_count(
+        None, "nr_descendants 30000\nnr_dying_descendants 70001\n"))),
+    "host.percpu_memory": on(_set(CgroupLeaks, "percpu", value={"bytes": 60 * 1000**3,
+                                                                "source": "memory.stat percpu"})),
+    "env.imports": on(_imports({"ran": True, "error": "the environment's python printed nothing"})),
+    "env.imports_unchecked": on(_imports({"refused": "/srv/code is writable by uid 1000"})),
+}  # fmt: skip
+CONTAINER_CASES: dict[str, Case] = {
+    "container.restarting": on(_set(ContainerInspect, "train", "inspect", "RestartCount", value=3)),
+    "container.oom_kill": on(_set(ContainerInspect, "train", "oom_kill", value=2)),
+    "engine.api": on(_podman, _set(EngineSocket, "answers", value=False)),
+}
+COMPAT_CASES: dict[str, Case] = {
+    "compat.kernel_module": on(_set(NvidiaGpus, "kernel_module", "version", value="595.71.05")),
+    "compat.driver_cuda": on(_set(ContainerTorch, "train", "cuda", value="13.9")),
+    "compat.torch_arch": on(_set(ContainerTorch, "train", "arch_list", value=["sm_80"])),
+}
+CASES: dict[str, Case] = {**NODE_CASES, **CONTAINER_CASES, **COMPAT_CASES}
+# Each domain's ids and its case table: this module's, and the GPU, interconnect and fabric
+# modules', which fire theirs on recordings (and say why where none exists).
+DOMAINS: dict[str, tuple[tuple[str, ...], Collection[str]]] = {
+    "node": (node_checks.IDS, NODE_CASES),
+    "container": (container_checks.IDS, CONTAINER_CASES),
+    "compat": (compat.IDS, COMPAT_CASES),
+    "gpu": (gpu_checks.IDS, {**FIRES_ON_RECORDING, **NO_RECORDING}),
+    "interconnect": (interconnect_checks.IDS, test_interconnect.FIRES_ON_RECORDING),
+    "fabric": (fabric_checks.IDS, {**test_fabric.FIRES_ON_RECORDING, **test_fabric.NO_RECORDING}),
+}
+
+
+@pytest.mark.parametrize("domain", sorted(DOMAINS))
+def test_every_domain_table_is_its_ids(domain: str) -> None:
+    ids, cases = DOMAINS[domain]
+    assert set(cases) == set(ids)
+    assert len(ids) == len(set(ids))
+
+
+def test_every_check_id_is_in_one_domain() -> None:
+    every = [i for ids, _ in DOMAINS.values() for i in ids]
+    assert sorted(every) == sorted(CHECK_IDS)
 
 
 def test_one_table_row_per_id_with_a_remediation_and_a_source() -> None:
@@ -231,7 +294,7 @@ def test_clean_podman_host_has_no_findings() -> None:
 
 @pytest.mark.parametrize("finding_id", sorted(CASES))
 def test_finding_fires(finding_id: str) -> None:
-    findings = run(CASES[finding_id])
+    findings = CASES[finding_id]()
     assert finding_id in [f.id for f in findings]
     for f in findings:
         assert f.id in CHECK_IDS
@@ -252,9 +315,16 @@ DECLARED = {
 }
 
 
+DECLARED_CASES: dict[str, Case] = {
+    **CASES,
+    "gpu.unexpected": on(_spec("gpu", "absent")),
+    "gpu.missing": on(NO_GPU),
+}
+
+
 @pytest.mark.parametrize("finding_id", sorted(DECLARED))
 def test_a_declared_state_not_in_effect_is_an_error(finding_id: str) -> None:
-    [fired] = [f for f in run(CASES[finding_id]) if f.id == finding_id]
+    [fired] = [f for f in DECLARED_CASES[finding_id]() if f.id == finding_id]
     assert fired.severity == "error"
 
 
@@ -265,7 +335,7 @@ def test_an_unreadable_fact_spoils_only_the_rules_reading_it() -> None:
     def unreadable(spec: dict[str, Any], values: dict[type, Any]) -> None:
         values[GpuHealth] = Unreadable("GpuHealth: ParseError('not XML')")
 
-    findings = run(_both(unreadable, CASES["disk.free"]))
+    findings = run(_both(unreadable, DISK_LOW))
     [odd] = [f for f in findings if f.id == "state.unreadable"]
     assert odd.actual == "GpuHealth: ParseError('not XML')" and odd.severity == "error"
     assert "disk.free" in [f.id for f in findings]
@@ -309,9 +379,9 @@ def test_same_filesystem_reported_once() -> None:
 
 
 def test_warnings_and_errors() -> None:
-    severity = {fid: {f.severity for f in run(m) if f.id == fid} for fid, m in CASES.items()}
+    severity = {fid: {f.severity for f in case() if f.id == fid} for fid, case in CASES.items()}
     assert severity["container.restarting"] == {"warn"}
-    assert severity["gpu.missing"] == {"error"}
+    assert {f.severity for f in run(NO_GPU) if f.id == "gpu.missing"} == {"error"}
     assert severity["disk.free"] == {"error"}
 
 
@@ -376,7 +446,7 @@ def test_shm_size_is_judged_against_the_host_memory_not_its_dev_shm() -> None:
     """`--shm-size` gives each container a tmpfs of its own: a host /dev/shm of 64 MiB is no
     finding (gpurig does not even read it); a declared size above the host's memory is."""
     assert "shm.size" not in {f.id for f in run()}
-    [finding] = [f for f in run(CASES["shm.size"]) if f.id == "shm.size"]
+    [finding] = [f for f in run(SMALL_HOST) if f.id == "shm.size"]
     assert (finding.severity, finding.subject) == ("warn", "container train")
     assert (finding.expected, finding.actual) == ("<= 512 MiB (the host's memory)", "1 GiB")
     unknown = _set(HostMemory, "total_bytes", value=None)

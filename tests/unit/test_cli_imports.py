@@ -202,7 +202,7 @@ def test_one_plugin_scan_answers_gevent_as_a_scan_would_and_is_undone() -> None:
 
 
 # What a node contract must not load: an SSH stack, greenlets, a task runner, a schema engine
-# (issue 28: they cost a Prolog 10x NHC's time at every job start), nor click and the CLI
+# (they cost a Prolog 10x NHC's time at every job start), nor click and the CLI
 # module (its command line is read by gpurig.node.argv).
 NODE_FORBIDDEN = ["pyinfra", "gevent", "paramiko", "invoke", "jsonschema", "click"]
 

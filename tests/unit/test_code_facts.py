@@ -450,9 +450,9 @@ def _plant_fsmonitor(checkout: Path, place: Path) -> Path:
 def test_root_runs_no_git_where_another_account_can_change_its_config(
     private_dir: Path, origin, faults: Any, attack: str, said: str
 ):
-    """Issue 26 item 1: git runs programs a repository's config names (core.fsmonitor here);
-    as root, RepoState runs no git at all in a checkout whose .git another account can change,
-    and the plan refuses it (repo.writable) before the converge runs git there."""
+    """An attack on root through git: git runs programs a repository's config names (core.fsmonitor
+    here); as root, RepoState runs no git at all in a checkout whose .git another account can
+    change, and the plan refuses it (repo.writable) before the converge runs git there."""
     url, work = origin
     ref = git(work, "rev-parse", "HEAD")
     checkout = private_dir / "code"

@@ -142,16 +142,11 @@ def test_this_machine_reads_and_parses() -> None:
 @pytest.mark.parametrize(
     "line",
     [
-        "/sys/class/net/eth0/mtu\tnine thousand",
         "/sys/class/net/eth0/mtu",  # no tab: not a reading
         "/sys/class/net/eth 0/mtu\t1500",  # a name the kernel would not give
         "/sys/class/net/eth0\u202e/mtu\t1500",
         "/sys/class/net/averyveryverylongname/mtu\t1500",
         "/etc/shadow\troot:x",
-        "/sys/class/infiniband/mlx5_0/ports/1/state\tACTIVE",  # no number
-        "/sys/class/infiniband/mlx5_0/ports/1/rate\tfast",
-        "/sys/class/infiniband/mlx5_0/ports/1/link_layer\tCarrierPigeon",
-        "/sys/class/infiniband/mlx5_0/ports/1/counters/link_downed\t-1",
         "/sys/class/infiniband/../ports/1/state\t4: ACTIVE",
         "/sys/class/infiniband/mlx5_0/fw_ver\t" + "9" * 300,
     ],
@@ -159,6 +154,66 @@ def test_this_machine_reads_and_parses() -> None:
 def test_odd_lines_are_refused(line: str) -> None:
     with pytest.raises(ValueError):
         parse_fabric(line)
+
+
+GOOD = "/sys/class/infiniband/mlx5_1/ports/1/state\t4: ACTIVE\n/sys/class/net/eth1/mtu\t9000"
+
+
+@pytest.mark.parametrize(
+    ("line", "owner", "why"),
+    [
+        ("/sys/class/net/eth0/mtu\tnine thousand", ("interfaces", "eth0"), "mtu: MTU"),
+        ("/sys/class/infiniband/mlx5_0/ports/1/state\tACTIVE", ("hcas", "mlx5_0"), "state:"),
+        ("/sys/class/infiniband/mlx5_0/ports/1/rate\tfast", ("hcas", "mlx5_0"), "rate: port"),
+        ("/sys/class/infiniband/mlx5_0/ports/1/link_layer\tCarrierPigeon", ("hcas", "mlx5_0"),
+         "link_layer: link layer"),
+        ("/sys/class/infiniband/mlx5_0/ports/1/counters/link_downed\t-1", ("hcas", "mlx5_0"),
+         "link_downed: link_downed"),
+        ("/sys/class/infiniband/mlx5_0/fw_ver\tv1;rm", ("hcas", "mlx5_0"), "fw_ver: fw_ver"),
+    ],
+)  # fmt: skip
+def test_an_odd_value_is_refused_for_its_device_alone(
+    line: str, owner: tuple[str, str], why: str
+) -> None:
+    """The value stays unknown, its device says why, and every other device is read."""
+    reading = parse_fabric(f"{line}\n{GOOD}")
+    [reason] = reading[owner[0]][owner[1]]["unreadable"]
+    assert reason.startswith(why), reason
+    assert reading["hcas"]["mlx5_1"]["ports"]["1"]["state"] == "ACTIVE"
+    assert reading["interfaces"]["eth1"] == {"mtu": 9000}
+
+
+def test_a_device_without_firmware_text_is_read_and_judged(tmp_path: Path) -> None:
+    """The recorded tree with a soft-RoCE device added as the kernel shows one (rxe: fw_ver,
+    hca_type and board_id each an empty line, as ib_device's attributes print where the driver
+    has no string; one SDR lane, `2.5 Gb/sec (1X SDR)` by rate_show): every device is read
+    through the fact's own command, and rxe0's port is judged."""
+    tree = recorded_tree(tmp_path)
+    rxe = tree / "infiniband" / "rxe0"
+    (rxe / "ports" / "1" / "counters").mkdir(parents=True)
+    for name in ("fw_ver", "hca_type", "board_id"):
+        (rxe / name).write_text("\n")
+    for name, value in (
+        ("state", "4: ACTIVE"),
+        ("phys_state", "5: LinkUp"),
+        ("rate", "2.5 Gb/sec (1X SDR)"),
+        ("link_layer", "Ethernet"),
+    ):
+        (rxe / "ports" / "1" / name).write_text(f"{value}\n")  # fmt: skip
+    fact = Fabric()
+    reading = fact.process(run_fact(fact.command(), tree))
+    assert set(reading["hcas"]) == {"hfi1_0", "mlx4_0", "mlx5_0", "rxe0"}
+    device = reading["hcas"]["rxe0"]
+    assert (device["fw_ver"], device["hca_type"], device["board_id"]) == (None, None, None)
+    assert "unreadable" not in device
+    assert device["ports"]["1"]["rate_gbps"] == 2.5
+    assert reading["hcas"]["mlx4_0"]["fw_ver"] == "2.31.5050"
+    spec = {"fabric_expect": {"ports": {"rxe0": {"rate": 10}, "mlx4_0": {"rate": 40}}}}
+    [slow] = check(spec, reading)
+    assert (slow.id, slow.subject) == ("fabric.port_rate", "RDMA port rxe0/1")
+    assert fabric_checks.fleet_pieces({}, lambda _cls: reading)["hca_firmware"]() == (
+        "MT4099 2.31.5050, MT4118 14.28.2006"
+    )
 
 
 def test_a_counter_without_a_pma_is_none() -> None:
@@ -335,11 +390,21 @@ _INTERFACES = {"fabric_expect": {"mtu": 9000, "interfaces": {"eth0": {}, "ib0": 
 _NCCL = _container("host", NCCL_SOCKET_IFNAME="=ens5", NCCL_IB_HCA="mlx5_0:1,mlx5_1:1")
 FIRES_ON_RECORDING: dict[str, dict[str, Any]] = {
     "fabric.port_missing": _PORTS,
+    # Every recorded port is ACTIVE: one declared down (a port left unused) is not.
+    "fabric.port_down": {"fabric_expect": {"ports": {"mlx5_0/1": {"state": "down"}}}},
     "fabric.port_rate": _PORTS,
     "fabric.mtu": _INTERFACES,
     "fabric.interface_missing": _INTERFACES,
     "nccl.socket_ifname": _NCCL,
     "nccl.ib_hca": _NCCL,
+}
+# Ids no recording shows, why, and the counters set by hand on the recorded reading that fire
+# each (the findings catalogue gives the reason instead of an example).
+NO_RECORDING: dict[str, tuple[str, dict[str, int]]] = {
+    "fabric.port_errors": (
+        "every error counter is 0",
+        {"symbol_error": 10, "link_downed": 3},
+    ),
 }
 
 
@@ -354,5 +419,15 @@ def test_each_case_fires_on_the_unchanged_recording(recorded: dict) -> None:
         assert check_id in {f.id for f in check(spec, recorded)}, check_id
 
 
-def test_every_fabric_id_is_a_check_id() -> None:
+def test_every_fabric_id_has_its_case() -> None:
+    assert set(FIRES_ON_RECORDING).isdisjoint(NO_RECORDING)
+    assert set(FIRES_ON_RECORDING) | set(NO_RECORDING) == set(fabric_checks.IDS)
     assert set(fabric_checks.IDS) <= set(CHECK_IDS)
+
+
+def test_each_case_without_a_recording_fires_on_hand_set_counters(recorded: dict) -> None:
+    for check_id, (_why, counters) in NO_RECORDING.items():
+        reading = recorded
+        for name, value in counters.items():
+            reading = _with(reading, "hcas", "hfi1_0", "ports", "1", "counters", name, value=value)
+        assert check_id in {f.id for f in check({}, reading)}, check_id

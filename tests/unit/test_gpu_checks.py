@@ -1,4 +1,5 @@
-"""gpu_checks on recorded outputs: the lent H100 (healthy) and real failures from issue threads."""
+"""gpu_checks on recorded outputs: an H100 80GB VM (driver 580.159.04, healthy) and real
+failures from issue threads."""
 
 from __future__ import annotations
 
@@ -12,15 +13,15 @@ from gpurig.checks import gpu as gpu_checks
 from gpurig.checks.rules import rules
 from gpurig.facts.gpurig_nvidia import GpuHealth, NvidiaGpus
 from gpurig.read import gpu_parse
-from tests.unit.fact_values import gpu_values, lent_h100, reader
+from tests.unit.fact_values import gpu_values, h100_vm, reader
 from tests.unit.gpu_fixtures import read_fixture
 
 Values = dict[type, Any]
 
 
 def with_text_health(name: str, **raw: Any) -> Values:
-    """The lent H100's facts with health fields from another recorded `nvidia-smi -q` text."""
-    gpu = lent_h100(**raw)
+    """The H100 VM's facts with health fields from another recorded `nvidia-smi -q` text."""
+    gpu = h100_vm(**raw)
     gpu[GpuHealth]["health"] = [asdict(h) for h in gpu_parse.parse_health_text(read_fixture(name))]
     return gpu
 
@@ -36,13 +37,13 @@ def ids(findings: list[Any]) -> list[str]:
 H100_SPEC = {"gpu_expect": {"count": 1, "model": "H100 80GB", "mig": "disabled"}}
 
 
-def test_lent_h100_is_healthy_and_as_declared() -> None:
-    assert check(H100_SPEC, lent_h100()) == []
+def test_h100_vm_is_healthy_and_as_declared() -> None:
+    assert check(H100_SPEC, h100_vm()) == []
 
 
 def test_count_and_model_name_the_gpus_found() -> None:
     spec = {"gpu_expect": {"count": 8, "model": "A100", "mig": "enabled"}}
-    findings = {f.id: f for f in check(spec, lent_h100())}
+    findings = {f.id: f for f in check(spec, h100_vm())}
     assert set(findings) == {"gpu.count", "gpu.model", "gpu.mig_mode"}
     assert findings["gpu.count"].actual == "1: NVIDIA H100 80GB HBM3"
     assert "GPU-e547dfd8-4d29-222b-a7f7-9e8719a4fb76" in findings["gpu.model"].actual
@@ -75,15 +76,15 @@ def test_pcie_width_below_max_is_flagged_but_idle_gen_drop_is_not() -> None:
 
 
 def test_persistence_off_on_recorded_t4() -> None:
-    gpu = lent_h100(smi_xml="nvidia-smi-q-x_tesla-t4_515.105.01_reindented.xml")
+    gpu = h100_vm(smi_xml="nvidia-smi-q-x_tesla-t4_515.105.01_reindented.xml")
     assert {"gpu.persistence", "gpu.pcie_link"} <= set(ids(check({}, gpu)))
 
 
 def test_nvlink_links_down() -> None:
-    down = lent_h100(nvlink="nvidia-smi_nvlink-s_v100-sxm2_inactive_PARTIAL.txt")
+    down = h100_vm(nvlink="nvidia-smi_nvlink-s_v100-sxm2_inactive_PARTIAL.txt")
     (finding,) = [f for f in check({}, down) if f.id == "gpu.nvlink_down"]
     assert "links 3, 5" in finding.actual and finding.remediation == "reset-gpu"
-    up = lent_h100(nvlink="nvidia-smi_nvlink-s_a100-sxm4-80gbx8_all-up.txt")
+    up = h100_vm(nvlink="nvidia-smi_nvlink-s_a100-sxm4-80gbx8_all-up.txt")
     assert "gpu.nvlink_down" not in ids(check({}, up))
 
 
@@ -106,7 +107,7 @@ def test_fabric_manager_needed_on_nvswitch_hosts() -> None:
     ],
 )
 def test_fallen_off_the_bus_with_or_without_an_xid_is_one_finding(log: str, pci: str) -> None:
-    findings = check({}, lent_h100(xid_lines=log))
+    findings = check({}, h100_vm(xid_lines=log))
     (finding,) = [f for f in findings if f.id == "gpu.fallen_off_bus"]
     assert (finding.severity, finding.remediation) == ("error", "reboot")
     assert finding.actual.startswith(pci) and "fallen off the bus" in finding.actual
@@ -138,34 +139,34 @@ def test_a_gpu_is_keyed_by_its_full_pci_address() -> None:
     ],
 )
 def test_xid_remediation_follows_the_catalog(log: str, expected: set[tuple[int, str, str]]) -> None:
-    findings = [f for f in check({}, lent_h100(xid_lines=log)) if f.id == "gpu.xid"]
+    findings = [f for f in check({}, h100_vm(xid_lines=log)) if f.id == "gpu.xid"]
     got = {(int(f.message.split()[1]), f.severity, f.remediation) for f in findings}
     assert got == expected
     assert all("Xid (" in f.actual for f in findings)
 
 
 def test_nvml_mismatch_without_the_library_line_is_still_a_finding() -> None:
-    gpu = lent_h100(query="driver_mismatch_nvml_no-library-line.txt", smi_xml=None)
+    gpu = h100_vm(query="driver_mismatch_nvml_no-library-line.txt", smi_xml=None)
     (finding,) = check(H100_SPEC, gpu)
     assert (finding.id, finding.remediation) == ("gpu.nvml_mismatch", "reboot")
     assert finding.actual == "NVML library (version not printed), kernel module 580.159.04"
-    versioned = lent_h100(query="driver_mismatch_nvml-550.144.txt", smi_xml=None)
+    versioned = h100_vm(query="driver_mismatch_nvml-550.144.txt", smi_xml=None)
     assert "NVML library 550.144" in check({}, versioned)[0].actual
 
 
 def test_host_state_checks() -> None:
-    pending = lent_h100(reboot_required=True, reboot_required_pkgs="linux-image-6.8.0-45\n")
+    pending = h100_vm(reboot_required=True, reboot_required_pkgs="linux-image-6.8.0-45\n")
     (finding,) = check({}, pending)
     assert (finding.id, finding.actual) == (
         "host.reboot_pending",
         "/var/run/reboot-required (linux-image-6.8.0-45)",
     )
-    no_uvm = lent_h100(uvm_device=False)
+    no_uvm = h100_vm(uvm_device=False)
     assert ids(check({}, no_uvm)) == ["gpu.uvm_missing"]
-    unbuilt = lent_h100(proc_version=None, modinfo=True, module_built="", smi_xml=None)
+    unbuilt = h100_vm(proc_version=None, modinfo=True, module_built="", smi_xml=None)
     assert ids(check({}, unbuilt)) == ["gpu.module_missing"]
     # A container without modinfo cannot tell: no finding.
-    assert check({}, lent_h100(proc_version=None, smi_xml=None)) == []
+    assert check({}, h100_vm(proc_version=None, smi_xml=None)) == []
 
 
 # --- MIG: mode, slices, and a slice judged by its parent GPU ----------------------------------
@@ -189,7 +190,7 @@ AS_RECORDED = [
 
 
 def mig_h100(**raw: Any) -> Values:
-    """The MIG H100's facts from its own recordings only (no lent-H100 defaults)."""
+    """The MIG H100's facts from its own recordings only (no H100-VM defaults)."""
     gpu = gpu_values(**{**MIG_H100, **raw})
     text = read_fixture(MIG_H100_Q)
     gpu[GpuHealth]["health"] = [asdict(h) for h in gpu_parse.parse_health_text(text)]
@@ -240,7 +241,7 @@ def test_slices_counted_by_profile_on_recorded_listings(
     listing: str, declared: dict[str, int], fires: bool
 ) -> None:
     wanted = [{"profile": p, "count": n} for p, n in declared.items()]
-    found = ids(check(expect(mig_slices=wanted), lent_h100(listing=listing)))
+    found = ids(check(expect(mig_slices=wanted), h100_vm(listing=listing)))
     assert ("gpu.mig_slices" in found) is fires
 
 
@@ -313,7 +314,7 @@ def test_a_mig_gpu_without_slices_offers_no_capability() -> None:
     # Without a listing every GPU's own capability is judged, as before MIG was read.
     assert gpu_checks.job_capabilities(mig_h100(listing=None)[NvidiaGpus]) == ["9.0"]
     # A GPU with MIG off is judged by its own capability.
-    assert gpu_checks.job_capabilities(lent_h100()[NvidiaGpus]) == ["9.0"]
+    assert gpu_checks.job_capabilities(h100_vm()[NvidiaGpus]) == ["9.0"]
 
 
 def test_a_jetson_without_nvidia_smi_has_the_gpu_its_container_toolkit_sees() -> None:
@@ -335,54 +336,54 @@ MIG_SLICES_DECLARED = expect(mig_slices=[{"profile": "3g.20gb", "count": 2}])
 # The recorded state (spec, GPU facts) that fires each id.
 FIRES_ON_RECORDING: dict[str, Callable[[], Case]] = {
     "gpu.missing": lambda: ({"gpu": "required"}, gpu_values(nvidia_smi=False)),
-    "gpu.unexpected": lambda: ({"gpu": "absent"}, lent_h100()),
-    "gpu.count": lambda: (expect(count=8), lent_h100()),
-    "gpu.model": lambda: (expect(model="A100"), lent_h100()),
-    "gpu.mig_mode": lambda: (expect(mig="enabled"), lent_h100()),
+    "gpu.unexpected": lambda: ({"gpu": "absent"}, h100_vm()),
+    "gpu.count": lambda: (expect(count=8), h100_vm()),
+    "gpu.model": lambda: (expect(model="A100"), h100_vm()),
+    "gpu.mig_mode": lambda: (expect(mig="enabled"), h100_vm()),
     "gpu.mig_slices": lambda: (MIG_SLICES_DECLARED, mig_h100()),
     "gpu.pcie_link": lambda: ({}, with_text_health("nvidia-smi-q_rtx4090_537.13_windows-wddm.txt")),
     "gpu.nvlink_down": lambda: (
-        {}, lent_h100(nvlink="nvidia-smi_nvlink-s_v100-sxm2_inactive_PARTIAL.txt")
+        {}, h100_vm(nvlink="nvidia-smi_nvlink-s_v100-sxm2_inactive_PARTIAL.txt")
     ),
     "gpu.persistence": lambda: (
-        {}, lent_h100(smi_xml="nvidia-smi-q-x_tesla-t4_515.105.01_reindented.xml")
+        {}, h100_vm(smi_xml="nvidia-smi-q-x_tesla-t4_515.105.01_reindented.xml")
     ),
     "gpu.row_remap_pending": lambda: ({}, with_text_health("nvidia-smi-q_a10_535.129.03.txt")),
     # A current limit of 500 W under a 700 W default. (The 2080 Ti table that draws 315 W over
     # its 300 W cap cannot say it: a default table prints no default limit.)
     "gpu.power_cap": lambda: ({}, with_text_health(CAPPED)),
     "gpu.nvml_mismatch": lambda: (
-        {}, lent_h100(query="driver_mismatch_nvml-550.144.txt", smi_xml=None)
+        {}, h100_vm(query="driver_mismatch_nvml-550.144.txt", smi_xml=None)
     ),
     "gpu.fallen_off_bus": lambda: (
-        {}, lent_h100(xid_lines="kernel_xid_79_fallen-off-bus_rtx5080_journald.txt")
+        {}, h100_vm(xid_lines="kernel_xid_79_fallen-off-bus_rtx5080_journald.txt")
     ),
-    "gpu.xid": lambda: ({}, lent_h100(xid_lines="kernel_xid_119_gsp_rpc_timeout.txt")),
+    "gpu.xid": lambda: ({}, h100_vm(xid_lines="kernel_xid_119_gsp_rpc_timeout.txt")),
 }  # fmt: skip
 
 
 def _set_health(**fields: Any) -> Values:
-    """The lent H100 with some of its GPU's health fields set by hand."""
-    gpu = lent_h100()
+    """The H100 VM with some of its GPU's health fields set by hand."""
+    gpu = h100_vm()
     gpu[GpuHealth]["health"][0] |= fields
     return gpu
 
 
 def _set_gpu(key: str, value: Any) -> Values:
-    """The lent H100 with one of GpuHealth's per-GPU maps set by hand for its GPU."""
-    gpu = lent_h100()
+    """The H100 VM with one of GpuHealth's per-GPU maps set by hand for its GPU."""
+    gpu = h100_vm()
     gpu[GpuHealth][key] = {gpu[GpuHealth]["health"][0]["pci"]: value}
     return gpu
 
 
 def _zombie() -> Values:
-    gpu = lent_h100()
+    gpu = h100_vm()
     gpu[NvidiaGpus]["gpus"][0]["memory.used"] = "30000"
     return gpu
 
 
 # Ids no recording in tests/fixtures/gpu (nor any found in public issue threads and repositories)
-# shows: why, and the lent H100's recorded state with the fields that fire it set by hand.
+# shows: why, and the H100 VM's recorded state with the fields that fire it set by hand.
 NO_RECORDING: dict[str, tuple[str, Callable[[], Case]]] = {
     "gpu.thermal": (
         "no recorded GPU at its slowdown temperature, at a T.Limit margin of 0 or with a thermal "
@@ -431,15 +432,15 @@ NO_RECORDING: dict[str, tuple[str, Callable[[], Case]]] = {
     ),
     "gpu.uvm_missing": (
         "no recorded host without /dev/nvidia-uvm",
-        lambda: ({}, lent_h100(uvm_device=False)),
+        lambda: ({}, h100_vm(uvm_device=False)),
     ),
     "host.reboot_pending": (
         "no recorded /var/run/reboot-required",
-        lambda: ({}, lent_h100(reboot_required=True)),
+        lambda: ({}, h100_vm(reboot_required=True)),
     ),
     "gpu.module_missing": (
         "no recorded host whose driver module is neither loaded nor built",
-        lambda: ({}, lent_h100(proc_version=None, modinfo=True, module_built="", smi_xml=None)),
+        lambda: ({}, h100_vm(proc_version=None, modinfo=True, module_built="", smi_xml=None)),
     ),
 }  # fmt: skip
 

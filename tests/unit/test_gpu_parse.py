@@ -42,18 +42,19 @@ def test_proc_driver_version_rejects_other_text() -> None:
         parse_proc_driver_version(read_fixture("nvidia-smi_version_590.48.01.txt"))
 
 
-LENT_H100_QUERY = "nvidia-smi_query-gpu_csv-noheader_h100_580.159.04_health-fields.txt"
+H100_VM_QUERY = "nvidia-smi_query-gpu_csv-noheader_h100_580.159.04_health-fields.txt"
 
 
 def test_the_gpu_query_is_the_recorded_one() -> None:
-    """The query runs as recorded on the lent H100: the same fields, noheader and nounits."""
-    assert recorded_command(LENT_H100_QUERY) == gpu_parse.QUERY_GPU_COMMAND
+    """The query runs as recorded on the H100 80GB VM (driver 580.159.04): the same fields,
+    noheader and nounits."""
+    assert recorded_command(H100_VM_QUERY) == gpu_parse.QUERY_GPU_COMMAND
 
 
 def test_the_gpu_query_read_by_position_on_its_recording() -> None:
     """Read by position, the query's own recording gives what the same machine's run with a
     header gives by name (power.draw moved between the two runs)."""
-    (gpu,) = parse_query_gpu_csv(read_fixture(LENT_H100_QUERY))
+    (gpu,) = parse_query_gpu_csv(read_fixture(H100_VM_QUERY))
     assert (gpu["name"], gpu["serial"], gpu["driver_version"], gpu["compute_cap"]) == (
         "NVIDIA H100 80GB HBM3", "1652724064200", "580.159.04", "9.0"
     )  # fmt: skip
@@ -420,7 +421,9 @@ TORCH_WORDINGS = {
         ["sm_50", "sm_60", "sm_61", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"],
         None,
     ),
-    "minimum_and_maximum": ("NVIDIA RTX 6000 Ada Generation", "sm_89", [], ("sm_89", "sm_90")),
+    # The recorded case's range holds the GPU's own 8.9: not a no-kernels warning (None below);
+    # the wording read on the case's text with another GPU's capability, 8.6, outside it.
+    "minimum_and_maximum": ("NVIDIA RTX 6000 Ada Generation", "sm_86", [], ("sm_89", "sm_90")),
     "compute_capability_cc_list": (
         "Tesla V100-PCIE-32GB",
         "sm_70",
@@ -438,8 +441,27 @@ def test_every_torch_wording_has_its_case() -> None:
 @pytest.mark.parametrize("wording", table("torch_warnings.yaml")["wordings"], ids=lambda w: w["id"])
 def test_torch_capability_warning_by_meaning(wording: dict[str, str]) -> None:
     gpu, capability, supported, supported_range = TORCH_WORDINGS[wording["id"]]
-    warning = gpu_parse.parse_torch_capability_warning(read_fixture(wording["case"]))
+    text = read_fixture(wording["case"])
+    if wording["id"] == "minimum_and_maximum":
+        assert gpu_parse.parse_torch_capability_warning(text) is None  # 8.9 in (8.9) - (9.0)
+        text = text.replace("cuda capability 8.9.", "cuda capability 8.6.")
+    warning = gpu_parse.parse_torch_capability_warning(text)
     assert warning == gpu_parse.TorchCapabilityWarning(gpu, capability, supported, supported_range)
+
+
+@pytest.mark.parametrize(
+    ("capability", "no_kernels"),
+    [("8.6", True), ("8.9", False), ("9.0", False), ("10.0", True), ("12.0", True)],
+)
+def test_a_range_holding_the_gpus_capability_is_no_no_kernels_warning(
+    capability: str, no_kernels: bool
+) -> None:
+    """The source build's (8.9) - (9.0), judged numerically (10.0 is above 9.0, not below)."""
+    text = read_fixture("torch_warning_cc-range_rtx6000ada_source-build.txt").replace(
+        "cuda capability 8.9.", f"cuda capability {capability}."
+    )
+    warning = gpu_parse.parse_torch_capability_warning(text)
+    assert (warning is not None) == no_kernels
 
 
 def test_no_kernels_in_cudas_words_and_torchs() -> None:
@@ -456,8 +478,9 @@ def test_no_kernels_in_cudas_words_and_torchs() -> None:
 def test_compute_apps_rows_and_refusals() -> None:
     """`--query-compute-apps` rows typed; nvidia-smi's own failure is None (it could not say);
     anything else is refused. No host was recorded running this query with a process on it
-    (the lent H100 ran none): the rows are the cells of the same fields that the exporter's
-    loaded H100 capture recorded (with a header and units), as noheader,nounits prints them."""
+    (the H100 80GB VM, driver 580.159.04, ran none): the rows are the cells of the same fields
+    that the exporter's loaded H100 capture recorded (with a header and units), as
+    noheader,nounits prints them."""
     recorded = parse_query_gpu_csv(
         read_fixture("nvidia-smi_query-compute-apps_csv_h100-mig_load_590.48.01.txt")
     )
@@ -472,7 +495,7 @@ def test_compute_apps_rows_and_refusals() -> None:
         gpu_parse.parse_compute_apps("No running processes found")
 
 
-def test_smi_version_lent_h100_capitalised_driver_label() -> None:
+def test_smi_version_h100_vm_capitalised_driver_label() -> None:
     v = parse_smi_version(read_fixture("nvidia-smi--version_h100_580.159.04_vm.txt"))
     assert (v.smi, v.nvml, v.driver, v.cuda) == ("580.159.04", "580.159", "580.159.04", "13.0")
 

@@ -13,6 +13,7 @@ from gpurig.checks.finding import Finding
 from gpurig.checks.interconnect import IDS, RULES, sxid_class
 from gpurig.checks.rules import rules
 from gpurig.data.tables import table
+from gpurig.facts.gpurig_interconnect import PcieAcs
 from gpurig.facts.gpurig_nvidia import KernelLog
 from gpurig.read.interconnect_parse import (
     acs_redirecting,
@@ -20,7 +21,7 @@ from gpurig.read.interconnect_parse import (
     parse_hung_tasks,
     parse_sxid_lines,
 )
-from tests.unit.fact_values import lent_h100, reader
+from tests.unit.fact_values import h100_vm, reader
 from tests.unit.gpu_fixtures import read_fixture, run_with_stand_in
 
 SXID_20034 = "kernel_sxid_20034_with_xid_79_dmesg.txt"
@@ -29,6 +30,7 @@ HUNG_UVM = "kernel_hung-task_nvidia_uvm_4.4_dmesg.txt"
 HUNG_OTHER = "kernel_hung-task_no-nvidia-frame_6.11_waybar.txt"
 HUNG_RM_LOCK = "kernel_hung-task_nvidia_rwlock_5.15_dmesg.txt"
 ACS_629 = "lspci-vvv_grep-ACSCtl_nccl-issue-629.txt"
+ACS_NVSWITCH_PATH = "lspci-vvv_hgx-h100-half_nvswitch-path-acs-on_DERIVED.txt"
 FOUR_GPUS = "nvidia-smi-L_a100-sxm4-80gb-x4_mig-on-gpu0_535.54.03.txt"
 
 
@@ -43,9 +45,9 @@ def judge(values: dict[type, Any]) -> list[Finding]:
 # The recorded state (spec, GPU facts) that fires each id: the findings catalogue's examples
 # (tests/finding_examples.py) are these cases' reports.
 FIRES_ON_RECORDING: dict[str, Callable[[], tuple[dict[str, Any], dict[type, Any]]]] = {
-    "gpu.sxid": lambda: ({}, lent_h100(xid_lines=SXID_20034)),
-    "gpu.hung_task": lambda: ({}, lent_h100(xid_lines=HUNG_UVM)),
-    "pcie.acs_enabled": lambda: ({}, lent_h100(listing=FOUR_GPUS, acs=ACS_629)),
+    "gpu.sxid": lambda: ({}, h100_vm(xid_lines=SXID_20034)),
+    "gpu.hung_task": lambda: ({}, h100_vm(xid_lines=HUNG_UVM)),
+    "pcie.acs_enabled": lambda: ({}, h100_vm(listing=FOUR_GPUS, acs=ACS_629)),
 }
 
 
@@ -88,7 +90,7 @@ def test_the_kernel_log_read_keeps_sxid_and_xid_lines(tmp_path: Path) -> None:
 
 
 def test_a_fatal_sxid_is_one_reboot_finding_per_nvswitch() -> None:
-    findings = judge(lent_h100(xid_lines=SXID_20034))
+    findings = judge(h100_vm(xid_lines=SXID_20034))
     assert sorted(f.subject for f in findings) == [
         "NVSwitch 0000:05:00.0", "NVSwitch 0000:06:00.0", "NVSwitch 0000:07:00.0"
     ]  # fmt: skip
@@ -99,7 +101,7 @@ def test_a_fatal_sxid_is_one_reboot_finding_per_nvswitch() -> None:
 
 
 def test_sxid_12028_stalls_nvlink_and_needs_a_reboot() -> None:
-    [finding] = judge(lent_h100(xid_lines=SXID_12028))
+    [finding] = judge(h100_vm(xid_lines=SXID_12028))
     assert (finding.severity, finding.remediation) == ("error", "reboot")
     assert "egress nonposted PRIV error, reset" in finding.message
 
@@ -138,7 +140,7 @@ def test_a_hung_task_without_a_gpu_frame_is_not_the_gpu_s() -> None:
     assert (task.task, task.pid, task.seconds) == ("waybar", 1488, 122)
     assert len(task.lines) == 28
     assert task.gpu_lines == []
-    assert judge(lent_h100(xid_lines=HUNG_OTHER)) == []
+    assert judge(h100_vm(xid_lines=HUNG_OTHER)) == []
 
 
 def test_the_kernel_log_read_keeps_the_report_not_what_came_before(tmp_path: Path) -> None:
@@ -149,7 +151,7 @@ def test_the_kernel_log_read_keeps_the_report_not_what_came_before(tmp_path: Pat
 
 
 def test_a_task_hung_in_the_driver_is_an_error_naming_it() -> None:
-    [finding] = judge(lent_h100(xid_lines=HUNG_UVM))
+    [finding] = judge(h100_vm(xid_lines=HUNG_UVM))
     assert finding.id == "gpu.hung_task"
     assert finding.subject == "task nvc:[driver] (pid 5403)"
     assert (finding.severity, finding.remediation) == ("error", "reboot")
@@ -161,32 +163,78 @@ def test_a_task_hung_in_the_driver_is_an_error_naming_it() -> None:
 
 
 def test_acs_controls_are_read_from_lspci() -> None:
-    controls = parse_acs_controls(read_fixture(ACS_629))
-    assert len(controls) == 15
+    controls, peers = parse_acs_controls(read_fixture(ACS_629))
+    assert len(controls) == 15 and peers == []
     on = acs_redirecting(controls)
     assert len(on) == 4
-    assert all(c.device is None for c in on)
+    assert all(c.device is None and c.below is None for c in on)
     assert on[0].enabled == ["SrcValid", "ReqRedir", "CmpltRedir", "UpstreamFwd"]
 
 
+def gpu_port_acs_on(text: str) -> str:
+    """The same tree with ACS turned on at the switch port above the first GPU (02:00.0)."""
+    head, rest = text.split("02:00.0 PCI bridge", 1)
+    port, tail = rest.split("03:00.0 ", 1)
+    port = port.replace(
+        "SrcValid- TransBlk- ReqRedir- CmpltRedir-", "SrcValid+ TransBlk- ReqRedir+ CmpltRedir+"
+    )
+    return f"{head}02:00.0 PCI bridge{port}03:00.0 {tail}"
+
+
+def test_acs_is_judged_by_what_sits_below_each_bridge() -> None:
+    """A bridge's secondary to subordinate bus: GPUs and NICs below it or not."""
+    text = read_fixture(ACS_NVSWITCH_PATH)
+    controls, peers = parse_acs_controls(text)
+    assert len(peers) == 4 and sum("ConnectX-7" in p for p in peers) == 2
+    below = {c.device.split()[0]: c.below for c in controls if c.device}
+    assert len(below["01:00.0"]) == 4 and below["07:00.0"] == []  # the NVSwitches' switch
+    assert below["02:01.0"] == [peers[1]]
+    on = [c for c in controls if c.enabled]
+    assert [c.device.split()[0] for c in on] == ["08:00.0", "08:01.0"]
+    assert acs_redirecting(controls) == []  # only NVSwitch bridges below them
+    assert judge(h100_vm(acs=ACS_NVSWITCH_PATH)) == []
+    [gpu_port] = acs_redirecting(parse_acs_controls(gpu_port_acs_on(text))[0])
+    assert gpu_port.device.startswith("02:00.0") and gpu_port.below == [peers[0]]
+    [finding] = judge(h100_vm(acs=gpu_port_acs_on(text)))
+    assert finding.id == "pcie.acs_enabled" and finding.severity == "warn"
+    assert "1 PCIe bridge(s) on the path of this host's 4 GPUs and RDMA NICs" in finding.message
+    assert finding.actual.startswith("02:00.0 PCI bridge: Broadcom")
+    assert "(above 3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB] (rev a1))" in (
+        finding.actual
+    )
+    assert "08:00.0" not in finding.actual
+
+
+def test_the_acs_read_keeps_each_bridges_bus_range(tmp_path: Path) -> None:
+    """The fact's own filter of `lspci -vvv` (a stand-in lspci printing the tree) keeps what
+    the parser judges by: the same value as the whole text parsed."""
+    text = read_fixture(ACS_NVSWITCH_PATH)
+    fact = PcieAcs()
+    command = fact.command().replace("[ -e /proc/driver/nvidia/version ] || exit 0\n", "")
+    assert command != fact.command()
+    read = fact.process(run_with_stand_in(tmp_path, "lspci", text, command))
+    assert read == PcieAcs.parse({"acs": text})
+    assert [c["below"] for c in read["controls"]][:2] == [read["peers"], read["peers"]]
+
+
 def test_acs_on_a_multi_gpu_host_is_a_warning_naming_the_bridges() -> None:
-    [finding] = judge(lent_h100(listing=FOUR_GPUS, acs=ACS_629))
+    [finding] = judge(h100_vm(listing=FOUR_GPUS, acs=ACS_629))
     assert finding.id == "pcie.acs_enabled"
     assert (finding.severity, finding.remediation) == (
         rules()["checks"]["pcie.acs_enabled"]["severity"], "by-hand"
     )  # fmt: skip
-    assert "4 PCIe bridge(s) of a host with 4 GPUs" in finding.message
+    assert "4 PCIe bridge(s) on the path of this host's 4 GPUs" in finding.message
     assert "SrcValid+ ReqRedir+ CmpltRedir+ UpstreamFwd+" in finding.actual
 
 
 @pytest.mark.parametrize(
     ("listing", "acs"),
     [
-        (None, ACS_629),  # the lent H100: one GPU, no peer to talk to
+        (None, ACS_629),  # the H100 80GB VM (driver 580.159.04): one GPU, no peer to talk to
         # The same host's lines with every control off.
         (FOUR_GPUS, "\n".join(x for x in read_fixture(ACS_629).splitlines() if "+" not in x)),
     ],
 )
 def test_no_acs_finding_without_a_peer_or_with_acs_off(listing: str | None, acs: str) -> None:
     raw = {"acs": acs} | ({"listing": listing} if listing else {})
-    assert judge(lent_h100(**raw)) == []
+    assert judge(h100_vm(**raw)) == []

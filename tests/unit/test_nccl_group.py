@@ -39,6 +39,7 @@ H100_WARN = "nccl-tests_all_reduce_perf_h100x16_2-node_nccl-warn_PARTIAL.txt"
 H100_HPCX = "nccl-tests_all_reduce_perf_h100x16_2-node_hpcx_PARTIAL.txt"
 GH200_BUSY = "nccl-tests_all_reduce_perf_gh200x8_2-node_cuda-busy.txt"
 GH200_WRONG = "nccl-tests_all_reduce_perf_gh200x2_2-node_wrong-out-of-bounds.txt"
+EACH_ALONE = "nccl-tests_all_reduce_perf_a100x4_2-node_no-mpi-each-alone_DERIVED.txt"
 A100 = "NVIDIA A100-SXM4-40GB"
 H100 = "NVIDIA H100 80GB HBM3"
 GH200 = "NVIDIA GH200 120GB"
@@ -247,6 +248,30 @@ def test_a_run_that_left_out_a_host_s_gpus_fails() -> None:
     assert verdict.status == "fail"
     assert (
         verdict.reasons[-1] == "the run had 16 ranks on 2 hosts; the group has 24 GPUs on 3 hosts"
+    )
+
+
+def test_processes_that_each_ran_alone_fail_the_group_naming_the_cause() -> None:
+    """Four rank-0 runs of one rank (busbw 0.00) cover 4 GPUs on 2 hosts by count alone."""
+    verdict = judge_group({"exit": 0, "output": recorded(EACH_ALONE)}, members(A100, 2))
+    assert verdict.status == "fail"
+    assert verdict.reasons[0] == (
+        "each process ran alone: nccl-tests without MPI support, or mpirun did not start one "
+        "job (4 processes each printed rank 0 of a run of 1)"
+    )
+    assert (verdict.figures["ranks"], verdict.figures["busbw_gbps"]) == (4, 0.0)
+    # NCCL's INFO lines say it too where the rank lines were cut.
+    info = "".join(
+        f"h{i}:1:1 [0] NCCL INFO comm 0x55f6848de3b0 rank 0 nranks 1 cudaDev 0 busId f000 - "
+        "Init COMPLETE\n"
+        for i in range(2)
+    )
+    table = recorded(EACH_ALONE).split("# Using devices")[-1].split("NCCL version", 1)[1]
+    cut = judge_group({"exit": 0, "output": info + table}, members(A100, 1))
+    assert cut.status == "fail" and cut.reasons[0].startswith("each process ran alone")
+    # One job of several ranks prints one rank 0, and NCCL's INFO a communicator of them all.
+    assert judge_group({"exit": 0, "output": recorded(OKE_A100)}, members(A100, 8)).status == (
+        "unjudged"
     )
 
 

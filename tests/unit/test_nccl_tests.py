@@ -5,6 +5,7 @@ shell running it, and the verdict it adds to a host's acceptance."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -77,9 +78,32 @@ def test_output_without_a_table_is_refused() -> None:
         parse_all_reduce("all_reduce_perf: not found\n")
 
 
-def test_every_baseline_is_sourced_and_sized() -> None:
+# A baseline's citation: REPO@COMMIT PATH (what the file is for): "the line quoted", and the
+# link to that file at that commit. Each was checked against the upstream history (the commit
+# is on the repository's main branch and its file holds the quoted line).
+_CITATION = re.compile(
+    r"(?P<repo>[\w.-]+/[\w.-]+)@(?P<commit>[0-9a-f]{40}) (?P<path>\S+) \([^)]*\): "
+    r'"(?P<line>check_nccl_allreduce [^"]+)", (?P<url>\S+)'
+)
+VERIFIED_UPSTREAM = {
+    "06114325109659ce3c260b56d46aeab436fcfc15",  # H100: conf/nd96isr_h100_v5.conf line 50
+    "3a326205a69fee8549b250a7ae110762fffe22b5",  # H200: Add Support for NDv5 H200 (#121), line 52
+    "00f42e3565e7476c060f869764a94b5b67cd0718",  # A100: conf/nd96amsr_a100_v4.conf line 66
+}
+
+
+def test_every_baseline_cites_the_line_that_sets_it() -> None:
+    """The citation names a commit checked upstream, links the same file at the same commit,
+    and quotes the check's own line with the row's threshold and message size."""
     for row in table("nccl_baselines.yaml")["models"]:
-        assert row["source"].startswith("Azure/azurehpc-health-checks@")
+        cited = _CITATION.fullmatch(row["source"])
+        assert cited, row["source"]
+        assert cited["commit"] in VERIFIED_UPSTREAM, row["match"]
+        assert cited["url"] == (
+            f"https://github.com/{cited['repo']}/blob/{cited['commit']}/{cited['path']}"
+        )
+        words = cited["line"].split()
+        assert float(words[1]) == row["busbw_gbps"] and row["bytes"] in words, row["match"]
         assert row["busbw_gbps"] > 0 and row["gpus"] >= 2
     assert message_bytes(H100, 8) == 16 * 1024**3
     assert message_bytes(H100, 4) == 1024**3  # no baseline: the default size

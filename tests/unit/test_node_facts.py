@@ -127,7 +127,7 @@ def test_engine_socket_asks_a_real_socket_for_ping(
     }  # fmt: skip
 
 
-# The lent H100's recordings, each served only for the command it was recorded from.
+# The H100 VM's recordings, each served only for the command it was recorded from.
 REPLAY = (
     "nvidia-smi_query-gpu_csv-noheader_h100_580.159.04_health-fields.txt",
     "nvidia-smi--version_h100_580.159.04_vm.txt",
@@ -261,3 +261,24 @@ def test_disk_space_reads_all_paths_with_one_df_of_each_kind_and_each_path_where
     root, stale = DiskSpace.entries(["/", "/stale"], parts)
     assert root["mount"] == "/" and root["free_bytes"] > 0 and root["inodes_free"] > 0
     assert stale["exists"] and stale["free_bytes"] is None and stale["inodes_free"] is None
+
+
+@pytest.mark.parametrize(
+    ("profile", "expected"),
+    [
+        ("ulimit -S -c 0\n", "0"),
+        # The user's own line after gpurig's block, and a login file that prints first.
+        ("ulimit -S -c 0\necho welcome back\nulimit -S -c unlimited\n", "unlimited"),
+        ("ulimit -S -c 0\nulimit -S -c 2048", "2048"),  # no final newline
+    ],
+)
+def test_login_shell_reads_the_limit_the_users_own_login_file_leaves(
+    tmp_path: Path, profile: str, expected: str
+) -> None:
+    """The real login shell with the login's own ~/.profile: its last word is the answer."""
+    (tmp_path / ".profile").write_text(profile)
+    fact = LoginShell()
+    env = {"HOME": str(tmp_path), "PATH": os.environ["PATH"]}
+    done = subprocess.run(["sh", "-c", fact.command()], env=env, capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    assert fact.process(done.stdout.splitlines()) == {"ulimit_c": expected}

@@ -185,6 +185,24 @@ def test_pyinfra_exits_2_on_invalid_inventory_before_connecting(tmp_path: Path) 
     assert "Could not connect" not in output
 
 
+def test_pyinfra_without_any_inventory_exits_2_naming_what_it_looked_for(tmp_path: Path) -> None:
+    """A checkout's inventory.py where inventories/ holds only its examples (a fresh clone):
+    the converge of nothing is refused, not passed."""
+    (tmp_path / "inventories" / "examples").mkdir(parents=True)
+    (tmp_path / "inventories" / "examples" / "example.yaml").write_text(EXAMPLE.read_text())
+    (tmp_path / "inventory.py").write_text((ROOT / "inventory.py").read_text())
+    env = {k: v for k, v in os.environ.items() if k != "GPURIG_INVENTORY"}
+    result = subprocess.run(
+        [PYINFRA, "-y", str(tmp_path / "inventory.py"), str(ROOT / "deploys" / "gpu_host.py")],
+        cwd=tmp_path, env={**env, "XDG_CACHE_HOME": str(tmp_path)}, capture_output=True,
+        text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    [said] = [line for line in result.stderr.splitlines() if "no inventory" in line]
+    assert said.startswith(f"{tmp_path / 'inventories' / '*.yaml'}: no inventory: ")
+    assert "GPURIG_INVENTORY is not set" in said and "examples" in said
+
+
 def test_pyinfra_connects_when_inventory_is_valid(tmp_path: Path) -> None:
     """Control for the test above: the same run with a valid image does try to connect."""
     result = _run_pyinfra(tmp_path, "busybox@sha256:" + "0" * 64)

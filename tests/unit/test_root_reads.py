@@ -1,4 +1,4 @@
-"""Root reads that another local account tries to stall (issue 26 item 4), planted here and
+"""Root reads that another local account tries to stall, planted here and
 read as root for real: a venv owner's .pth daemonising a child that holds the read's pipe, and
 a core file whose open blocks (a lease: `[ -f ]` says regular file, `open()` waits 45 s for the
 holder). Each read ends at once and leaves no process of the planter's behind."""

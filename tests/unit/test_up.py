@@ -53,6 +53,44 @@ def test_a_node_without_the_required_gpu_cannot_serve_the_job(tmp_path: Path) ->
     assert line.startswith("gpurig up: ") and "cannot serve this job: gpu.missing: " in line
 
 
+DAMAGED = "# >>> gpurig core_dumps (written by gpurig: edits here are replaced) >>>\nexport A=1\n"
+
+
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        # A plan's refusal (a block without its end marker), in drift's words.
+        ("scope: user\ncore_dumps: disabled\n",
+         ["core_dumps.profile: ~/.profile: gpurig's core_dumps block differs from the spec, and "
+          "the converge will not change it (expected a block with its end marker, got no end "
+          "marker"]),
+        # A command that failed (a clone of a repository that is not there): what is left, in
+        # drift's words, and the command's own first line.
+        ("scope: user\n"
+         "repos:\n  {code}: {{url: 'file:///nonexistent/repo.git', ref: '{ref}'}}\n",
+         ["repo.missing: checkout {code} differs from the spec",
+          "; the converge failed: fatal: '/nonexistent/repo.git' does not appear to be a git "
+          "repository"]),
+    ],
+    ids=["refused", "command-failed"],
+)  # fmt: skip
+def test_a_failed_converge_is_one_line_and_exit_1(tmp_path: Path, spec: str, said: list) -> None:
+    """However the converge fails, the job sees one line on stderr (no traceback), exit 1."""
+    code = tmp_path / "code"
+    if "core_dumps" in spec:
+        (tmp_path / ".profile").write_text(DAMAGED)
+    path = tmp_path / "node.yaml"
+    path.write_text(spec.format(code=code, ref="0123456789" * 4))
+    done = gpurig_up(tmp_path, path)
+    assert (done.returncode, done.stdout) == (1, "")
+    [line] = done.stderr.splitlines()
+    assert line.startswith("gpurig up: ") and " cannot serve this job: " in line
+    for words in said:
+        assert words.format(code=code) in line, line
+    if "core_dumps" in spec:
+        assert (tmp_path / ".profile").read_text() == DAMAGED
+
+
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
     spec = tmp_path / "node.yaml"
     spec.write_text("scope: user\npackages: [tmux]\n")

@@ -102,9 +102,9 @@ def _race(place: Path) -> tuple[Path, Path, dict[str, str]]:
 def test_root_never_writes_through_a_path_the_owner_swaps(
     private_dir: Path, faults: Any, owner: str | None
 ):
-    """Issue 26 item 2: `dest: ~alice/.netrc, owner: alice` was written and chowned by root in
-    alice's directory: a link she swaps in took the secret and the chown to /etc/shadow. Root
-    now places it as alice (setpriv): her swap leads only where she could write herself."""
+    """A secret for another account: `dest: ~alice/.netrc, owner: alice` was written and chowned by
+    root in alice's directory: a link she swaps in took the secret and the chown to /etc/shadow.
+    Root now places it as alice (setpriv): her swap leads only where she could write herself."""
     target, home, env = _race(private_dir)
     dest = home / ".netrc"
     first, upload, last = put(b"machine x password s3cret\n", str(dest), "0600", owner=owner)
