@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from gpurig.facts.reader import Reader
+from gpurig.facts.safe_path import SAFE_PATH
 
 Read = tuple[type[Reader], dict[str, Any]]
 T = TypeVar("T")
@@ -205,12 +206,15 @@ class HostState(Reader[dict[str, Any]]):
         # not root's alone (another account owns it or may write it) replaced by root's own:
         # the login shell LoginShell starts would otherwise run a file the caller named, or
         # another account's profile, as root.
+        # HOME is walked (facts/safe_path.sh): a root-owned link in another account's
+        # directory is hers to re-point, so only a HOME root alone can change counts, at its
+        # walked path.
         root = (
             f"PATH={ROOT_PATH} && export PATH && unset BASH_ENV ENV && "
-            '{ [ -n "$(find "$HOME" -maxdepth 0 -user 0 ! -perm /022 2>/dev/null)" ] || '
-            "{ HOME=~root && export HOME; }; } && cd /"
+            '{ { walk "${HOME:-/nonexistent}" && [ -z "$OWNER" ] && [ -d "$CHECKED" ] && '
+            "HOME=$CHECKED; } || HOME=~root; export HOME; } && cd /"
         )
-        parts = [START, EUID, f'[ "$(gpurig_euid)" = 0 ] && {root}']
+        parts = [START, EUID, SAFE_PATH, f'[ "$(gpurig_euid)" = 0 ] && {root}']
         if bound is not None:  # seconds for each call a fact bounds (BOUNDED)
             parts.insert(0, f"GPURIG_BOUND={int(bound)}")
         for index, (fact, _, kwargs) in enumerate(self._facts):

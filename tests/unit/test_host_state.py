@@ -270,7 +270,9 @@ def test_every_fact_names_its_arguments() -> None:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the root prefix applies only to a read as root")
-@pytest.mark.parametrize("home", ["another account's", "others may write", "root's alone"])
+@pytest.mark.parametrize(
+    "home", ["another account's", "others may write", "root's alone", "root's link in hers"]
+)
 def test_as_root_no_login_file_or_env_file_another_account_can_change_runs(tmp_path, home):
     """A careless wrapper's environment (another account's HOME, a BASH_ENV) reaches the
     probe's login shell (`bash -lc`, for the login core-dump limit): as root it reads no file
@@ -279,18 +281,27 @@ def test_as_root_no_login_file_or_env_file_another_account_can_change_runs(tmp_p
 
     ran, where = tmp_path / "ran", tmp_path / "home"
     where.mkdir()
+    given = str(where)
     for name in (".profile", ".bash_profile", "env.sh"):
         (where / name).write_text(f"echo {name} >> {ran}\n")
     if home == "another account's":
         os.chown(where, 65534, 65534)
     elif home == "others may write":
         where.chmod(0o1777)
-    # The effective uid's function and the root prefix that asks it.
+    elif home == "root's link in hers":  # a link root made, in a directory she can change
+        theirs = tmp_path / "alice"
+        theirs.mkdir()
+        os.chown(theirs, 65534, 65534)
+        (theirs / "home").symlink_to(where)
+        given = f"{theirs}/home/"  # with a slash: the old `find -maxdepth 0` followed it
+    # The effective uid's function, the walk, and the root prefix that asks them.
+    from gpurig.facts.safe_path import SAFE_PATH
+
     lines = HostState().command([]).splitlines()
-    prefix = "\n".join(line for line in lines if "gpurig_euid" in line)
+    prefix = SAFE_PATH + "\n".join(line for line in lines if "gpurig_euid" in line)
     done = subprocess.run(
         ["/bin/sh", "-c", f"{prefix}\nbash -lc 'echo \"$HOME\"'"],
-        env={"HOME": str(where), "BASH_ENV": str(where / "env.sh"),
+        env={"HOME": given, "BASH_ENV": str(where / "env.sh"),
              "ENV": str(where / "env.sh"), "PATH": "/usr/bin:/bin"},
         capture_output=True, text=True, check=True,
     )  # fmt: skip
