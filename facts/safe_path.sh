@@ -8,9 +8,8 @@
 # up to the next link (w_batch): a walk costs a process a link, not one a component.
 walk() {
   CHECKED=$1 HELD=$1 OWNER='' REFUSED='' w_held='' w_links=0 w_at=/ w_rest=$1 w_lines=''
-  w_queued=''
   case $1 in /*) ;; *) REFUSED="not an absolute path: $1"; return 1 ;; esac
-  w_stat / && w_own "$w_uid" / || return 1
+  w_batch / && w_queued=1 && w_next / && w_own "$w_uid" / || return 1
   w_top=$w_info
   while :; do
     w_strip "$w_rest"; w_rest=$w_s
@@ -40,12 +39,7 @@ walk() {
       return 0
     fi
     w_holder=$w_mode
-    case $w_lines in
-      '') REFUSED="cannot stat $w_entry"; return 1 ;;
-      *"$w_nl"*) w_info=${w_lines%%"$w_nl"*} w_lines=${w_lines#*"$w_nl"} ;;
-      *) w_info=$w_lines w_lines='' ;;
-    esac
-    w_parse
+    w_next "$w_entry" || return 1
     if [ $w_sticky = 1 ]; then w_own "$w_uid" "$w_entry" || return 1; fi
     if [ "$w_type" = "symbolic link" ]; then
       w_links=$((w_links + 1))
@@ -100,18 +94,28 @@ w_stat() {
   w_parse
 }
 
+# Takes the next of w_batch's lines, for PATH.
+w_next() {
+  case $w_lines in
+    '') REFUSED="cannot stat $1"; return 1 ;;
+    *"$w_nl"*) w_info=${w_lines%%"$w_nl"*} w_lines=${w_lines#*"$w_nl"} ;;
+    *) w_info=$w_lines w_lines='' ;;
+  esac
+  w_parse
+}
+
 w_parse() {
   w_uid=${w_info%% *} w_mode=${w_info#* } w_type=${w_info#* * }
   w_mode=${w_mode%% *}
 }
 
 # Sets w_lines to `stat`'s line for each component of w_rest under w_at, in order, up to a
-# `..`: one process for them all. Past a link the kernel follows it, but the walk stops using
+# `..` (after FIRST's, when given): one process for them all. Past a link the kernel follows it, but the walk stops using
 # the lines at a link and asks again from its target; a missing component ends the lines
 # (nothing below it exists), and so the walk's count of them.
 w_batch() {
-  set --
   w_p=$w_at w_r=$w_rest
+  set -- "$@"
   while :; do
     w_strip "$w_r"; w_r=$w_s
     [ -n "$w_r" ] || break
@@ -123,6 +127,7 @@ w_batch() {
   done
   w_lines=''
   [ $# = 0 ] || w_lines=$(stat -c '%u %a %F' -- "$@" 2>/dev/null)
+  return 0 # a missing component fails stat: the walk tells it by the lines it has
 }
 
 w_writable() { case $w_mode in *[2367]? | *[2367]) return 0 ;; esac; return 1; }
