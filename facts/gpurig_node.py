@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpurig.facts.round_trip import BOUNDED, EUID, LINES, Sectioned, part_text, section
+from gpurig.facts.safe_path import SAFE_PATH
 from gpurig.read import node_parse
 
 # `df -P`'s line for one file system: name (may hold blanks), four numbers, capacity, mount.
@@ -209,20 +210,73 @@ class DiskSpace(Sectioned[list[dict[str, Any]]]):
         return []
 
 
+# Every file a login shell of this account reads, for the identity its answer is kept with
+# (`stat -L`: a dotfile manager's link counts by what it leads to): the system's and the
+# account's profiles, the shell itself and PAM's limits. `$shell` and `$login` are set first.
+_LOGIN_FILES = (
+    "/etc/profile /etc/profile.d/* /etc/bash.bashrc "
+    '"$HOME/.profile" "$HOME/.bash_profile" "$HOME/.bash_login" "$HOME/.bashrc" '
+    '"$shell" "$(command -v "$login")" /etc/security/limits.conf /etc/security/limits.d/*'
+)
+# Seconds a kept answer is used (re-asked at least this often: a file a profile sources is
+# not in the key).
+LOGIN_KEPT_S = 300
+_LOGIN = f"""
+if command -v bash >/dev/null 2>&1; then login=bash; else login=sh; fi
+me='' kept='' up='' v='' hit=''
+while read -r k _ e _; do [ "$k" != Uid: ] || {{ me=$e; break; }}; done </proc/self/status
+case $me in
+  '') ;;
+  0) kd=${{GPURIG_RUNTIME_DIR:-/run/gpurig}} ;;
+  *) kd=${{GPURIG_RUNTIME_DIR:-${{XDG_RUNTIME_DIR:+$XDG_RUNTIME_DIR/gpurig}}}} ;;
+esac
+read -r up _ </proc/uptime 2>/dev/null && up=${{up%.*}}
+[ -z "$kd" ] || [ "$me" != 0 ] || [ -d "$kd" ] || mkdir -p -m 700 -- "$kd" 2>/dev/null
+if [ -n "$kd" ] && [ -n "$up" ] && walk "$kd" && [ "${{OWNER:-0}}" = "$me" ] &&
+  [ -d "$CHECKED" ]; then
+  shell=''
+  while IFS=: read -r _ _ u _ _ _ s; do [ "$u" != "$me" ] || {{ shell=$s; break; }}; done \
+    </etc/passwd 2>/dev/null
+  # ... and the limits it starts from (this session's, which PAM set at login).
+  key="$me $HOME $login $(ulimit -c; ulimit -H -c)
+$(stat -L -c '%d %i %s %Y %Z %n' -- {_LOGIN_FILES} 2>/dev/null)"
+  kept=$CHECKED/login
+  if [ -f "$kept" ] && [ ! -L "$kept" ]; then
+    had=''
+    {{ read -r at v && while IFS= read -r l; do had="$had${{had:+
+}}$l"; done; }} <"$kept" 2>/dev/null
+    case $at in
+      '' | *[!0-9]*) ;;
+      *) [ "$had" = "$key" ] && [ $((up - at)) -ge 0 ] && [ $((up - at)) -lt {LOGIN_KEPT_S} ] &&
+        hit=1 ;;
+    esac
+  fi
+fi
+if [ -z "$hit" ]; then
+  # The last line: a login file may print before `ulimit -c` does. Kept by the shell's own
+  # read, and printed in the same braces: a variable set on a pipe's right side is gone once
+  # the pipe ends (in a subshell).
+  v=$(bounded "$login" -lc 'ulimit -c' </dev/null 2>/dev/null |
+    {{ v=; while IFS= read -r l || [ -n "$l" ]; do v=$l; done; printf '%s\n' "$v"; }})
+  if [ -n "$kept" ] && [ -n "$v" ]; then
+    printf '%s %s\n%s\n' "$up" "$v" "$key" >"$kept.$$" && mv -f -- "$kept.$$" "$kept"
+  fi
+fi
+printf '%s\n' "$v"
+"""
+
+
 class LoginShell(Sectioned[dict[str, Any]]):
     """The core file limit a login shell ends up with (`ulimit -c` after /etc/profile,
-    profile.d and the login's own ~/.profile, as an SSH session or `bash -l` reads them)."""
+    profile.d and the login's own ~/.profile, as an SSH session or `bash -l` reads them).
+    The answer is kept in the account's runtime directory (where the walk says only this
+    account, or root alone, can change it), with the identity of every file such a shell
+    reads, for LOGIN_KEPT_S: a node contract at every job start then pays a `stat`, not root's
+    whole profile (a conda or pyenv init costs hundreds of milliseconds). A changed file is a
+    new key: asked again at once."""
 
     def command(self) -> str:
-        # The last line: a login file may print before `ulimit -c` does. Kept by the shell's
-        # own read, and printed in the same braces: a variable set on a pipe's right side is
-        # gone once the pipe ends (in a subshell), so a printf after it printed nothing.
-        login = (
-            f"{BOUNDED}\nif command -v bash >/dev/null 2>&1; then login=bash; else login=sh; fi\n"
-            "bounded \"$login\" -lc 'ulimit -c' </dev/null 2>/dev/null | "
-            '{ v=; while IFS= read -r l || [ -n "$l" ]; do v=$l; done; printf \'%s\\n\' "$v"; }'
-        )
-        return self.sectioned({"ulimit_c": login})
+        return self.sectioned({"ulimit_c": f"{SAFE_PATH}\n{BOUNDED}\n{_LOGIN}"})
 
     @staticmethod
     def parse(parts: Mapping[str, str]) -> dict[str, Any]:

@@ -282,3 +282,47 @@ def test_login_shell_reads_the_limit_the_users_own_login_file_leaves(
     done = subprocess.run(["sh", "-c", fact.command()], env=env, capture_output=True,
                           text=True, check=True)  # fmt: skip
     assert fact.process(done.stdout.splitlines()) == {"ulimit_c": expected}
+
+
+def _login_runs(home: Path, kept: Path | None) -> tuple[str, int]:
+    """LoginShell's answer, and how many times the login shell ran so far (its ~/.profile
+    counts them)."""
+    fact = LoginShell()
+    env = {"HOME": str(home), "PATH": os.environ["PATH"]}
+    if kept is not None:
+        env["GPURIG_RUNTIME_DIR"] = str(kept)
+    done = subprocess.run(["sh", "-c", fact.command()], env=env, capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    runs = home / "runs"
+    return fact.process(done.stdout.splitlines())["ulimit_c"], (
+        len(runs.read_text().splitlines()) if runs.exists() else 0
+    )
+
+
+def test_the_login_shells_answer_is_kept_until_a_login_file_changes(tmp_path: Path) -> None:
+    """Root's profile runs at every job start and health interval: kept under the identity of
+    every login file, it runs again only when one changes (here: the user's own line added
+    after gpurig's, which must be seen at once) or the answer is old."""
+    home, kept = tmp_path / "home", tmp_path / "run"
+    home.mkdir()
+    kept.mkdir(mode=0o700)
+    (home / ".profile").write_text(f"echo x >> {home}/runs\nulimit -S -c 0\n")
+    assert _login_runs(home, kept) == ("0", 1)
+    assert _login_runs(home, kept) == ("0", 1)  # kept: no login shell
+    with (home / ".profile").open("a") as profile:
+        profile.write("ulimit -S -c unlimited\n")
+    assert _login_runs(home, kept) == ("unlimited", 2)
+    assert _login_runs(home, kept) == ("unlimited", 2)
+    assert [p.name for p in kept.iterdir()] == ["login"]  # one answer, the last
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a directory of another account's")
+def test_nothing_is_kept_where_another_account_could_change_it(tmp_path: Path) -> None:
+    home, theirs = tmp_path / "home", tmp_path / "theirs"
+    home.mkdir()
+    theirs.mkdir(mode=0o700)
+    os.chown(theirs, 65534, 65534)
+    (home / ".profile").write_text(f"echo x >> {home}/runs\nulimit -S -c 0\n")
+    assert _login_runs(home, theirs) == ("0", 1)
+    assert _login_runs(home, theirs) == ("0", 2)
+    assert list(theirs.iterdir()) == []
