@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 
 # prometheus-node-exporter: tests/integration/test_node_exporter.py runs its binary on loopback.
 # strace: tests/unit/test_one_reader.py traces every fact's command.
-DEBS="podman runc debootstrap docker-registry busybox-static gnupg iproute2 openssh-client git ca-certificates python3-venv prometheus-node-exporter strace"
+# prometheus: its promtool tests the shipped alerting rules (tests/unit/test_alert_rules.py).
+DEBS="podman runc debootstrap docker-registry busybox-static gnupg iproute2 openssh-client git ca-certificates python3-venv prometheus-node-exporter strace prometheus"
 missing=""
 for pkg in $DEBS; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing="$missing $pkg"
