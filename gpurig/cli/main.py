@@ -474,7 +474,9 @@ def explain(ctx: click.Context, finding_id: str | None, as_list: bool) -> None:
     try:
         found = catalogue.entry(str(finding_id))
     except catalogue.UnknownId:
-        click.echo(f"gpurig explain: no finding {finding_id!r}; see `gpurig explain --list`",
+        near = catalogue.nearest(str(finding_id))
+        hint = f"did you mean {', '.join(near)}? " if near else ""
+        click.echo(f"gpurig explain: no finding {finding_id!r}; {hint}see `gpurig explain --list`",
                    err=True)  # fmt: skip
         ctx.exit(2)
     click.echo(catalogue.as_text(found), nl=False)

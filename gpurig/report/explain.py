@@ -99,6 +99,17 @@ def _facts(finding_id: str) -> tuple[str, str, str]:
     raise UnknownId(finding_id)
 
 
+def nearest(word: str) -> list[str]:
+    """The ids a mistyped or shortened one most likely meant: those whose last part is the
+    word (`shm_size`: container.shm_size), else the closest spellings."""
+    import difflib
+
+    ids = catalogue_ids()
+    word = word.strip().lower()
+    tails = [i for i in ids if i.rsplit(".", 1)[-1] == word or i.endswith(f".{word}")]
+    return tails or difflib.get_close_matches(word, ids, n=3, cutoff=0.6)
+
+
 def entry(finding_id: str) -> Entry:
     """The catalogue entry for `finding_id`; a `<concern>.differs` id gets the grouped text."""
     if finding_id.endswith(GROUPED) and any(

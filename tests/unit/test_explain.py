@@ -69,3 +69,16 @@ def test_the_cli_prints_an_entry_lists_every_id_and_refuses_an_unknown_one() -> 
     assert runner.invoke(main, ["explain"]).exit_code == 2
     with pytest.raises(explain.UnknownId):
         explain.entry("nothing.differs")
+
+
+@pytest.mark.parametrize(
+    ("given", "suggested"),
+    [
+        ("shm_size", "container.shm_size"),
+        ("xid", "gpu.xid"),
+        ("container.shm_sze", "container.shm_size"),
+    ],
+)
+def test_an_unknown_id_suggests_the_one_meant(given: str, suggested: str) -> None:
+    unknown = CliRunner().invoke(main, ["explain", given])
+    assert unknown.exit_code == 2 and f"did you mean {suggested}" in unknown.output
