@@ -1,11 +1,12 @@
-"""Parse YAML that may be hostile: bounded in nodes, depth and integer size (its bytes and
-characters are gpurig.spec.text_file's).
+"""Parse YAML that may be hostile: bounded in what aliases add, depth and integer size (its
+bytes and characters are gpurig.spec.text_file's).
 
-An inventory is small and shallow, so anything far beyond that is refused before it can hang
-or exhaust memory: a FIFO or /dev/zero named as the file, an alias bomb (a few hundred bytes
-that expand to billions of nodes), nesting that overflows the stack, an integer longer than
-Python will convert. Each of these is refused in milliseconds, naming the line; only a big
-plain file costs what parsing it up to a bound costs (see the numbers below).
+An inventory is shallow, and what it writes out is bounded by the file's size, so anything far
+beyond that is refused before it can hang or exhaust memory: a FIFO or /dev/zero named as the
+file, an alias bomb (a few hundred bytes that expand to billions of nodes), nesting that
+overflows the stack, an integer longer than Python will convert. Each of these is refused in
+milliseconds, naming the line; only a big plain file costs what parsing it up to a bound costs
+(see the numbers in gpurig.spec.text_file).
 """
 
 from __future__ import annotations
@@ -21,9 +22,16 @@ from ruamel.yaml.scanner import RoundTripScanner
 
 from gpurig.spec.text_file import YamlRefused, check_text
 
-# Values once aliases are expanded: 80 times the example fleet (a thousand hosts with a dozen
-# values each), where an alias bomb stands for billions.
-MAX_NODES = 20_000
+# What aliases may add to the values a document writes out. What is written is bounded by the
+# file's size alone (ten thousand hosts written out are accepted); what aliases add, by what is
+# written: each written value may stand for ALIAS_FACTOR more (a host entry of about ten values
+# naming a shared spec of a hundred), and any document for ALIAS_FLOOR more (a small file
+# sharing one big block). After parsing, every expanded value is walked again (plain types, the
+# schema, the merge) at about a fifth of what parsing a written one costs, so the walk costs at
+# most about twice the parse; an alias bomb, a few hundred bytes standing for billions, is far
+# past both.
+ALIAS_FACTOR = 10
+ALIAS_FLOOR = 20_000
 MAX_DEPTH = 32  # the deepest inventory key (hosts.H.spec.repos.P.python.keep[0]) is 8
 MAX_INT_CHARS = 32  # a 64-bit limit has 20 characters; Python refuses to convert 4300 digits
 _INT_TAG = "tag:yaml.org,2002:int"
@@ -40,9 +48,11 @@ class BoundedScanner(RoundTripScanner):
 
 
 class BoundedComposer(Composer):
-    """ruamel's composer, counting the nodes and depth every alias expands to."""
+    """ruamel's composer, counting the nodes written, the nodes and depth every alias
+    expands to, and refusing where aliases multiply the document (see ALIAS_FACTOR)."""
 
     def compose_document(self) -> Any:
+        self.written = 0  # nodes the text spells out so far
         self.expanded = 0  # nodes so far, each alias counted as all it stands for
         self.deepest = 0  # deepest level reached below the node being composed
         self.sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes, height)
@@ -57,9 +67,11 @@ class BoundedComposer(Composer):
                 raise YamlRefused(line, f"alias *{event.anchor} refers to a node containing it")
             nodes, height = self.sizes[id(node)]
             self._charge(line, nodes, depth + height - 1)
+            self._bound_aliases(line)
             return node
         before, outer = self.expanded, self.deepest
         self.deepest = depth
+        self.written += 1
         self._charge(line, 1, depth)
         node = super().compose_node(parent, index)
         if (
@@ -77,8 +89,14 @@ class BoundedComposer(Composer):
         self.deepest = max(self.deepest, depth)
         if depth > MAX_DEPTH:
             raise YamlRefused(line, f"nested deeper than {MAX_DEPTH} levels")
-        if self.expanded > MAX_NODES:
-            raise YamlRefused(line, f"more than {MAX_NODES} values once aliases are expanded")
+
+    def _bound_aliases(self, line: int) -> None:
+        """Refuse once the aliases so far add more than the values written so far allow."""
+        bound = self.written + max(ALIAS_FLOOR, ALIAS_FACTOR * self.written)
+        if self.expanded > bound:
+            raise YamlRefused(
+                line, f"aliases expand the {self.written} values written to more than {bound}"
+            )
 
 
 def syntax_refusal(exc: YAMLError) -> YamlRefused:
