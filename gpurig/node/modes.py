@@ -31,7 +31,6 @@ from typing import Literal
 from gpurig.checks.all import CHECK_IDS
 from gpurig.checks.finding import Finding
 from gpurig.data.tables import table
-from gpurig.node.argv import MODES as MODES  # the contracts by name, for their users
 from gpurig.plans import CHANGE_IDS, PLANS
 from gpurig.report import textfile
 from gpurig.report.render import HostReport
