@@ -8,7 +8,7 @@ import os
 import stat
 from pathlib import Path
 
-from gpurig.report.textsafe import escape_char, first_unsafe
+from gpurig.spec.textsafe import escape_char, first_unsafe
 
 # Ten thousand hosts, each with its address, SSH port, pinned host key and a four-key spec
 # written out, are 4.4 MiB. ruamel parses in pure Python: a file at this size costs what parsing

@@ -25,13 +25,12 @@ from jsonschema import Draft202012Validator
 from ruamel.yaml import YAML
 
 from benchmarks.fleet_scale import fleet_inventory
-from gpurig.checks.finding import Difference, Finding
 from gpurig.cli.main import main
 from gpurig.onboard.onboard import Check, render_checks
 from gpurig.onboard.pin import PinInputError, pin_text
 from gpurig.remote.pyinfra_inventory import load_groups
 from gpurig.report.render import HostReport, render, to_json, to_junit, to_markdown, to_table
-from gpurig.report.textsafe import UNSAFE, visible
+from gpurig.spec.finding import Difference, Finding
 from gpurig.spec.inventory import (
     InventoryError,
     format_path,
@@ -41,6 +40,7 @@ from gpurig.spec.inventory import (
 )
 from gpurig.spec.safe_yaml import MAX_DEPTH, bounded_yaml, load
 from gpurig.spec.text_file import MAX_BYTES, YamlRefused
+from gpurig.spec.textsafe import UNSAFE, visible
 
 ROOT = Path(__file__).resolve().parents[2]
 PYINFRA = Path(sys.executable).with_name("pyinfra")

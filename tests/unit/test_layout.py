@@ -1,8 +1,10 @@
-"""The package's wings and the one way its imports run (issue 28; DESIGN: layout): the CLI on
-top, nothing imports it; the core (spec, read, plans, checks, report, data, and the readers in
-facts/) imports no edge wing and nothing of pyinfra, gevent, paramiko or invoke; the node
-contracts reach pyinfra only from inside the function that converges; and no two modules
-import each other, directly or in a ring. Read from the sources' own import statements."""
+"""The package's wings and the one way its imports run (DESIGN: layout): the CLI on top,
+nothing imports it; the core (spec, read, plans, checks, report, data, and the readers in
+facts/) imports no edge wing and nothing of pyinfra, gevent, paramiko or invoke, and within it
+each floor only from its own and those below; the node contracts reach pyinfra only from inside
+the function that converges; no two modules import each other, directly or in a ring, nor the
+node's modules even through a function. Read from the sources' own import statements, in
+every form Python has."""
 
 from __future__ import annotations
 
@@ -208,3 +210,34 @@ def test_no_ring_in_the_node_wing_even_through_functions() -> None:
     node = {m: {d for d in deps if wing(d) == "node"} for m, deps in found.items()
             if wing(m) == "node"}  # fmt: skip
     assert rings(node) == []
+
+
+# The core's floors, lowest first: a module imports only from its own floor and those below.
+# The data tables; the inventory model, with the records and text rules every floor shares
+# (a finding, redaction, escaping); the readers and their facts; the plans; then what judges
+# and reports a host. The node's own facts (facts/gpurig_node.py: what the checks and
+# onboarding read beyond what the converge manages) stand with the checks that judge them.
+FLOORS = [
+    ("gpurig.data",),
+    ("gpurig.spec",),
+    ("gpurig.read", "gpurig.facts"),
+    ("gpurig.plans",),
+    ("gpurig.checks", "gpurig.report", "gpurig.facts.gpurig_node"),
+]
+
+
+def floor(module: str) -> int | None:
+    """The floor of `module` (its longest prefix in FLOORS), None outside the core."""
+    matches = [(len(prefix), level) for level, prefixes in enumerate(FLOORS) for prefix in prefixes
+               if module == prefix or module.startswith(f"{prefix}.")]  # fmt: skip
+    return max(matches)[1] if matches else None
+
+
+def test_the_core_imports_only_from_its_floor_and_below() -> None:
+    up = []
+    for name, deps in graph(top_only=False).items():
+        own = floor(name)
+        if own is None:
+            continue
+        up += [f"{name} imports {d}" for d in sorted(deps) if (floor(d) or 0) > own]
+    assert up == []

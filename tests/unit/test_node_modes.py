@@ -12,7 +12,6 @@ import pytest
 from click.testing import CliRunner
 
 from gpurig.checks.all import CHECK_IDS
-from gpurig.checks.finding import Finding
 from gpurig.checks.node import unreachable
 from gpurig.cli.main import main
 from gpurig.data.tables import table
@@ -21,6 +20,7 @@ from gpurig.node.argv import MODES
 from gpurig.node.modes import NodeState, health_action, mode, parse_node
 from gpurig.plans import CHANGE_IDS, PLANS
 from gpurig.report.render import HostReport
+from gpurig.spec.finding import Finding
 
 PLANS_DIR = Path(node_modes.__file__).parents[1] / "plans"
 HOSTILE = "\x1b[2J evil\nline ) Reason=x [root@2020-01-01T00:00:00]"
@@ -188,7 +188,7 @@ def test_a_bad_spec_never_fails_a_prolog_and_is_unknown_to_npd(tmp_path: Path) -
 def test_a_read_that_does_not_finish_in_time_is_could_not_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpurig.facts.gpurig_node import OsRelease
+    from gpurig.facts.gpurig_packages import OsRelease
     from gpurig.node.read import drift_local
     from gpurig.spec.inventory import load_spec_file
 
