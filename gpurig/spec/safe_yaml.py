@@ -1,5 +1,5 @@
-"""Parse YAML that may be hostile: bounded in what aliases add, depth and integer size (its
-bytes and characters are gpurig.spec.text_file's).
+"""Parse YAML that may be hostile: bounded in values written, what aliases add, depth and
+integer size (its bytes and characters are gpurig.spec.text_file's).
 
 An inventory is shallow, and what it writes out is bounded by the file's size, so anything far
 beyond that is refused before it can hang or exhaust memory: a FIFO or /dev/zero named as the
@@ -22,14 +22,18 @@ from ruamel.yaml.scanner import RoundTripScanner
 
 from gpurig.spec.text_file import YamlRefused, check_text
 
-# What aliases may add to the values a document writes out. What is written is bounded by the
-# file's size alone (ten thousand hosts written out are accepted); what aliases add, by what is
-# written: each written value may stand for ALIAS_FACTOR more (a host entry of about ten values
-# naming a shared spec of a hundred), and any document for ALIAS_FLOOR more (a small file
-# sharing one big block). After parsing, every expanded value is walked again (plain types, the
-# schema, the merge) at about a fifth of what parsing a written one costs, so the walk costs at
-# most about twice the parse; an alias bomb, a few hundred bytes standing for billions, is far
-# past both.
+# What a document writes out is bounded by count: past what a fleet writes (10,000 hosts of 36
+# values each, address, SSH port and key and a four-key spec, are 360,000), and far below the 4
+# million one-character values the file's size would allow, whose parse took 0.1 ms and 1.1 KiB
+# each here: minutes and gigabytes.
+MAX_WRITTEN = 500_000
+# What aliases add, by what is written: each written value may stand for ALIAS_FACTOR more (a
+# host entry of about ten values naming a shared spec of a hundred), and any document for
+# ALIAS_FLOOR more (a small file sharing one big block). After parsing, every expanded value is
+# walked again (plain types, the schema, the merge) at about an eighth of what parsing a written
+# one costs (1,500 hosts naming one spec: 13,570 values written, 117,001 expanded, 1.3 s to
+# parse and 1.4 s after), so the walk costs at most about one and a half times the parse; an
+# alias bomb, a few hundred bytes standing for billions, is far past both.
 ALIAS_FACTOR = 10
 ALIAS_FLOOR = 20_000
 MAX_DEPTH = 32  # the deepest inventory key (hosts.H.spec.repos.P.python.keep[0]) is 8
@@ -72,6 +76,8 @@ class BoundedComposer(Composer):
         before, outer = self.expanded, self.deepest
         self.deepest = depth
         self.written += 1
+        if self.written > MAX_WRITTEN:
+            raise YamlRefused(line, f"more than {MAX_WRITTEN} values written")
         self._charge(line, 1, depth)
         node = super().compose_node(parent, index)
         if (

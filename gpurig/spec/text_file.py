@@ -11,8 +11,9 @@ from pathlib import Path
 from gpurig.spec.textsafe import escape_char, first_unsafe
 
 # Ten thousand hosts, each with its address, SSH port, pinned host key and a four-key spec
-# written out, are 4.4 MiB. ruamel parses in pure Python: a file at this size costs what parsing
-# it costs (benchmarks/fleet_scale.py: about 5 ms a host), nothing more.
+# written out, are 4.4 MiB. ruamel parses in pure Python (benchmarks/fleet_scale.py: about 5 ms
+# a host): at this size a comment or a scalar took 6 s here, and values are bounded by count
+# (gpurig.spec.safe_yaml.MAX_WRITTEN).
 MAX_BYTES = 8 * 1024**2
 _TOO_LARGE = f"larger than {MAX_BYTES // 1024**2} MiB, the most gpurig reads as an inventory"
 

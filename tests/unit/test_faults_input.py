@@ -30,6 +30,7 @@ from gpurig.onboard.onboard import Check, render_checks
 from gpurig.onboard.pin import PinInputError, pin_text
 from gpurig.remote.pyinfra_inventory import load_groups
 from gpurig.report.render import HostReport, render, to_json, to_junit, to_markdown, to_table
+from gpurig.spec import safe_yaml
 from gpurig.spec.finding import Difference, Finding
 from gpurig.spec.inventory import (
     InventoryError,
@@ -396,6 +397,16 @@ def test_aliases_may_add_ten_values_for_each_written() -> None:
                            f"more than {bound}$") as refused:  # fmt: skip
             load(_amplified(written, aliases), yaml)
         assert refused.value.line == 3
+
+
+def test_values_written_are_bounded_by_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file at the size limit could write millions of values; past MAX_WRITTEN (half a
+    million: a minute to reach) it is refused, shown here with a bound of 1,000."""
+    monkeypatch.setattr(safe_yaml, "MAX_WRITTEN", 1000)
+    assert len(load(_amplified(800, 0), bounded_yaml())["plain"]) == 800  # 907 written
+    with pytest.raises(YamlRefused, match="more than 1000 values written") as refused:
+        load(_amplified(1000, 0), bounded_yaml())
+    assert refused.value.line == 1
 
 
 def test_a_plainly_written_fleet_of_5000_hosts_is_valid(tmp_path: Path) -> None:
