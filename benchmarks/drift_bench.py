@@ -314,16 +314,22 @@ def bench_repo(paths: manager.Paths, scratch: Path) -> tuple[str, str]:
     ).strip()
 
 
+# The concerns a fleet host carries that need nothing on the controller's side.
+FLEET_SPEC = {
+    "packages": ["openssh-server", "python3", "git"],  # in the rootfs: checked, not installed
+    "core_dumps": "disabled",
+    "cleanup": {"ray_sessions": True, "core_files": True, "editable_finders": True},
+    "checks": {"disk_free_min": "1g", "inodes_free_min_pct": 1},
+}
+
+
 def full_spec(paths: manager.Paths, scratch: Path) -> dict:
     """Every concern a fleet host (no engine, no systemd, no GPU) can carry."""
     url, commit = bench_repo(paths, scratch)
     secret = scratch / "secret"
     secret.write_text("not a real secret\n")
     return {
-        "packages": ["openssh-server", "python3", "git"],  # in the rootfs: checked, not installed
-        "core_dumps": "disabled",
-        "cleanup": {"ray_sessions": True, "core_files": True, "editable_finders": True},
-        "checks": {"disk_free_min": "1g", "inodes_free_min_pct": 1},
+        **FLEET_SPEC,
         "secrets": [{"src": str(secret), "dest": "/root/.gpurig-bench-secret", "mode": "0600"}],
         "repos": {"/srv/gpurig-bench": {"url": url, "ref": commit, "line_endings": "lf"}},
     }

@@ -16,8 +16,8 @@ from gpurig.deploys.snapshot import read
 from gpurig.facts.gpurig_toolkit import CDI_MARKER
 from gpurig.plans import toolkit as plan
 from gpurig.plans.change import Change
-from gpurig.plans.engine import toolkit_wanted
 from gpurig.plans.toolkit import CDI_SPEC, KEYRING, KEYRING_RECORD, packages
+from gpurig.spec.model import toolkit_wanted
 
 
 def check_fingerprint(key: str, fingerprint: str, url: str) -> str:

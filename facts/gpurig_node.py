@@ -40,30 +40,6 @@ def _df_rows(parts: Mapping[str, str], kind: str, exists: list[bool]) -> list[st
     return [parts.get(f"{kind}{index}") for index in range(len(exists))]
 
 
-class OsRelease(Sectioned[dict[str, Any]]):
-    """The running kernel and /etc/os-release's ID, VERSION_ID and PRETTY_NAME."""
-
-    def command(self) -> str:
-        return self.sectioned(
-            {"kernel": f"{LINES}\ngpurig_lines /proc/sys/kernel/osrelease 2>/dev/null",
-             "os": f"{LINES}\ngpurig_lines /etc/os-release 2>/dev/null"}
-        )  # fmt: skip
-
-    @staticmethod
-    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
-        fields = {}
-        for line in (parts.get("os") or "").splitlines():
-            key, sep, value = line.partition("=")
-            if sep and re.fullmatch(r"[A-Z0-9_]+", key):
-                fields[key] = value.strip().strip("\"'") or None
-        return {
-            "kernel": part_text(parts, "kernel"),
-            "os_id": fields.get("ID"),
-            "os_version": fields.get("VERSION_ID"),
-            "os_pretty": fields.get("PRETTY_NAME"),
-        }
-
-
 class Login(Sectioned[dict[str, Any]]):
     """Who this login is, and whether it can become root without a password (`sudo`: None
     when there is no sudo to ask, the login is root already, or it is not to be asked: a

@@ -1,14 +1,17 @@
 """Debian packages: installed version and hold of each named package, from one dpkg-query
-(dpkg's own selection state says `hold`; apt-mark would load apt's whole cache to say it)."""
+(dpkg's own selection state says `hold`; apt-mark would load apt's whole cache to say it); and
+the release they come from (the running kernel, /etc/os-release), which the plans choose
+packages for and the checks judge."""
 
 from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpurig.facts.reader import Reader
+from gpurig.facts.round_trip import LINES, Sectioned, part_text
 
 # One line of the dpkg-query below: name (with `:arch` where dpkg needs it), version (empty
 # when not installed), db:Status-Abbrev (desired, status, error flag).
@@ -70,3 +73,27 @@ class DriverPackages(Reader[dict[str, Any]]):
 
     def process(self, output: list[str]) -> dict[str, Any]:
         return _rows(output)
+
+
+class OsRelease(Sectioned[dict[str, Any]]):
+    """The running kernel and /etc/os-release's ID, VERSION_ID and PRETTY_NAME."""
+
+    def command(self) -> str:
+        return self.sectioned(
+            {"kernel": f"{LINES}\ngpurig_lines /proc/sys/kernel/osrelease 2>/dev/null",
+             "os": f"{LINES}\ngpurig_lines /etc/os-release 2>/dev/null"}
+        )  # fmt: skip
+
+    @staticmethod
+    def parse(parts: Mapping[str, str]) -> dict[str, Any]:
+        fields = {}
+        for line in (parts.get("os") or "").splitlines():
+            key, sep, value = line.partition("=")
+            if sep and re.fullmatch(r"[A-Z0-9_]+", key):
+                fields[key] = value.strip().strip("\"'") or None
+        return {
+            "kernel": part_text(parts, "kernel"),
+            "os_id": fields.get("ID"),
+            "os_version": fields.get("VERSION_ID"),
+            "os_pretty": fields.get("PRETTY_NAME"),
+        }

@@ -32,7 +32,6 @@ from unittest.mock import patch
 
 import yaml
 
-from gpurig.checks.finding import Finding
 from gpurig.checks.judge import Probed, drift_reads, report
 from gpurig.checks.rules import one_per_cause
 from gpurig.facts.gpurig_fabric import Fabric
@@ -41,6 +40,7 @@ from gpurig.facts.round_trip import FactFailed, Unreadable, read_key
 from gpurig.plans import secrets as secrets_plan
 from gpurig.report import explain
 from gpurig.report.render import HostReport, finding_block
+from gpurig.spec.finding import Finding
 from gpurig.spec.inventory import Host
 from gpurig.spec.model import normalise
 from tests.unit.gpu_fixtures import read_fixture

@@ -29,9 +29,9 @@ from gpurig.checks import fabric as fabric_checks
 from gpurig.checks import gpu as gpu_checks
 from gpurig.checks import interconnect as interconnect_checks
 from gpurig.checks import node as node_checks
-from gpurig.checks.finding import Finding
 from gpurig.checks.rules import one_per_cause
 from gpurig.facts.round_trip import Unreadable
+from gpurig.spec.finding import Finding
 
 Read = Callable[..., Any]
 Spec = Mapping[str, Any]

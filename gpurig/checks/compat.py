@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gpurig.checks.finding import Finding
 from gpurig.checks.rules import found
 from gpurig.data.tables import table
+from gpurig.spec.finding import Finding
 
 Verdict = Literal["ok", "warn", "fail"]
 IDS = ("compat.kernel_module", "compat.driver_cuda", "compat.torch_arch")

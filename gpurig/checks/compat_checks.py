@@ -9,11 +9,11 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from gpurig.checks import compat
-from gpurig.checks.finding import Finding
 from gpurig.checks.gpu import job_capabilities
 from gpurig.facts.gpurig_container import ContainerTorch
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.plans.containers import container_reads
+from gpurig.spec.finding import Finding
 
 
 def _driver(read: Callable[..., Any]) -> str | None:

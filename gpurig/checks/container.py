@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from gpurig.checks.finding import Finding
 from gpurig.checks.node import OOM_FIX
 from gpurig.checks.rules import found
 from gpurig.facts.gpurig_container import ContainerInspect
 from gpurig.facts.gpurig_node import EngineSocket
 from gpurig.plans.containers import container_reads
 from gpurig.plans.engine import PODMAN_SOCKET
+from gpurig.spec.finding import Finding
 from gpurig.spec.user_scope import is_user
 
 Read = Callable[..., Any]

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from gpurig.checks.finding import Finding
 from gpurig.checks.rules import found, rules
 from gpurig.facts.gpurig_fabric import Fabric
 from gpurig.read.fabric_parse import ib_hca_unmatched, socket_ifname_unmatched
+from gpurig.spec.finding import Finding
 
 Read = Callable[..., Any]
 Spec = Mapping[str, Any]

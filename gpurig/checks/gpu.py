@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from gpurig.checks.compat import DRIVER
-from gpurig.checks.finding import Finding
 from gpurig.checks.rules import found, rules
 from gpurig.facts.gpurig_nvidia import (
     GpuDevices,
@@ -28,6 +27,7 @@ from gpurig.facts.gpurig_nvidia import (
     RebootRequired,
 )
 from gpurig.facts.gpurig_units import Units
+from gpurig.spec.finding import Finding
 
 Gpu = Mapping[str, Any]
 Read = Callable[..., Any]

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from gpurig.checks.finding import Finding
 from gpurig.checks.gpu import _log as log_excerpt
 from gpurig.checks.rules import found
 from gpurig.data.tables import table
 from gpurig.facts.gpurig_interconnect import PcieAcs
 from gpurig.facts.gpurig_nvidia import KernelLog, NvidiaGpus
 from gpurig.read.interconnect_parse import AcsControl, acs_redirecting, sxid_severity_word
+from gpurig.spec.finding import Finding
 
 Read = Callable[..., Any]
 Spec = Mapping[str, Any]

@@ -14,7 +14,6 @@ from typing import Any
 
 from gpurig.checks import fabric
 from gpurig.checks.all import ODD_OUTPUT, check
-from gpurig.checks.finding import Finding
 from gpurig.checks.node import (
     internal_error,
     key_changed,
@@ -24,22 +23,21 @@ from gpurig.checks.node import (
 )
 from gpurig.checks.rules import one_per_cause
 from gpurig.facts.gpurig_container import ContainerInspect, ContainerTorch
-from gpurig.facts.gpurig_node import OsRelease
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
-from gpurig.facts.gpurig_packages import DebStatus
+from gpurig.facts.gpurig_packages import DebStatus, OsRelease
 from gpurig.facts.gpurig_repo import RepoState
 from gpurig.facts.round_trip import Read, Snapshot, required_reads
 from gpurig.plans import PLANS
 from gpurig.plans.change import Change, findings
 from gpurig.plans.containers import container_reads
-from gpurig.plans.engine import toolkit_wanted
 from gpurig.plans.toolkit import packages as toolkit_packages
 from gpurig.read import bounds
 from gpurig.report.render import HostReport
 from gpurig.spec.container import running_image
+from gpurig.spec.finding import Finding
 from gpurig.spec.hostkeys import is_mismatch
 from gpurig.spec.inventory import Host
-from gpurig.spec.model import normalise
+from gpurig.spec.model import normalise, toolkit_wanted
 
 PROBE_TIMEOUT = 120  # seconds for the whole command; engines and GPUs can be slow to answer
 

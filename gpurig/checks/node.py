@@ -16,7 +16,6 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from gpurig.checks.finding import Finding, Severity
 from gpurig.checks.rules import found, rules
 from gpurig.facts.gpurig_node import (
     CgroupLeaks,
@@ -27,6 +26,7 @@ from gpurig.facts.gpurig_node import (
     LoginShell,
 )
 from gpurig.facts.gpurig_repo import EnvImports
+from gpurig.spec.finding import Finding, Severity
 from gpurig.spec.hostkeys import changed_message, refused_jump
 from gpurig.spec.units import format_size, parse_size
 from gpurig.spec.user_scope import is_user

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpurig.checks.finding import Finding, Severity
 from gpurig.data.tables import table
+from gpurig.spec.finding import Finding, Severity
 
 
 def rules() -> dict[str, Any]:

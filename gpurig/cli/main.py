@@ -426,8 +426,8 @@ def pin(inventory: str, check: bool) -> None:
 
     Exit 0 pinned, 1 a registry failed (or --check found tags), 2 the file is not YAML."""
     from gpurig.onboard.pin import PinError, PinInputError, pin_file, read_inventory, unpinned
-    from gpurig.report.textsafe import visible
     from gpurig.spec.inventory import format_path
+    from gpurig.spec.textsafe import visible
 
     path = Path(inventory)
     try:

@@ -14,7 +14,9 @@ from typing import NamedTuple
 from gpurig.report.formats import FORMATS
 
 # The node contracts by name (gpurig/data/node_modes.yaml defines each): the one list the
-# command line, click's choice and gpurig.node.modes share.
+# command line and click's choice share. Here, where nothing of the node wing is imported:
+# gpurig.node.modes loads the checks and the plans, which would then load before a contract's
+# read is started (gpurig.node.ahead), and it imports nothing from here (no ring).
 MODES = ("prolog", "healthcheck", "npd")
 _VALUED = {"drift": ("--spec", "--as", "--mode", "--format", "--textfile"), "up": ("--spec",)}
 

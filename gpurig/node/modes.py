@@ -29,12 +29,11 @@ from functools import cache
 from typing import Literal
 
 from gpurig.checks.all import CHECK_IDS
-from gpurig.checks.finding import Finding
 from gpurig.data.tables import table
-from gpurig.node.argv import MODES as MODES  # the contracts by name, for their users
 from gpurig.plans import CHANGE_IDS, PLANS
 from gpurig.report import textfile
 from gpurig.report.render import HostReport
+from gpurig.spec.finding import Finding
 
 Verdict = Literal["ok", "problem", "unknown"]
 
@@ -160,7 +159,7 @@ def npd_line(report: HostReport, m: Mode) -> str:
 def detail_lines(report: HostReport, prefix: str) -> list[str]:
     """One line per error (its id and message, control characters shown as escapes), or why
     the node could not be checked: for stderr and syslog."""
-    from gpurig.report.textsafe import visible
+    from gpurig.spec.textsafe import visible
 
     result = verdict(report)
     if result == "ok":

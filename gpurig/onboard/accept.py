@@ -22,9 +22,9 @@ from gpurig.facts.round_trip import Snapshot
 from gpurig.fsutil import atomic_write, xdg_dir
 from gpurig.read.acceptance import DEFAULT_MARGIN, Verdict, judge_host
 from gpurig.read.nccl_tests import message_bytes, with_all_reduce
-from gpurig.report.textsafe import visible
 from gpurig.spec.inventory import Host
 from gpurig.spec.model import gpu_container, normalise
+from gpurig.spec.textsafe import visible
 from gpurig.spec.user_scope import is_user
 
 # torch's import and first CUDA call, the timings, all_reduce_perf's 300 s and dcgmi's own 300 s

@@ -29,9 +29,9 @@ from gpurig.read.nccl_group import (
     place,
 )
 from gpurig.read.nccl_tests import NcclVerdict, message_bytes
-from gpurig.report.textsafe import visible
 from gpurig.spec.inventory import Host
 from gpurig.spec.model import normalise
+from gpurig.spec.textsafe import visible
 from gpurig.spec.user_scope import is_user
 
 

@@ -34,12 +34,12 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from gpurig.checks.all import ODD_OUTPUT, check
-from gpurig.checks.finding import Finding
 from gpurig.checks.node import disk_paths
 from gpurig.data.tables import table
 from gpurig.facts.gpurig_container import CpuQuota
-from gpurig.facts.gpurig_node import CgroupMemory, DiskSpace, EngineVersions, Login, OsRelease
+from gpurig.facts.gpurig_node import CgroupMemory, DiskSpace, EngineVersions, Login
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
+from gpurig.facts.gpurig_packages import OsRelease
 from gpurig.facts.gpurig_reach import AptSources, Reach
 from gpurig.facts.round_trip import Read, Snapshot, Unreadable, required_reads
 from gpurig.fsutil import atomic_write, xdg_dir
@@ -52,7 +52,7 @@ from gpurig.remote.jump import LOGINS, endpoint
 from gpurig.remote.key_scan import fetch_host_key
 from gpurig.remote.pyinfra_inventory import cache_dir, jump_data
 from gpurig.report.render import HostReport, to_table
-from gpurig.report.textsafe import visible
+from gpurig.spec.finding import Finding
 from gpurig.spec.hostkeys import (
     changed_message,
     fingerprint,
@@ -67,6 +67,7 @@ from gpurig.spec.inventory import (
 )
 from gpurig.spec.model import normalise
 from gpurig.spec.text_file import YamlRefused, read_bytes
+from gpurig.spec.textsafe import visible
 from gpurig.spec.units import format_size
 from gpurig.spec.user_scope import is_user
 

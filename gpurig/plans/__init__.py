@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpurig.checks.finding import Severity
 from gpurig.facts.round_trip import Read, required_reads
 from gpurig.plans import (
     cleanup,
@@ -28,6 +27,7 @@ from gpurig.plans import (
 )
 from gpurig.plans.change import Change
 from gpurig.spec.container import FIELD_NAMES
+from gpurig.spec.finding import Severity
 
 Reader = Callable[..., Any]
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpurig.checks.finding import Difference, Finding, Severity
+from gpurig.spec.finding import Difference, Finding, Severity
 
 
 @dataclass(frozen=True)

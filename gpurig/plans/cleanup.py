@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from gpurig.checks.finding import Severity
 from gpurig.facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCache, RaySessions
 from gpurig.facts.gpurig_user import UserCoreFiles, UserRaySessions
 from gpurig.plans.change import Change
+from gpurig.spec.finding import Severity
 from gpurig.spec.user_scope import is_user
 
 FLASHINFER_CACHE = "~/.cache/flashinfer"

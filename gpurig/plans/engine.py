@@ -11,13 +11,14 @@ from typing import Any
 
 from gpurig.data.tables import table
 from gpurig.facts.gpurig_json import JsonFile
-from gpurig.facts.gpurig_node import OsRelease
+from gpurig.facts.gpurig_packages import OsRelease
 from gpurig.facts.gpurig_units import Units
 from gpurig.facts.gpurig_user import LoginProfile, UserPodman
 from gpurig.plans.change import Change
 from gpurig.plans.files import managed
 from gpurig.plans.packages import missing
 from gpurig.plans.profile import block
+from gpurig.spec.model import toolkit_wanted
 from gpurig.spec.user_scope import DOCKER_HOST_LINES, REGISTRIES, is_user
 
 PODMAN_SOCKET = "/run/podman/podman.sock"
@@ -42,11 +43,6 @@ def all_engine_packages(kind: str) -> list[str]:
     spec alone, before it knows the release."""
     rows = table("releases.yaml")["engine_packages"].values()
     return sorted({name for row in rows for name in row[kind]})
-
-
-def toolkit_wanted(spec: Mapping[str, Any]) -> bool:
-    """The NVIDIA container toolkit is converged: declared, an engine, and GPUs not ruled out."""
-    return bool(spec.get("nvidia_toolkit")) and spec["engine"] != "none" and spec["gpu"] != "absent"
 
 
 def podman_registries(insecure: list[str]) -> str:

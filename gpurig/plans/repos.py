@@ -12,7 +12,7 @@ from typing import Any
 from gpurig.facts.gpurig_repo import LF_ATTRIBUTES, RepoState
 from gpurig.plans.change import Change
 from gpurig.plans.packages import missing
-from gpurig.report.redact import redacted
+from gpurig.spec.redact import redacted
 from gpurig.spec.user_scope import is_user
 
 # An http(s) URL's userinfo (RFC 3986 3.2.1), which git sends as the HTTP credential.

@@ -13,9 +13,9 @@ from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.gpurig_packages import DebStatus
 from gpurig.facts.gpurig_toolkit import CdiSpec, ToolkitKeyring
 from gpurig.plans.change import Change
-from gpurig.plans.engine import toolkit_wanted
 from gpurig.plans.files import managed
 from gpurig.plans.packages import missing
+from gpurig.spec.model import toolkit_wanted
 
 KEYRING = "/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg"
 # Which URL the keyring came from and its sha256 when written: a later run compares them

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpurig.plans.engine import toolkit_wanted
 from gpurig.spec.container import ImageRef
+from gpurig.spec.model import toolkit_wanted
 from gpurig.spec.user_scope import is_user
 
 # One DNS label; a host name is labels joined by dots (RFC 1123), at most 253 characters.

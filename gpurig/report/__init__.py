@@ -1,2 +1,2 @@
 """What a run says: table, JSON, JUnit and Markdown reports, the Prometheus textfile, the fleet
-view, text safety and redaction."""
+view."""

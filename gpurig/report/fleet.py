@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpurig.checks.finding import Finding, as_dict
 from gpurig.checks.rules import found
-from gpurig.report.textsafe import visible
+from gpurig.spec.finding import Finding, as_dict
+from gpurig.spec.textsafe import visible
 
 # Fleet dimensions, in report order, with the words a finding uses for them.
 DIMENSIONS: dict[str, str] = {

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpurig.checks.finding import ACTIONS, Finding, as_dict
-from gpurig.report.textsafe import visible
+from gpurig.spec.finding import ACTIONS, Finding, as_dict
+from gpurig.spec.textsafe import visible
 
 _COLOURS = {"error": "\033[31m", "warn": "\033[33m", "ok": "\033[32m"}
 _RESET = "\033[0m"

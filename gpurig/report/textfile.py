@@ -30,11 +30,11 @@ from typing import get_args
 
 from gpurig import __version__
 from gpurig.checks.all import CHECK_IDS
-from gpurig.checks.finding import Severity
 from gpurig.fsutil import atomic_write
 from gpurig.plans import CHANGE_IDS
 from gpurig.report.render import HostReport
 from gpurig.safe_path import walk
+from gpurig.spec.finding import Severity
 
 FILENAME = "gpurig_drift.prom"
 SEVERITIES: tuple[str, ...] = get_args(Severity)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpurig.report.redact import redacted
+from gpurig.spec.redact import redacted
 from gpurig.spec.units import format_size, parse_size
 
 Inspect = Mapping[str, Any]

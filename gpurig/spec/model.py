@@ -90,6 +90,11 @@ def normalise(spec: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def toolkit_wanted(spec: Mapping[str, Any]) -> bool:
+    """The NVIDIA container toolkit is converged: declared, an engine, and GPUs not ruled out."""
+    return bool(spec.get("nvidia_toolkit")) and spec["engine"] != "none" and spec["gpu"] != "absent"
+
+
 def gpu_containers(spec: Mapping[str, Any]) -> list[str]:
     """Names of the containers that are given GPUs."""
     return [n for n, c in spec["containers"].items() if c["gpus"] != "none"]

@@ -1,11 +1,12 @@
-"""Parse YAML that may be hostile: bounded in nodes, depth and integer size (its bytes and
-characters are gpurig.spec.text_file's).
+"""Parse YAML that may be hostile: bounded in values written, what aliases add, depth and
+integer size (its bytes and characters are gpurig.spec.text_file's).
 
-An inventory is small and shallow, so anything far beyond that is refused before it can hang
-or exhaust memory: a FIFO or /dev/zero named as the file, an alias bomb (a few hundred bytes
-that expand to billions of nodes), nesting that overflows the stack, an integer longer than
-Python will convert. Each of these is refused in milliseconds, naming the line; only a big
-plain file costs what parsing it up to a bound costs (see the numbers below).
+An inventory is shallow, and what it writes out is bounded by the file's size, so anything far
+beyond that is refused before it can hang or exhaust memory: a FIFO or /dev/zero named as the
+file, an alias bomb (a few hundred bytes that expand to billions of nodes), nesting that
+overflows the stack, an integer longer than Python will convert. Each of these is refused in
+milliseconds, naming the line; only a big plain file costs what parsing it up to a bound costs
+(see the numbers in gpurig.spec.text_file).
 """
 
 from __future__ import annotations
@@ -21,9 +22,20 @@ from ruamel.yaml.scanner import RoundTripScanner
 
 from gpurig.spec.text_file import YamlRefused, check_text
 
-# Values once aliases are expanded: 80 times the example fleet (a thousand hosts with a dozen
-# values each), where an alias bomb stands for billions.
-MAX_NODES = 20_000
+# What a document writes out is bounded by count: past what a fleet writes (10,000 hosts of 36
+# values each, address, SSH port and key and a four-key spec, are 360,000), and far below the 4
+# million one-character values the file's size would allow, whose parse took 0.1 ms and 1.1 KiB
+# each here: minutes and gigabytes.
+MAX_WRITTEN = 500_000
+# What aliases add, by what is written: each written value may stand for ALIAS_FACTOR more (a
+# host entry of about ten values naming a shared spec of a hundred), and any document for
+# ALIAS_FLOOR more (a small file sharing one big block). After parsing, every expanded value is
+# walked again (plain types, the schema, the merge) at about an eighth of what parsing a written
+# one costs (1,500 hosts naming one spec: 13,570 values written, 117,001 expanded, 1.3 s to
+# parse and 1.4 s after), so the walk costs at most about one and a half times the parse; an
+# alias bomb, a few hundred bytes standing for billions, is far past both.
+ALIAS_FACTOR = 10
+ALIAS_FLOOR = 20_000
 MAX_DEPTH = 32  # the deepest inventory key (hosts.H.spec.repos.P.python.keep[0]) is 8
 MAX_INT_CHARS = 32  # a 64-bit limit has 20 characters; Python refuses to convert 4300 digits
 _INT_TAG = "tag:yaml.org,2002:int"
@@ -40,9 +52,11 @@ class BoundedScanner(RoundTripScanner):
 
 
 class BoundedComposer(Composer):
-    """ruamel's composer, counting the nodes and depth every alias expands to."""
+    """ruamel's composer, counting the nodes written, the nodes and depth every alias
+    expands to, and refusing where aliases multiply the document (see ALIAS_FACTOR)."""
 
     def compose_document(self) -> Any:
+        self.written = 0  # nodes the text spells out so far
         self.expanded = 0  # nodes so far, each alias counted as all it stands for
         self.deepest = 0  # deepest level reached below the node being composed
         self.sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (nodes, height)
@@ -57,9 +71,13 @@ class BoundedComposer(Composer):
                 raise YamlRefused(line, f"alias *{event.anchor} refers to a node containing it")
             nodes, height = self.sizes[id(node)]
             self._charge(line, nodes, depth + height - 1)
+            self._bound_aliases(line)
             return node
         before, outer = self.expanded, self.deepest
         self.deepest = depth
+        self.written += 1
+        if self.written > MAX_WRITTEN:
+            raise YamlRefused(line, f"more than {MAX_WRITTEN} values written")
         self._charge(line, 1, depth)
         node = super().compose_node(parent, index)
         if (
@@ -77,8 +95,14 @@ class BoundedComposer(Composer):
         self.deepest = max(self.deepest, depth)
         if depth > MAX_DEPTH:
             raise YamlRefused(line, f"nested deeper than {MAX_DEPTH} levels")
-        if self.expanded > MAX_NODES:
-            raise YamlRefused(line, f"more than {MAX_NODES} values once aliases are expanded")
+
+    def _bound_aliases(self, line: int) -> None:
+        """Refuse once the aliases so far add more than the values written so far allow."""
+        bound = self.written + max(ALIAS_FLOOR, ALIAS_FACTOR * self.written)
+        if self.expanded > bound:
+            raise YamlRefused(
+                line, f"aliases expand the {self.written} values written to more than {bound}"
+            )
 
 
 def syntax_refusal(exc: YAMLError) -> YamlRefused:

@@ -8,11 +8,13 @@ import os
 import stat
 from pathlib import Path
 
-from gpurig.report.textsafe import escape_char, first_unsafe
+from gpurig.spec.textsafe import escape_char, first_unsafe
 
-# ruamel parses in pure Python: on a busy 2-core machine a 1 MiB scalar took 0.6 s, a 1 MiB
-# comment 1.1 s, and 20,000 values 3 s. 1 MiB is a thousand hosts and change.
-MAX_BYTES = 1024**2
+# Ten thousand hosts, each with its address, SSH port, pinned host key and a four-key spec
+# written out, are 4.4 MiB. ruamel parses in pure Python (benchmarks/fleet_scale.py: about 5 ms
+# a host): at this size a comment or a scalar took 6 s here, and values are bounded by count
+# (gpurig.spec.safe_yaml.MAX_WRITTEN).
+MAX_BYTES = 8 * 1024**2
 _TOO_LARGE = f"larger than {MAX_BYTES // 1024**2} MiB, the most gpurig reads as an inventory"
 
 

@@ -19,7 +19,6 @@ from gpurig.checks import gpu as gpu_checks
 from gpurig.checks import interconnect as interconnect_checks
 from gpurig.checks import node as node_checks
 from gpurig.checks.all import CHECK_IDS, check, compat, compat_checks
-from gpurig.checks.finding import Finding
 from gpurig.checks.judge import SUDO_PASSWORD, Probed, report
 from gpurig.checks.node import key_changed, unreachable
 from gpurig.checks.rules import rules
@@ -40,6 +39,7 @@ from gpurig.facts.round_trip import FactFailed, Unreadable, read_key
 from gpurig.plans import CHANGE_IDS
 from gpurig.read import node_parse
 from gpurig.report import fleet
+from gpurig.spec.finding import Finding
 from gpurig.spec.inventory import Host, SshSettings
 from gpurig.spec.model import normalise
 from tests.unit import test_fabric, test_interconnect

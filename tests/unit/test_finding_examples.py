@@ -14,7 +14,7 @@ import yaml
 
 from docs.hooks import _example_lines, findings_reference
 from gpurig.report import explain
-from gpurig.report.textsafe import visible
+from gpurig.spec.textsafe import visible
 from tests.finding_examples import (
     DATA,
     STATES,

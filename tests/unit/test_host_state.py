@@ -13,9 +13,9 @@ from gpurig.checks.all import check
 from gpurig.checks.judge import drift_reads, evaluate, fleet_facts
 from gpurig.facts.gpurig_container import ContainerInspect, ContainerTorch
 from gpurig.facts.gpurig_files import FileDigests, SecretDigests
-from gpurig.facts.gpurig_node import CgroupLeaks, OsRelease
+from gpurig.facts.gpurig_node import CgroupLeaks
 from gpurig.facts.gpurig_nvidia import GpuHealth, NvidiaGpus
-from gpurig.facts.gpurig_packages import DebStatus
+from gpurig.facts.gpurig_packages import DebStatus, OsRelease
 from gpurig.facts.round_trip import (
     START,
     HostState,

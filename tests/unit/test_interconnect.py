@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from gpurig.checks.finding import Finding
 from gpurig.checks.interconnect import IDS, RULES, sxid_class
 from gpurig.checks.rules import rules
 from gpurig.data.tables import table
@@ -21,6 +20,7 @@ from gpurig.read.interconnect_parse import (
     parse_hung_tasks,
     parse_sxid_lines,
 )
+from gpurig.spec.finding import Finding
 from tests.unit.fact_values import h100_vm, reader
 from tests.unit.gpu_fixtures import read_fixture, run_with_stand_in
 

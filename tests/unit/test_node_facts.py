@@ -27,7 +27,6 @@ from gpurig.facts.gpurig_node import (
     HostMemory,
     Login,
     LoginShell,
-    OsRelease,
 )
 from gpurig.facts.gpurig_nvidia import (
     GpuDevices,
@@ -39,6 +38,7 @@ from gpurig.facts.gpurig_nvidia import (
     NvlinkStatus,
     RebootRequired,
 )
+from gpurig.facts.gpurig_packages import OsRelease
 from gpurig.facts.round_trip import HostState, Snapshot, Unreadable
 from gpurig.read.gpu_parse import QUERY_GPU_COMMAND
 from tests.unit.fact_values import framed, run_here

@@ -12,13 +12,15 @@ import pytest
 from click.testing import CliRunner
 
 from gpurig.checks.all import CHECK_IDS
-from gpurig.checks.finding import Finding
 from gpurig.checks.node import unreachable
 from gpurig.cli.main import main
+from gpurig.data.tables import table
 from gpurig.node import modes as node_modes
+from gpurig.node.argv import MODES
 from gpurig.node.modes import NodeState, health_action, mode, parse_node
 from gpurig.plans import CHANGE_IDS, PLANS
 from gpurig.report.render import HostReport
+from gpurig.spec.finding import Finding
 
 PLANS_DIR = Path(node_modes.__file__).parents[1] / "plans"
 HOSTILE = "\x1b[2J evil\nline ) Reason=x [root@2020-01-01T00:00:00]"
@@ -38,7 +40,11 @@ UNREAD = HostReport("n1", True, [error("state.unreadable")])
 DOWN = HostReport("n1", False, [unreachable("no answer within 3 s")])
 
 
-@pytest.mark.parametrize("name", node_modes.MODES)
+def test_the_command_line_names_every_mode_the_table_defines() -> None:
+    assert set(MODES) == set(table("node_modes.yaml")["modes"])
+
+
+@pytest.mark.parametrize("name", MODES)
 def test_each_mode_loads_with_known_plans_and_a_time_within_its_limit(name: str) -> None:
     m = mode(name)
     assert m.plans <= {plan for plan, _ in PLANS}
@@ -83,7 +89,7 @@ def test_verdict_and_exit_status_per_mode() -> None:
         "problem"
     )
     codes = {n: [node_modes.exit_status(mode(n), v) for v in ("ok", "problem", "unknown")]
-             for n in node_modes.MODES}  # fmt: skip
+             for n in MODES}  # fmt: skip
     assert codes == {"prolog": [0, 1, 0], "healthcheck": [0, 1, 2], "npd": [0, 1, 2]}
 
 
@@ -182,7 +188,7 @@ def test_a_bad_spec_never_fails_a_prolog_and_is_unknown_to_npd(tmp_path: Path) -
 def test_a_read_that_does_not_finish_in_time_is_could_not_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gpurig.facts.gpurig_node import OsRelease
+    from gpurig.facts.gpurig_packages import OsRelease
     from gpurig.node.read import drift_local
     from gpurig.spec.inventory import load_spec_file
 

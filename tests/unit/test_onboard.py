@@ -28,8 +28,8 @@ from gpurig.facts.gpurig_node import (
     HostMemory,
     Login,
     LoginShell,
-    OsRelease,
 )
+from gpurig.facts.gpurig_packages import OsRelease
 from gpurig.facts.gpurig_reach import AptSources
 from gpurig.facts.round_trip import Recorder, Unreadable, required_reads
 from gpurig.onboard.onboard import (

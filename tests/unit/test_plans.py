@@ -20,9 +20,8 @@ from gpurig.facts.gpurig_cleanup import CoreFiles, EditableFinders, FlashinferCa
 from gpurig.facts.gpurig_container import ContainerInspect, CpuQuota, UserContainerInspect
 from gpurig.facts.gpurig_files import MODP_2048, FileDigests, SecretDigests
 from gpurig.facts.gpurig_json import JsonFile
-from gpurig.facts.gpurig_node import OsRelease
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
-from gpurig.facts.gpurig_packages import DebStatus, DriverPackages
+from gpurig.facts.gpurig_packages import DebStatus, DriverPackages, OsRelease
 from gpurig.facts.gpurig_repo import LF_ATTRIBUTES, RepoState
 from gpurig.facts.gpurig_toolkit import CdiSpec, ToolkitKeyring
 from gpurig.facts.gpurig_units import Units

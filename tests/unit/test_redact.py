@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from gpurig.checks.finding import Difference, Finding
 from gpurig.deploys.containers import run_command
 from gpurig.plans.repos import plan as repos_plan
 from gpurig.report.formats import FORMATS
-from gpurig.report.redact import REDACTED, redacted
 from gpurig.report.render import HostReport, render
 from gpurig.spec.container import diff_container
+from gpurig.spec.finding import Difference, Finding
 from gpurig.spec.model import normalise
+from gpurig.spec.redact import REDACTED, redacted
 
 IMAGE = "registry.example/train@sha256:" + "a" * 64
 # (key, value, what must never be printed): the three, then by shape alone.

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from gpurig.deploys import packages
-from gpurig.facts.gpurig_node import EngineVersions, OsRelease
-from gpurig.facts.gpurig_packages import DebStatus, DriverPackages
+from gpurig.facts.gpurig_node import EngineVersions
+from gpurig.facts.gpurig_packages import DebStatus, DriverPackages, OsRelease
 from gpurig.onboard.onboard import os_problem
 from tests.unit.gpu_fixtures import recorded_output
 

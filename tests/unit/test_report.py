@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from gpurig.checks.finding import Finding
 from gpurig.plans.change import Change, findings
 from gpurig.report.render import (
     HostReport,
@@ -18,6 +17,7 @@ from gpurig.report.render import (
     to_markdown,
     to_table,
 )
+from gpurig.spec.finding import Finding
 
 ERROR = Finding("repo.crlf", "error", "CRLF scripts", "LF line endings", "run.sh", "convert them")
 WARN = Finding("repo.dirty", "warn", "uncommitted", "clean", " M a|b.py", "commit them")

@@ -16,13 +16,13 @@ from test_cli_drift import free_port, inventory
 
 from gpurig import __version__
 from gpurig.checks.all import CHECK_IDS
-from gpurig.checks.finding import Finding
 from gpurig.checks.node import unreachable, unreadable
 from gpurig.cli.main import main
 from gpurig.plans import CHANGE_IDS
 from gpurig.plans.change import Change, findings
 from gpurig.report import textfile
 from gpurig.report.render import HostReport
+from gpurig.spec.finding import Finding
 
 HOSTILE = 'ev"il\\ \n\x1b[2J{} # TYPE x counter'
 DRIFTED = HostReport(

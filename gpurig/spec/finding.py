@@ -3,6 +3,7 @@ unit), what the converge does about it, and how it differs from what was declare
 
 A plan's changes (gpurig.plans.change) and the checks (gpurig.checks.all) both end as
 findings, so every report format (gpurig.report.render) labels, groups and prints them one way.
+The record sits below the plans and the checks that both make it.
 """
 
 from __future__ import annotations
