@@ -43,6 +43,7 @@ class Entry:
     source: str  # the check's source, or the plan that emits the change
     example: str = ""  # what `gpurig drift` printed for it on a real input; "" if none shows it
     example_from: str = ""  # where that input came from, or why no real input shows the id
+    node_action: str = ""  # what a node contract does by default (drain, report); "" if none
 
 
 class UnknownId(KeyError):
@@ -101,9 +102,33 @@ def entry(finding_id: str) -> Entry:
     words = texts()["findings"].get(finding_id)
     if words is None or finding_id not in catalogue_ids():
         raise UnknownId(finding_id)
-    return Entry(
-        finding_id, words["summary"], _words(words), *_facts(finding_id), *_example(finding_id)
-    )
+    return Entry(finding_id, words["summary"], _words(words), *_facts(finding_id),
+                 *_example(finding_id), _node_action(finding_id))  # fmt: skip
+
+
+def _node_action(finding_id: str) -> str:
+    """The node contracts' default action for an id they report (gpurig.node.policy)."""
+    from gpurig.node.modes import governed_ids
+    from gpurig.node.policy import default_action
+
+    return default_action(finding_id) if finding_id in governed_ids() else ""
+
+
+NODE_ACTION = (
+    "{action} by default: a node contract (Prolog, health check) {what}; a spec's "
+    "node_contracts.actions sets drain, report or off per id or family"
+)
+NODE_ACTION_WHAT = {
+    "drain": "drains the node on this error, within the drain budget",
+    "report": "reports this error (stderr, syslog, textfile, exit status) and never drains",
+}
+
+
+def node_action_text(found: Entry) -> str:
+    """The entry's default node action in words, or "" for an id no node contract governs."""
+    if not found.node_action:
+        return ""
+    return NODE_ACTION.format(action=found.node_action, what=NODE_ACTION_WHAT[found.node_action])
 
 
 def _words(words: Mapping[str, str]) -> dict[str, str]:
@@ -134,8 +159,8 @@ def as_text(found: Entry, width: int = 88) -> str:
         lines += ["Example", textwrap.fill(why, width, initial_indent="  ",
                                            subsequent_indent="  "), ""]  # fmt: skip
     facts = (("Severity", found.severity), ("Remediation", found.remediation),
-             ("Source", found.source))  # fmt: skip
-    for label, value in facts:
+             ("Node contracts", node_action_text(found)), ("Source", found.source))  # fmt: skip
+    for label, value in [(label, value) for label, value in facts if value]:
         lines.append(textwrap.fill(f"{label}: {value}", width, subsequent_indent="  "))
     return "\n".join(lines) + "\n"
 

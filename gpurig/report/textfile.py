@@ -70,11 +70,13 @@ def families(
     duration: float,
     host_label: bool,
     ids: Sequence[str] | None = None,
+    withheld: bool | None = None,
 ) -> list[Family]:
     """The run's metrics. `host_label` (the controller) labels each host's series with its
     name; without it (`--local`, one file per node) node_exporter's target names the host.
     `ids`: the ids the run checked, each written (0 if not found); every known id if None (a
-    node contract's mode checks fewer)."""
+    node contract's mode checks fewer). `withheld`: a node contract that drains says whether
+    it withheld a drain past its drain budget (gpurig.node.policy); None writes no series."""
     if not host_label and len(reports) != 1:
         raise ValueError("without a host label a file holds exactly one host")
     per_id: list[tuple[Labels, float]] = []
@@ -97,6 +99,18 @@ def families(
             ({**host, "severity": severity}, severities[severity]) for severity in SEVERITIES
         ]
         success.append((host, 1 if checked(report) else 0))
+    drains = (
+        []
+        if withheld is None
+        else [
+            Family(
+                "gpurig_drain_withheld",
+                "1 if the last run withheld its node's drain: past the drain budget, or past the "
+                "nodes drained for one id (a spec error?); 0 otherwise.",
+                (({}, 1 if withheld else 0),),
+            )
+        ]
+    )
     return [
         Family(
             "gpurig_drift_findings",
@@ -128,6 +142,7 @@ def families(
             "The gpurig that wrote this file; the value is always 1.",
             (({"version": __version__}, 1),),
         ),
+        *drains,
     ]
 
 
@@ -155,10 +170,11 @@ def render(
     duration: float,
     host_label: bool,
     ids: Sequence[str] | None = None,
+    withheld: bool | None = None,
 ) -> str:
     """The text exposition format: each family's HELP and TYPE lines, then its samples."""
     lines: list[str] = []
-    for family in families(reports, finished, duration, host_label, ids):
+    for family in families(reports, finished, duration, host_label, ids, withheld):
         lines += [f"# HELP {family.name} {_escape_help(family.help)}",
                   f"# TYPE {family.name} gauge"]  # fmt: skip
         lines += [_sample(family.name, labels, value) for labels, value in family.samples]
@@ -171,10 +187,11 @@ def written(
     duration: float,
     host_label: bool,
     ids: Sequence[str] | None = None,
+    withheld: bool | None = None,
 ) -> bool:
     """DIR/gpurig_drift.prom for node_exporter, for the CLI and the node contracts alike;
     False (said on stderr) when it cannot be written."""
-    text = render(reports, time.time(), duration, host_label=host_label, ids=ids)
+    text = render(reports, time.time(), duration, host_label, ids, withheld)
     try:
         write(directory, text)
     except OSError as exc:
