@@ -144,6 +144,14 @@ def test_scontrol_lines_are_read_strictly() -> None:
             parse_nodes(bad)
 
 
+def test_every_node_s_line_is_read_with_its_partitions() -> None:
+    nodes = parse_nodes((FIXTURES / "show-nodes_idle_22.05.8.txt").read_text())
+    assert [(n.name, n.flags, n.reason, n.partitions) for n in nodes] == [
+        (name, frozenset({"IDLE"}), None, frozenset({"debug"})) for name in ("slurm-1", "slurm-2")
+    ]
+    assert [n.held.ids for n in nodes] == [None, None]
+
+
 def test_health_check_drains_resumes_and_leaves_others_drains() -> None:
     idle = parse_node(recorded("idle"))
     gpurig = recorded("drain-gpurig")
