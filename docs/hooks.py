@@ -30,7 +30,7 @@ import yaml
 
 from gpurig.report import explain
 from gpurig.report.render import HostReport
-from gpurig.report.textfile import SEVERITIES, families, render
+from gpurig.report.textfile import SEVERITIES, contract_families, families, render
 from gpurig.spec.model import normalise
 from gpurig.spec.user_scope import ROOT_ONLY
 
@@ -403,7 +403,8 @@ def cli_reference() -> str:
 def metrics_reference() -> str:
     """The textfile's metrics, from the writer: names, HELP, labels, and a file it writes."""
     checked = [HostReport("node-17", True)]
-    rows = families(checked, 0.0, 0.0, host_label=True, withheld=False)
+    rows = families(checked, 0.0, 0.0, host_label=True)
+    rows += contract_families(False, {"gpu.xid": 0.0})
     lines = [
         GENERATED,
         "# Metrics reference",
@@ -415,7 +416,9 @@ def metrics_reference() -> str:
         f"({', '.join(SEVERITIES)}), 0 where the host did not have it, so an alert on one id "
         "always has its series; ids: [the findings catalogue](findings.md). "
         "`gpurig_drain_withheld` is written by the node contracts that drain (`prolog`, "
-        "`healthcheck`; see [node contracts](../node-contracts.md#the-drain-budget)).",
+        "`healthcheck`; see [node contracts](../node-contracts.md#the-drain-budget)), "
+        "`gpurig_acknowledged_timestamp_seconds` by every node contract (see "
+        "[acknowledgement](../node-contracts.md#acknowledgement)).",
         "",
         "| metric | labels | what it says |",
         "| --- | --- | --- |",

@@ -11,13 +11,19 @@ import os
 import sys
 import syslog
 import time
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal, TextIO
 
-from gpurig.checks.judge import Scope
+from gpurig.checks.judge import Probed, Scope
+from gpurig.checks.judge import report as judge
+from gpurig.facts.gpurig_nvidia import KernelLog
+from gpurig.facts.round_trip import read_key
+from gpurig.node import ack as acks
 from gpurig.node import modes as node_modes
 from gpurig.node.policy import Policy, governed, policy, withheld
-from gpurig.node.read import drift_local
+from gpurig.node.read import read_local
 from gpurig.read.local import StartedRead
 from gpurig.report.render import HostReport, render
 from gpurig.spec.inventory import Host
@@ -64,8 +70,10 @@ def run_mode(
     the exit status."""
     m = node_modes.mode(name)
     pol = policy(host.spec)
-    found = drift_local(host, scope(m), timeout=m.read_seconds, ahead=ahead)
-    report = governed(found, pol, node_modes.UNCHECKED)
+    acked = acks.load()
+    limits = acked.on(acks.boot_id()) if acked is not None else {}
+    probed = read_local(host, scope(m), timeout=m.read_seconds, ahead=ahead)
+    report = governed(judge(acknowledged(probed, limits), scope(m)), pol, node_modes.UNCHECKED)
     if output is not None:
         output.write(render([report], fmt))
     result = node_modes.verdict(report)
@@ -99,12 +107,23 @@ def run_mode(
         if outcome in ("cannot", "withheld"):
             status = node_modes.exit_status(m, "unknown")
     if textfile is not None:
-        from gpurig.report.textfile import written
+        from gpurig.report.textfile import contract_families, written
 
         ids = [i for i in node_modes.checked_ids(m) if pol.action(i) != "off"]
         withheld = None if name == "npd" else outcome == "withheld"
-        written(textfile, [report], time.monotonic() - started, False, ids, withheld)
+        when = {fid: acked.when[fid] for fid in limits} if acked is not None else {}
+        extra = contract_families(withheld, when)
+        written(textfile, [report], time.monotonic() - started, False, ids, extra)
     return status
+
+
+def acknowledged(probed: Probed, limits: Mapping[str, float]) -> Probed:
+    """The read without the kernel-log events `gpurig ack` said are handled (gpurig.node.ack)."""
+    key = read_key(KernelLog, {})
+    log = (probed.state or {}).get(key)
+    if not limits or not isinstance(log, dict):
+        return probed
+    return replace(probed, state={**(probed.state or {}), key: acks.unacknowledged(log, limits)})
 
 
 def _reported(report: HostReport, pol: Policy) -> str:

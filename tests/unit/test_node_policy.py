@@ -27,7 +27,7 @@ from gpurig.node.policy import (
 from gpurig.plans import CHANGE_IDS
 from gpurig.report import explain
 from gpurig.report.render import HostReport
-from gpurig.report.textfile import render
+from gpurig.report.textfile import contract_families, render
 from gpurig.spec.inventory import SCHEMA_PATH, InventoryError, load_spec_file
 
 # The node's hardware and health, which an operator drains for (the and NHC's).
@@ -179,9 +179,13 @@ def test_explain_and_the_catalogue_show_the_default_action() -> None:
 
 def test_the_textfile_says_whether_a_drain_was_withheld() -> None:
     report = [HostReport("n1", True)]
-    assert "gpurig_drain_withheld 1\n" in render(report, 0.0, 0.0, False, [], True)
-    assert "gpurig_drain_withheld 0\n" in render(report, 0.0, 0.0, False, [], False)
-    assert "gpurig_drain_withheld" not in render(report, 0.0, 0.0, False, [])
+    for held, line in (
+        (True, "gpurig_drain_withheld 1\n"),
+        (False, "gpurig_drain_withheld 0\n"),
+    ):
+        assert line in render(report, 0.0, 0.0, False, [], contract_families(held, {}))
+    npd = render(report, 0.0, 0.0, False, [], contract_families(None, {}))
+    assert "gpurig_drain_withheld" not in npd
 
 
 def contract(tmp_path: Path, mode: str, actions: dict[str, str]) -> tuple[int, str, str]:
