@@ -736,6 +736,55 @@ def test_a_report_finding_never_drains_and_the_budget_withholds(installed: Sandb
             resume(ctl, name)
 
 
+GPU_LOG = REPO_ROOT / "tests" / "fixtures" / "gpu" / "kernel_sxid_20034_with_xid_79_dmesg.txt"
+FAKE_DMESG = "/usr/local/sbin/dmesg"
+
+
+def test_an_acknowledged_xid_is_not_reported_again_and_the_node_resumes(
+    installed: Sandbox,
+) -> None:
+    """`gpurig ack` on the real SLURM: a node drained for its kernel log's Xid 79 and SXid is
+    resumed by its health check once a person acknowledges them, and drained again for a new
+    event. The kernel log is a recorded GPU host's, printed by a `dmesg` in root's own
+    /usr/local/sbin (the first of the system's directories the read and `gpurig ack` look in)
+    on this disposable node: the machine's own kernel log is shared by every sandbox and test,
+    and is left alone."""
+    ctl, name = node(installed, CONTROLLER), NODES[1]
+    host = node(installed, name)
+    set_slurm_conf(installed, "")
+    idle(ctl, name)
+    log = "".join(line for line in GPU_LOG.read_text().splitlines(True)
+                  if not line.startswith("#"))  # fmt: skip
+    sh(host, f"printf %s {shlex.quote(log)} >/root/kernel.log && "
+             f"printf '#!/bin/sh\\ncat /root/kernel.log\\n' >{FAKE_DMESG} && "
+             f"chmod 0755 {FAKE_DMESG}")  # fmt: skip
+    try:
+        rc, out, err = healthcheck(host, name)
+        state, reason = node_state(ctl, name)
+        assert rc == 1 and state == "IDLE+DRAIN", (out, err)
+        assert set((reason or "").split()) == {"gpurig:", "gpu.fallen_off_bus", "gpu.sxid"}
+        done = sh(host, f"{VENV}/bin/python -I -m gpurig ack --all")
+        assert "gpurig ack: gpu.fallen_off_bus: events up to 6781741.548783 s since boot" in done
+        assert "gpurig ack: gpu.xid: no event in the kernel log to acknowledge" in done
+        assert sh(host, "stat -c '%a %U' /var/lib/gpurig /var/lib/gpurig/ack.json").split() == [
+            "700", "root", "600", "root"]  # fmt: skip
+        # The next health check no longer sees them: clean, and it lifts its own drain.
+        rc, out, err = healthcheck(host, name)
+        assert rc == 0 and out.startswith(f"gpurig healthcheck: ok: resumed {name}"), (out, err)
+        idle(ctl, name)
+        acknowledged = {dict(k[1])["id"] for k in textfile(host)
+                        if k[0] == "gpurig_acknowledged_timestamp_seconds"}  # fmt: skip
+        assert acknowledged == {"gpu.fallen_off_bus", "gpu.sxid"}
+        # A new Xid after the acknowledgement: reported, and drained, again.
+        sh(host, "echo '[6781800.000001] NVRM: Xid (PCI:0000:91:00): 79, pid=1, name=x, "
+                 "GPU has fallen off the bus.' >>/root/kernel.log")  # fmt: skip
+        rc, out, err = healthcheck(host, name)
+        assert rc == 1 and node_state(ctl, name) == ("IDLE+DRAIN", "gpurig: gpu.fallen_off_bus")
+    finally:
+        sh(host, f"rm -f {FAKE_DMESG} /root/kernel.log /var/lib/gpurig/ack.json")
+        resume(ctl, name)
+
+
 @pytest.mark.disruptive
 def test_a_plain_up_repairs_a_killed_slurm_node(cluster: Sandbox) -> None:
     """`up` without --slurm keeps the cluster it made: a removed node comes back configured."""
