@@ -32,16 +32,15 @@ from gpurig.checks.all import CHECK_IDS
 from gpurig.checks.finding import Finding
 from gpurig.data.tables import table
 from gpurig.node.argv import MODES as MODES  # the contracts by name, for their users
-from gpurig.node.policy import Held, NodeAction, Policy
+from gpurig.node.policy import Held
 from gpurig.plans import CHANGE_IDS, PLANS
-from gpurig.report import textfile
+from gpurig.report.node_actions import CONNECT_CHECKS as CONNECT_CHECKS
+from gpurig.report.node_actions import UNCHECKED as UNCHECKED
+from gpurig.report.node_actions import NodeAction, Policy
 from gpurig.report.render import HostReport
 
 Verdict = Literal["ok", "problem", "unknown"]
 
-# Findings that say the node, or part of it, was not read or not judged (the textfile's, and
-# a bug in gpurig met while judging): no verdict of clean.
-UNCHECKED = textfile.UNCHECKED | {"gpurig.internal_error"}
 # The plan that reports each change id: by the id's first word (one plan per concern), but for
 # the engine's daemon.json key that names the toolkit's runtime.
 PLAN_OF_ID = {"toolkit.runtime": "engine", "tools.missing": "packages"}
@@ -55,8 +54,6 @@ CONTAINER_CHECKS = frozenset(
     {"container.restarting", "container.oom_kill", "compat.driver_cuda", "compat.torch_arch"}
 )
 IMPORT_CHECKS = frozenset({"env.imports", "env.imports_unchecked"})
-# Checks a local read never reports: they are about connecting to a host.
-CONNECT_CHECKS = frozenset({"host.unreachable", "host.key_changed", "host.sudo_password"})
 
 
 @dataclass(frozen=True)
@@ -82,12 +79,6 @@ def mode(name: str) -> Mode:
         raise ValueError(f"node_modes.yaml: {name}: no such plan: {sorted(unknown)}")
     return Mode(name, float(row["limit_seconds"]), int(row["read_seconds"]), plans,
                 bool(row["containers"]), bool(row["imports"]), row.get("max_output"))  # fmt: skip
-
-
-def governed_ids() -> tuple[str, ...]:
-    """The ids a spec's `node_contracts.actions` may name (the schema's findingSelector): every
-    id a contract reports, but those that say the node was not read or judged."""
-    return tuple(sorted(set(textfile.known_ids()) - UNCHECKED - CONNECT_CHECKS))
 
 
 def plan_of(change_id: str) -> str:

@@ -22,9 +22,10 @@ from gpurig.facts.gpurig_nvidia import KernelLog
 from gpurig.facts.round_trip import read_key
 from gpurig.node import ack as acks
 from gpurig.node import modes as node_modes
-from gpurig.node.policy import Policy, governed, policy, withheld
+from gpurig.node.policy import governed, withheld
 from gpurig.node.read import read_local
 from gpurig.read.local import StartedRead
+from gpurig.report.node_actions import Policy, policy
 from gpurig.report.render import HostReport, render
 from gpurig.spec.inventory import Host
 

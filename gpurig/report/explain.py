@@ -19,6 +19,7 @@ from gpurig.data.tables import table
 from gpurig.plans import CHANGE_IDS
 from gpurig.plans import severity as change_severity
 from gpurig.report import fleet
+from gpurig.report.node_actions import default_action
 from gpurig.report.textfile import known_ids
 
 GROUPED = ".differs"
@@ -108,10 +109,7 @@ def entry(finding_id: str) -> Entry:
 
 def _node_action(finding_id: str) -> str:
     """The node contracts' default action for an id they report (gpurig.node.policy)."""
-    from gpurig.node.modes import governed_ids
-    from gpurig.node.policy import default_action
-
-    return default_action(finding_id) if finding_id in governed_ids() else ""
+    return default_action(finding_id) or ""
 
 
 NODE_ACTION = (

@@ -1,4 +1,5 @@
-"""What a node contract does about each finding (gpurig/node/policy.py): the defaults of
+"""What a node contract does about each finding (gpurig/report/node_actions.py,
+gpurig/node/policy.py): the defaults of
 gpurig/data/node_modes.yaml, a spec's `node_contracts` over them, the schema's refusals, the
 drain budget over the cluster's nodes, and the contracts run on this machine."""
 
@@ -15,17 +16,10 @@ from gpurig.checks.finding import Difference, Finding
 from gpurig.cli.main import main
 from gpurig.node import modes as node_modes
 from gpurig.node.modes import NodeState
-from gpurig.node.policy import (
-    FAMILY,
-    Held,
-    budget_nodes,
-    default_action,
-    governed,
-    policy,
-    withheld,
-)
+from gpurig.node.policy import Held, budget_nodes, governed, withheld
 from gpurig.plans import CHANGE_IDS
 from gpurig.report import explain
+from gpurig.report.node_actions import FAMILY, default_action, governed_ids, policy
 from gpurig.report.render import HostReport
 from gpurig.report.textfile import contract_families, render
 from gpurig.spec.inventory import SCHEMA_PATH, InventoryError, load_spec_file
@@ -42,7 +36,7 @@ def error(fid: str) -> Finding:
 
 def test_every_governed_id_has_a_default_and_faults_drain_while_drift_reports() -> None:
     defaults = policy({}).defaults
-    for fid in node_modes.governed_ids():
+    for fid in governed_ids():
         family = fid.split(".")[0] + FAMILY
         assert fid in defaults or family in defaults, f"{fid}: no default action"
         action = default_action(fid)
@@ -137,7 +131,7 @@ def test_held_is_drained_or_down_with_gpurig_s_reason() -> None:
 def test_the_schema_names_every_governed_id_and_family() -> None:
     schema = json.loads(SCHEMA_PATH.read_text())
     enum = schema["$defs"]["findingSelector"]["enum"]
-    ids = node_modes.governed_ids()
+    ids = governed_ids()
     assert sorted(enum) == sorted({*ids, *(i.split(".")[0] + FAMILY for i in ids)})
 
 
@@ -192,7 +186,7 @@ def contract(tmp_path: Path, mode: str, actions: dict[str, str]) -> tuple[int, s
     """A contract run here (no scontrol: a drain cannot act) with a textfile, on a spec this
     machine is wrong for whatever its disk (disk.free, which drains by default); every other
     family off, so what this machine has besides does not count."""
-    others = {i.split(".")[0] + FAMILY for i in node_modes.governed_ids()} - {"disk.*"}
+    others = {i.split(".")[0] + FAMILY for i in governed_ids()} - {"disk.*"}
     spec = {"checks": {"disk_free_min": "1000t"},
             "node_contracts": {"actions": {**dict.fromkeys(others, "off"), **actions}}}  # fmt: skip
     path = spec_file(tmp_path, yaml.safe_dump(spec))
