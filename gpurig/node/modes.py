@@ -34,9 +34,7 @@ from gpurig.data.tables import table
 from gpurig.node.argv import MODES as MODES  # the contracts by name, for their users
 from gpurig.node.policy import Held
 from gpurig.plans import CHANGE_IDS, PLANS
-from gpurig.report.node_actions import CONNECT_CHECKS as CONNECT_CHECKS
-from gpurig.report.node_actions import UNCHECKED as UNCHECKED
-from gpurig.report.node_actions import NodeAction, Policy
+from gpurig.report.node_actions import CONNECT_CHECKS, UNCHECKED, NodeAction, Policy
 from gpurig.report.render import HostReport
 
 Verdict = Literal["ok", "problem", "unknown"]
