@@ -129,6 +129,17 @@ def boot_id() -> str:
     return BOOT_ID.read_text().strip()
 
 
+def current() -> tuple[Mapping[str, float], Mapping[str, float]]:
+    """(per-id limits, per-id time of the acknowledgement) that hold on this boot; none where
+    there is no record one can trust or the boot cannot be told."""
+    ack = load()
+    try:
+        limits = ack.on(boot_id()) if ack is not None else {}
+    except OSError:
+        return {}, {}
+    return limits, {fid: ack.when[fid] for fid in limits if ack is not None and fid in ack.when}
+
+
 def _trusted(info: os.stat_result, kind: int) -> bool:
     """Root's (or the running account's) alone: no other account wrote it."""
     owner = info.st_uid in (0, os.geteuid())

@@ -71,8 +71,7 @@ def run_mode(
     the exit status."""
     m = node_modes.mode(name)
     pol = policy(host.spec)
-    acked = acks.load()
-    limits = acked.on(acks.boot_id()) if acked is not None else {}
+    limits, acknowledged_at = acks.current()
     probed = read_local(host, scope(m), timeout=m.read_seconds, ahead=ahead)
     report = governed(judge(acknowledged(probed, limits), scope(m)), pol, node_modes.UNCHECKED)
     if output is not None:
@@ -112,8 +111,7 @@ def run_mode(
 
         ids = [i for i in node_modes.checked_ids(m) if pol.action(i) != "off"]
         withheld = None if name == "npd" else outcome == "withheld"
-        when = {fid: acked.when[fid] for fid in limits} if acked is not None else {}
-        extra = contract_families(withheld, when)
+        extra = contract_families(withheld, acknowledged_at)
         written(textfile, [report], time.monotonic() - started, False, ids, extra)
     return status
 

@@ -150,3 +150,16 @@ def test_ack_command_refuses_other_ids_and_records_what_dmesg_shows(
     record = acks.load(tmp_path / "state")
     assert record is not None and record.boot_id == acks.boot_id()
     assert set(record.upto) == set(seen) and all(record.upto[i] >= seen[i] for i in seen)
+
+
+def test_current_holds_on_the_record_s_boot_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(acks, "STATE_DIR", tmp_path / "state")
+    monkeypatch.setattr(acks, "BOOT_ID", tmp_path / "boot_id")
+    assert acks.current() == ({}, {})  # no record, no boot id: nothing left out
+    acks.save(acks.Ack("boot-a", {"gpu.xid": 5.0}, {"gpu.xid": 100.0}))
+    (tmp_path / "boot_id").write_text("boot-a\n")
+    assert acks.current() == ({"gpu.xid": 5.0}, {"gpu.xid": 100.0})
+    (tmp_path / "boot_id").write_text("boot-b\n")
+    assert acks.current() == ({}, {})
