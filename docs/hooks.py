@@ -30,7 +30,7 @@ import yaml
 
 from gpurig.report import explain
 from gpurig.report.render import HostReport
-from gpurig.report.textfile import SEVERITIES, families, render
+from gpurig.report.textfile import SEVERITIES, contract_families, families, render
 from gpurig.spec.model import normalise
 from gpurig.spec.user_scope import ROOT_ONLY
 
@@ -325,18 +325,24 @@ def findings_reference() -> str:
         "real machines), judged and rendered by the code this page was built from; see "
         "[where the examples come from](../concepts.md#findings-and-severities).",
         "",
-        "| id | severity | summary |",
-        "| --- | --- | --- |",
+        "The node column is what the node contracts do by default about an error of the id "
+        "(`drain` or `report`; set per id or family in the spec's `node_contracts.actions`, "
+        "see [node contracts](../node-contracts.md#a-policy-per-finding)).",
+        "",
+        "| id | severity | node | summary |",
+        "| --- | --- | --- | --- |",
     ]
-    lines += [f"| [`{e.id}`](#{_anchor(e.id)}) | {e.severity} | {_cell(e.summary)} |"
-              for e in entries]  # fmt: skip
+    lines += [f"| [`{e.id}`](#{_anchor(e.id)}) | {e.severity} | {e.node_action or '-'} | "
+              f"{_cell(e.summary)} |" for e in entries]  # fmt: skip
     for found in entries:
         lines += ["", f"## {found.id}", "", f"**{found.summary}**", ""]
         for key, heading in explain.SECTIONS.items():
             if key in found.words:
                 lines += [f"**{heading}.** {found.words[key]}", ""]
         lines += _example_lines(found)
+        action = explain.node_action_text(found)
         lines += [f"- Severity: `{found.severity}`", f"- Remediation: {found.remediation}",
+                  *([f"- Node contracts: {action}"] if action else []),
                   f"- Source: {found.source}"]  # fmt: skip
     return "\n".join(lines) + "\n"
 
@@ -399,6 +405,7 @@ def metrics_reference() -> str:
     """The textfile's metrics, from the writer: names, HELP, labels, and a file it writes."""
     checked = [HostReport("node-17", True)]
     rows = families(checked, 0.0, 0.0, host_label=True)
+    rows += contract_families(False, {"gpu.xid": 0.0})
     lines = [
         GENERATED,
         "# Metrics reference",
@@ -408,7 +415,11 @@ def metrics_reference() -> str:
         "(`--local`) has none, node_exporter's target names the host. "
         f"`gpurig_drift_findings` has a series for every id and both severities "
         f"({', '.join(SEVERITIES)}), 0 where the host did not have it, so an alert on one id "
-        "always has its series; ids: [the findings catalogue](findings.md).",
+        "always has its series; ids: [the findings catalogue](findings.md). "
+        "`gpurig_drain_withheld` is written by the node contracts that drain (`prolog`, "
+        "`healthcheck`; see [node contracts](../node-contracts.md#the-drain-budget)), "
+        "`gpurig_acknowledged_timestamp_seconds` by every node contract (see "
+        "[acknowledgement](../node-contracts.md#acknowledgement)).",
         "",
         "| metric | labels | what it says |",
         "| --- | --- | --- |",

@@ -482,5 +482,37 @@ def explain(ctx: click.Context, finding_id: str | None, as_list: bool) -> None:
     click.echo(catalogue.as_text(found), nl=False)
 
 
+@main.command()
+@click.argument("ids", nargs=-1, metavar="[ID]...")
+@click.option("--all", "every", is_flag=True, help="Every kernel-log id (Xid, SXid, ...).")
+@click.pass_context
+def ack(ctx: click.Context, ids: tuple[str, ...], every: bool) -> None:
+    """Say the kernel-log events seen so far on this node are handled (root, on the node).
+
+    The node contracts then leave out the events of these ids (gpu.xid, gpu.sxid,
+    gpu.hung_task, gpu.fallen_off_bus) logged up to now, on this boot: a node fixed by a GPU
+    reset can be resumed without a reboot. Recorded in /var/lib/gpurig/ack.json. Exit 0, 2
+    for an unknown id, without root, or when the kernel log cannot be read."""
+    import os
+
+    from gpurig.node import ack as acks
+
+    if every == bool(ids):
+        raise click.UsageError("give the ids to acknowledge, or --all")
+    unknown = sorted(set(ids) - set(acks.KERNEL_LOG_IDS))
+    if unknown:
+        raise click.UsageError(f"not a kernel-log id: {', '.join(unknown)}; "
+                               f"one of {', '.join(acks.KERNEL_LOG_IDS)}")  # fmt: skip
+    if os.geteuid() != 0:
+        click.echo("gpurig ack: run as root on the node", err=True)
+        ctx.exit(2)
+    try:
+        lines = acks.run(ids or acks.KERNEL_LOG_IDS, time.time())
+    except OSError as exc:
+        click.echo(f"gpurig ack: {exc}", err=True)
+        ctx.exit(2)
+    click.echo("\n".join(lines))
+
+
 if __name__ == "__main__":
     main()

@@ -30,16 +30,14 @@ from typing import Literal
 
 from gpurig.checks.all import CHECK_IDS
 from gpurig.data.tables import table
+from gpurig.node.policy import Held
 from gpurig.plans import CHANGE_IDS, PLANS
-from gpurig.report import textfile
+from gpurig.report.node_actions import CONNECT_CHECKS, UNCHECKED, NodeAction, Policy
 from gpurig.report.render import HostReport
 from gpurig.spec.finding import Finding
 
 Verdict = Literal["ok", "problem", "unknown"]
 
-# Findings that say the node, or part of it, was not read or not judged (the textfile's, and
-# a bug in gpurig met while judging): no verdict of clean.
-UNCHECKED = textfile.UNCHECKED | {"gpurig.internal_error"}
 # The plan that reports each change id: by the id's first word (one plan per concern), but for
 # the engine's daemon.json key that names the toolkit's runtime.
 PLAN_OF_ID = {"toolkit.runtime": "engine", "tools.missing": "packages"}
@@ -53,8 +51,6 @@ CONTAINER_CHECKS = frozenset(
     {"container.restarting", "container.oom_kill", "compat.driver_cuda", "compat.torch_arch"}
 )
 IMPORT_CHECKS = frozenset({"env.imports", "env.imports_unchecked"})
-# Checks a local read never reports: they are about connecting to a host.
-CONNECT_CHECKS = frozenset({"host.unreachable", "host.key_changed", "host.sudo_password"})
 
 
 @dataclass(frozen=True)
@@ -100,6 +96,16 @@ def checked_ids(m: Mode) -> tuple[str, ...]:
 def errors(report: HostReport) -> list[Finding]:
     """The report's errors about the node itself (not about reading it)."""
     return [f for f in report.findings if f.severity == "error" and f.id not in UNCHECKED]
+
+
+def acted_on(report: HostReport, pol: Policy, action: NodeAction) -> list[str]:
+    """The distinct ids of the report's errors whose action is `action`, in order."""
+    return list(dict.fromkeys(f.id for f in errors(report) if pol.of(f.ids) == action))
+
+
+def unchecked(report: HostReport) -> bool:
+    """Whether part of the node was not read or not judged."""
+    return any(f.id in UNCHECKED for f in report.findings)
 
 
 def verdict(report: HostReport) -> Verdict:
@@ -176,9 +182,19 @@ REASON_PREFIX = "gpurig: "
 REASON_LENGTH = 120
 
 
-def drain_reason(report: HostReport) -> str:
-    ids = [f.id for f in errors(report)]
+def drain_reason(ids: Sequence[str]) -> str:
     return REASON_PREFIX + summary(ids, REASON_LENGTH - len(REASON_PREFIX))
+
+
+_REASON_ID = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+")
+
+
+def reason_ids(reason: str | None) -> frozenset[str] | None:
+    """The ids of a `gpurig: ` reason (the ids drain_reason wrote); None for another reason."""
+    if reason is None or not reason.startswith(REASON_PREFIX):
+        return None
+    words = reason.removeprefix(REASON_PREFIX).split()
+    return frozenset(w for w in words if _REASON_ID.fullmatch(w))
 
 
 @dataclass(frozen=True)
@@ -188,50 +204,63 @@ class NodeState:
     name: str
     flags: frozenset[str]
     reason: str | None
+    partitions: frozenset[str] = frozenset()
 
     @property
     def drained(self) -> bool:
         """Drained or draining: the DRAIN flag, whatever the base state."""
         return "DRAIN" in self.flags
 
+    @property
+    def held(self) -> Held:
+        """The node as the drain budget counts it: held by gpurig when drained or down with
+        gpurig's reason."""
+        ours = self.drained or "DOWN" in self.flags
+        return Held(self.name, self.partitions, reason_ids(self.reason) if ours else None)
+
 
 _NODE = re.compile(r"NodeName=(\S+) ")
 _STATE = re.compile(r" State=([A-Z_+*]+) ")
 # The reason, then slurmctld's ` [user@time]`; the reason itself may hold spaces and brackets.
 _REASON = re.compile(r" Reason=(.*?) \[[A-Za-z0-9._-]+@[0-9T:-]+\]")
+_PARTITIONS = re.compile(r" Partitions=(\S+)")
 
 
-def parse_node(text: str) -> NodeState:
-    """One node's `scontrol show node NAME --oneliner`; ValueError for any other shape."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if len(lines) != 1:
-        raise ValueError(f"expected one line for one node, got {len(lines)}")
-    line = lines[0]
+def parse_nodes(text: str) -> list[NodeState]:
+    """`scontrol show node --oneliner`: one line per node; ValueError for any other shape."""
+    nodes = [_node(line) for line in text.splitlines() if line.strip()]
+    if not nodes or len({n.name for n in nodes}) != len(nodes):
+        raise ValueError("expected one line per node")
+    return nodes
+
+
+def _node(line: str) -> NodeState:
     name, state = _NODE.match(line), _STATE.search(line)
     if name is None or state is None:
         raise ValueError("no NodeName= or State= in scontrol's line")
     flags = frozenset(flag.rstrip("*") for flag in state.group(1).split("+"))
-    reason = _REASON.search(line)
-    return NodeState(name.group(1), flags, reason.group(1) if reason else None)
+    reason, partitions = _REASON.search(line), _PARTITIONS.search(line)
+    parts = frozenset(partitions.group(1).split(",")) if partitions else frozenset()
+    return NodeState(name.group(1), flags, reason.group(1) if reason else None, parts)
 
 
 Action = tuple[Literal["drain", "resume"], str] | None
 
 
-def health_action(node: NodeState, report: HostReport) -> Action:
-    """What the health check does to its node, given the verdict:
+def health_action(node: NodeState, report: HostReport, drain: Sequence[str]) -> Action:
+    """What a contract does to its node, given the errors whose action is `drain`:
 
-    - problem: drain with gpurig's reason, unless the node is already drained with that
+    - any: drain with gpurig's reason for them, unless the node is already drained with that
       reason, or drained by someone else (an operator's or SLURM's reason is never replaced);
-    - ok: resume a node drained with gpurig's reason, and nothing else;
-    - unknown: nothing (a check that did not run proves nothing either way)."""
-    result = verdict(report)
+    - none, the node wholly read and judged: resume a node drained with gpurig's reason (its
+      errors are gone, or the policy reports them now), and nothing else;
+    - none, the node not wholly read: nothing (a check that did not run proves nothing)."""
     ours = node.reason is not None and node.reason.startswith(REASON_PREFIX)
-    if result == "problem":
-        reason = drain_reason(report)
+    if drain:
+        reason = drain_reason(drain)
         if node.drained and (not ours or node.reason == reason):
             return None
         return ("drain", reason)
-    if result == "ok" and node.drained and ours:
+    if report.reachable and not unchecked(report) and node.drained and ours:
         return ("resume", "")
     return None

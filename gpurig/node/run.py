@@ -11,13 +11,21 @@ import os
 import sys
 import syslog
 import time
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import TextIO
+from typing import Literal, TextIO
 
-from gpurig.checks.judge import Scope
+from gpurig.checks.judge import Probed, Scope
+from gpurig.checks.judge import report as judge
+from gpurig.facts.gpurig_nvidia import KernelLog
+from gpurig.facts.round_trip import read_key
+from gpurig.node import ack as acks
 from gpurig.node import modes as node_modes
-from gpurig.node.read import drift_local
+from gpurig.node.policy import governed, withheld
+from gpurig.node.read import read_local
 from gpurig.read.local import StartedRead
+from gpurig.report.node_actions import Policy, policy
 from gpurig.report.render import HostReport, render
 from gpurig.spec.inventory import Host
 
@@ -59,40 +67,76 @@ def run_mode(
     textfile: Path | None,
     ahead: StartedRead | None = None,
 ) -> int:
-    """Read and judge this node as the mode says, act, and return the exit status."""
+    """Read and judge this node as the mode says, act as the spec's policy says, and return
+    the exit status."""
     m = node_modes.mode(name)
-    report = drift_local(host, scope(m), timeout=m.read_seconds, ahead=ahead)
-    duration = time.monotonic() - started
+    pol = policy(host.spec)
+    limits, acknowledged_at = acks.current()
+    probed = read_local(host, scope(m), timeout=m.read_seconds, ahead=ahead)
+    report = governed(judge(acknowledged(probed, limits), scope(m)), pol, node_modes.UNCHECKED)
     if output is not None:
         output.write(render([report], fmt))
-    if textfile is not None:
-        from gpurig.report.textfile import written
-
-        written(textfile, [report], duration, False, node_modes.checked_ids(m))
     result = node_modes.verdict(report)
+    drain = node_modes.acted_on(report, pol, "drain")
+    status, outcome = node_modes.exit_status(m, result), None
     if name == "npd":
         print(node_modes.npd_line(report, m))
     elif name == "prolog":
         # slurmd says which of the two runs it (and keeps an Epilog's output in its log).
         context = "epilog" if os.environ.get("SLURM_SCRIPT_CONTEXT") == "epilog_slurmd" else name
         lines = node_modes.detail_lines(report, f"gpurig {context}")
-        if result == "problem":
+        if drain:
+            done, outcome = _act(report, drain, pol, resume=False)
             what = "refused the job" if context == "prolog" else "problem after the job"
-            lines.insert(0, f"gpurig {context}: {what}: {_act(report, resume=False)}")
+            if outcome == "withheld":  # a spec error, likely: the job runs
+                what, status = "the job runs", 0
+            lines.insert(0, f"gpurig {context}: {what}: {done}")
+        elif result == "problem":  # errors the policy only reports: never a drain
+            status = 0
+            lines.insert(0, f"gpurig {context}: the job runs: {_reported(report, pol)}")
         _say(lines, syslog.LOG_INFO if result == "ok" else syslog.LOG_ERR)
     else:
         lines = node_modes.detail_lines(report, "gpurig healthcheck")
-        done = _act(report, resume=True)
+        done, outcome = _act(report, drain, pol, resume=True)
+        if result == "problem" and not drain:
+            done += f"; {_reported(report, pol)}"
+        if outcome == "withheld":
+            lines.insert(0, f"gpurig healthcheck: {done}")
         _say([f"gpurig healthcheck: {result}: {done}", *lines],
              syslog.LOG_INFO if result == "ok" else syslog.LOG_ERR, stdout=True)  # fmt: skip
-        if done.startswith("cannot act"):
-            return node_modes.exit_status(m, "unknown")
-    return node_modes.exit_status(m, result)
+        if outcome in ("cannot", "withheld"):
+            status = node_modes.exit_status(m, "unknown")
+    if textfile is not None:
+        from gpurig.report.textfile import contract_families, written
+
+        ids = [i for i in node_modes.checked_ids(m) if pol.action(i) != "off"]
+        withheld = None if name == "npd" else outcome == "withheld"
+        extra = contract_families(withheld, acknowledged_at)
+        written(textfile, [report], time.monotonic() - started, False, ids, extra)
+    return status
 
 
-def _act(report: HostReport, resume: bool) -> str:
-    """Drain this node (or, with `resume`, resume it) through scontrol as the verdict and the
-    node's state say (node_modes.health_action); what was done, in words.
+def acknowledged(probed: Probed, limits: Mapping[str, float]) -> Probed:
+    """The read without the kernel-log events `gpurig ack` said are handled (gpurig.node.ack)."""
+    key = read_key(KernelLog, {})
+    log = (probed.state or {}).get(key)
+    if not limits or not isinstance(log, dict):
+        return probed
+    return replace(probed, state={**(probed.state or {}), key: acks.unacknowledged(log, limits)})
+
+
+def _reported(report: HostReport, pol: Policy) -> str:
+    return (
+        f"not drained for {' '.join(node_modes.acted_on(report, pol, 'report'))} (policy: report)"
+    )
+
+
+def _act(
+    report: HostReport, drain: list[str], pol: Policy, resume: bool
+) -> tuple[str, Literal["acted", "cannot", "withheld"]]:
+    """Drain this node for the `drain` ids (or, with `resume`, resume it) through scontrol as
+    node_modes.health_action says, within the policy's drain budget; what was done, in words,
+    and whether it acted, could not, or withheld a drain past the budget.
 
     The prolog drains too, before it exits 1: slurmctld then keeps gpurig's reason (it gives
     its own, "Prolog error", only to a node not drained yet), so the health check can resume
@@ -100,13 +144,18 @@ def _act(report: HostReport, resume: bool) -> str:
     from gpurig.node import slurm
 
     try:
-        node = slurm.node_name()
-        action = node_modes.health_action(slurm.show(node), report)
+        name = slurm.node_name()
+        node, nodes = slurm.show_all(name)
+        action = node_modes.health_action(node, report, drain)
         if action is not None and action[0] == "resume" and not resume:
             action = None
-        slurm.apply(node, action)
+        if action is not None and action[0] == "drain" and node.held.ids is None:
+            why = withheld([n.held for n in nodes], name, drain, pol)
+            if why is not None:
+                return why, "withheld"
+        slurm.apply(name, action)
     except slurm.SlurmError as exc:
-        return f"cannot act: {exc}"
+        return f"cannot act: {exc}", "cannot"
     if action is None:
-        return f"{node} left as it is"
-    return f"drained {node}: {action[1]}" if action[0] == "drain" else f"resumed {node}"
+        return f"{name} left as it is", "acted"
+    return (f"drained {name}: {action[1]}" if action[0] == "drain" else f"resumed {name}"), "acted"

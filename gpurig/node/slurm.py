@@ -1,5 +1,6 @@
-"""What the health check does through SLURM's own tool: read its node's state and reason,
-drain it with gpurig's reason, resume it. `scontrol` is taken from the system's directories
+"""What the health check does through SLURM's own tool: read the nodes' states and reasons (its
+own, and its partitions' for the drain budget) in one call, drain it with gpurig's reason,
+resume it. `scontrol` is taken from the system's directories
 only (facts.round_trip.ROOT_PATH), never from the caller's PATH: this runs as root.
 """
 
@@ -12,7 +13,7 @@ import shutil
 import subprocess
 
 from gpurig.facts.round_trip import ROOT_PATH
-from gpurig.node.modes import Action, NodeState, parse_node
+from gpurig.node.modes import Action, NodeState, parse_nodes
 
 TIMEOUT = 10  # seconds for one scontrol call (slurmctld's MessageTimeout default)
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -44,11 +45,17 @@ def _scontrol(*args: str) -> str:
     return done.stdout
 
 
-def show(name: str) -> NodeState:
+def show_all(name: str) -> tuple[NodeState, list[NodeState]]:
+    """This node and every node of the cluster, from one `scontrol show node` (bounded by
+    TIMEOUT like every call): the drain budget counts the nodes of this node's partitions."""
     try:
-        return parse_node(_scontrol("show", "node", name, "--oneliner"))
+        nodes = parse_nodes(_scontrol("show", "node", "--oneliner"))
     except ValueError as exc:
-        raise SlurmError(f"scontrol show node {name}: {exc}") from None
+        raise SlurmError(f"scontrol show node: {exc}") from None
+    mine = [n for n in nodes if n.name == name]
+    if len(mine) != 1:
+        raise SlurmError(f"scontrol show node: {name} listed {len(mine)} times")
+    return mine[0], nodes
 
 
 def apply(name: str, action: Action) -> None:

@@ -80,11 +80,24 @@ class SmiHeader:
 
 @dataclass(frozen=True)
 class XidEvent:
-    """One `NVRM: Xid` kernel log line."""
+    """One `NVRM: Xid` kernel log line; `at`: its seconds since boot where the line says them
+    (dmesg's `[ 1234.567890]`), which an acknowledgement compares with."""
 
     xid: int
     pci: str
     message: str
+    at: float | None = None
+
+
+# dmesg's own prefix: seconds since boot (the kernel's clock), e.g. '[ 1234.567890] '.
+_STAMP_RE = re.compile(r"^\[\s*(\d+\.\d+)\]")
+
+
+def kernel_stamp(line: str) -> float | None:
+    """The seconds since boot a kernel log line carries (dmesg's prefix), else None (dmesg -T,
+    journalctl and ISO times are wall clock: no acknowledgement compares with them)."""
+    match = _STAMP_RE.match(line)
+    return float(match[1]) if match else None
 
 
 @dataclass(frozen=True)
@@ -247,7 +260,8 @@ def parse_xid_lines(text: str) -> list[XidEvent]:
     for line in text.splitlines():
         match = _XID_RE.search(line)
         if match:
-            events.append(XidEvent(int(match["xid"]), match["pci"], match["msg"].rstrip()))
+            events.append(XidEvent(int(match["xid"]), match["pci"], match["msg"].rstrip(),
+                                   kernel_stamp(line)))  # fmt: skip
     return events
 
 
@@ -637,6 +651,7 @@ class FallenOffBus:
 
     pci: str
     line: str
+    at: float | None = None  # seconds since boot (kernel_stamp)
 
 
 # Three wordings, newest first: 'NVRM: GPU 0000:2b:00.0: GPU has fallen off the bus.',
@@ -664,7 +679,7 @@ def parse_fallen_off_bus(text: str) -> list[FallenOffBus]:
             continue
         message = line[line.index("NVRM:") :].strip() if "NVRM:" in line else line.strip()
         if all((e.pci, e.line) != (pci, message) for e in events):
-            events.append(FallenOffBus(pci, message))
+            events.append(FallenOffBus(pci, message, kernel_stamp(line)))
     return events
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from gpurig.data.tables import table
+from gpurig.read.gpu_parse import kernel_stamp
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class SxidEvent:
     switch: str
     pci: str
     message: str
+    at: float | None = None  # seconds since boot (gpu_parse.kernel_stamp)
 
 
 # 'nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM Fault Up'; one event
@@ -37,9 +39,8 @@ def parse_sxid_lines(text: str) -> list[SxidEvent]:
     for line in text.splitlines():
         match = _SXID_RE.search(line) if "SXid" in line else None
         if match:
-            events.append(
-                SxidEvent(int(match["sxid"]), match["switch"], match["pci"], match["msg"].rstrip())
-            )
+            sxid, msg = int(match["sxid"]), match["msg"].rstrip()
+            events.append(SxidEvent(sxid, match["switch"], match["pci"], msg, kernel_stamp(line)))
     return events
 
 
@@ -58,6 +59,7 @@ class HungTask:
     pid: int
     seconds: int
     lines: list[str] = field(default_factory=list)
+    at: float | None = None  # seconds since boot of its first line (gpu_parse.kernel_stamp)
 
     @property
     def gpu_lines(self) -> list[str]:
@@ -96,7 +98,8 @@ def parse_hung_tasks(text: str) -> list[HungTask]:
     for line in text.splitlines():
         match = _HUNG_RE.search(line) if "INFO: task " in line else None
         if match:
-            tasks.append(HungTask(match["task"], int(match["pid"]), int(match["s"]), [line]))
+            tasks.append(HungTask(match["task"], int(match["pid"]), int(match["s"]), [line],
+                                  kernel_stamp(line)))  # fmt: skip
             following = limit
         elif tasks and following > 0:
             tasks[-1].lines.append(line)

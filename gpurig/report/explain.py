@@ -19,6 +19,7 @@ from gpurig.data.tables import table
 from gpurig.plans import CHANGE_IDS
 from gpurig.plans import severity as change_severity
 from gpurig.report import fleet
+from gpurig.report.node_actions import default_action
 from gpurig.report.textfile import known_ids
 
 GROUPED = ".differs"
@@ -44,6 +45,7 @@ class Entry:
     example: str = ""  # what `gpurig drift` printed for it on a real input; "" if none shows it
     example_from: str = ""  # where that input came from, or why no real input shows the id
     composed: bool = False  # the input joins several machines' recordings: no run saw it whole
+    node_action: str = ""  # what a node contract does by default (drain, report); "" if none
 
 
 def example_label(found: Entry) -> str:
@@ -121,9 +123,30 @@ def entry(finding_id: str) -> Entry:
     words = texts()["findings"].get(finding_id)
     if words is None or finding_id not in catalogue_ids():
         raise UnknownId(finding_id)
-    return Entry(
-        finding_id, words["summary"], _words(words), *_facts(finding_id), *_example(finding_id)
-    )
+    return Entry(finding_id, words["summary"], _words(words), *_facts(finding_id),
+                 *_example(finding_id), _node_action(finding_id))  # fmt: skip
+
+
+def _node_action(finding_id: str) -> str:
+    """The node contracts' default action for an id they report (gpurig.node.policy)."""
+    return default_action(finding_id) or ""
+
+
+NODE_ACTION = (
+    "{action} by default: a node contract (Prolog, health check) {what}; a spec's "
+    "node_contracts.actions sets drain, report or off per id or family"
+)
+NODE_ACTION_WHAT = {
+    "drain": "drains the node on this error, within the drain budget",
+    "report": "reports this error (stderr, syslog, textfile, exit status) and never drains",
+}
+
+
+def node_action_text(found: Entry) -> str:
+    """The entry's default node action in words, or "" for an id no node contract governs."""
+    if not found.node_action:
+        return ""
+    return NODE_ACTION.format(action=found.node_action, what=NODE_ACTION_WHAT[found.node_action])
 
 
 def _words(words: Mapping[str, str]) -> dict[str, str]:
@@ -154,8 +177,8 @@ def as_text(found: Entry, width: int = 88) -> str:
         lines += ["Example", textwrap.fill(why, width, initial_indent="  ",
                                            subsequent_indent="  "), ""]  # fmt: skip
     facts = (("Severity", found.severity), ("Remediation", found.remediation),
-             ("Source", found.source))  # fmt: skip
-    for label, value in facts:
+             ("Node contracts", node_action_text(found)), ("Source", found.source))  # fmt: skip
+    for label, value in [(label, value) for label, value in facts if value]:
         lines.append(textwrap.fill(f"{label}: {value}", width, subsequent_indent="  "))
     return "\n".join(lines) + "\n"
 

@@ -73,11 +73,12 @@ def families(
     duration: float,
     host_label: bool,
     ids: Sequence[str] | None = None,
+    extra: Sequence[Family] = (),
 ) -> list[Family]:
     """The run's metrics. `host_label` (the controller) labels each host's series with its
     name; without it (`--local`, one file per node) node_exporter's target names the host.
     `ids`: the ids the run checked, each written (0 if not found); every known id if None (a
-    node contract's mode checks fewer)."""
+    node contract's mode checks fewer). `extra`: a node contract's own (contract_families)."""
     if not host_label and len(reports) != 1:
         raise ValueError("without a host label a file holds exactly one host")
     per_id: list[tuple[Labels, float]] = []
@@ -131,7 +132,33 @@ def families(
             "The gpurig that wrote this file; the value is always 1.",
             (({"version": __version__}, 1),),
         ),
+        *extra,
     ]
+
+
+def contract_families(withheld: bool | None, acknowledged: Mapping[str, float]) -> list[Family]:
+    """A node contract's own metrics: whether it withheld its node's drain (None: a mode that
+    never drains writes none), and when each kernel-log id was last acknowledged this boot
+    (`gpurig ack`, gpurig.node.ack)."""
+    found = []
+    if withheld is not None:
+        found.append(
+            Family(
+                "gpurig_drain_withheld",
+                "1 if the last run withheld its node's drain: past the drain budget, or past "
+                "the nodes drained for one id (a spec error?); 0 otherwise.",
+                (({}, 1 if withheld else 0),),
+            )
+        )
+    found.append(
+        Family(
+            "gpurig_acknowledged_timestamp_seconds",
+            "When `gpurig ack` last said this id's kernel-log events were handled, this boot, "
+            "in seconds since the Unix epoch; earlier events are not reported again.",
+            tuple(({"id": fid}, round(when, 3)) for fid, when in sorted(acknowledged.items())),
+        )
+    )
+    return found
 
 
 def escape_label(value: str) -> str:
@@ -158,10 +185,11 @@ def render(
     duration: float,
     host_label: bool,
     ids: Sequence[str] | None = None,
+    extra: Sequence[Family] = (),
 ) -> str:
     """The text exposition format: each family's HELP and TYPE lines, then its samples."""
     lines: list[str] = []
-    for family in families(reports, finished, duration, host_label, ids):
+    for family in families(reports, finished, duration, host_label, ids, extra):
         lines += [f"# HELP {family.name} {_escape_help(family.help)}",
                   f"# TYPE {family.name} gauge"]  # fmt: skip
         lines += [_sample(family.name, labels, value) for labels, value in family.samples]
@@ -174,10 +202,11 @@ def written(
     duration: float,
     host_label: bool,
     ids: Sequence[str] | None = None,
+    extra: Sequence[Family] = (),
 ) -> bool:
     """DIR/gpurig_drift.prom for node_exporter, for the CLI and the node contracts alike;
     False (said on stderr) when it cannot be written."""
-    text = render(reports, time.time(), duration, host_label=host_label, ids=ids)
+    text = render(reports, time.time(), duration, host_label, ids, extra)
     try:
         write(directory, text)
     except OSError as exc:

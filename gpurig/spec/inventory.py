@@ -435,7 +435,19 @@ def _explain(file: str, doc: Any, err: ValidationError) -> Iterator[Problem]:
             if key not in err.instance:
                 yield Problem(file, _line(doc, path), path, f"missing required key {key!r}")
         return
-    yield Problem(file, _line(doc, path), path, _expectation(err))
+    yield Problem(file, _line(doc, path), path, _expectation(err) + _nearest(err))
+
+
+def _nearest(err: ValidationError) -> str:
+    """`; nearest: X` for a string that is not one of an enum's words but close to one (an
+    unknown finding id in node_contracts.actions), else nothing."""
+    if err.validator != "enum" or not isinstance(err.instance, str):
+        return ""
+    from difflib import get_close_matches
+
+    words = [str(word) for word in err.validator_value]
+    close = get_close_matches(err.instance, words, n=1, cutoff=0.6)
+    return f"; nearest: {close[0]}" if close else ""
 
 
 def _expectation(err: ValidationError) -> str:

@@ -59,6 +59,8 @@ SPEC = {
     "core_dumps": "disabled",
     "packages": ["slurmd", "munge"],
     "checks": {"disk_free_min": "1g", "inodes_free_min_pct": 5},
+    # Configuration drift is reported by default; these tests drain for it.
+    "node_contracts": {"actions": {"core_dumps.*": "drain"}},
 }
 HEALTH_INTERVAL = 10  # seconds; the example's 300 would make this test wait minutes
 
@@ -620,6 +622,167 @@ def test_drift_drains_refuses_jobs_and_the_fix_resumes(installed: Sandbox) -> No
     fixed = converge([inventory], limit=[NODES[1]])
     assert fixed.returncode == 0, fixed.stderr
     wait_for("resumed", lambda: "DRAIN" not in node_state(ctl, NODES[1])[0].split("+"))
+
+
+def healthcheck(host: testinfra.host.Host, name: str) -> tuple[int, str, str]:
+    """The example's HealthCheckProgram run as slurmd runs it: root, no PATH, from /."""
+    out = host.run(f"cd / && env -i SLURMD_NODENAME={name} /etc/slurm/gpurig-healthcheck")
+    return out.rc, out.stdout, out.stderr
+
+
+def resume(ctl: testinfra.host.Host, name: str) -> None:
+    """Resume `name` if it is drained, and wait until SLURM has it idle without a reason."""
+    if "DRAIN" in node_state(ctl, name)[0].split("+"):
+        sh(ctl, f"scontrol update NodeName={name} State=RESUME")
+    idle(ctl, name)
+
+
+def idle(ctl: testinfra.host.Host, name: str) -> None:
+    wait_for(f"{name} idle", lambda: node_state(ctl, name) == ("IDLE", None), timeout=30)
+
+
+def put_spec(host: testinfra.host.Host, spec: dict) -> None:
+    sh(host, f"printf %s {shlex.quote(yaml.safe_dump(spec))} >{SPEC_PATH}")
+
+
+def test_a_report_finding_never_drains_and_the_budget_withholds(installed: Sandbox) -> None:
+    """The policy and the drain budget on the real SLURM, each contract run as slurmd runs
+    it (slurmd's own health check is off here, so only these runs act): a finding the policy
+    reports is said and never drains, one it drains does; a wrong but valid spec pushed to
+    both nodes drains one (the default budget: 10% of 2 nodes, rounded up) and the other
+    says why it withheld."""
+    ctl = node(installed, CONTROLLER)
+    hosts = [node(installed, name) for name in NODES]
+    set_slurm_conf(installed, "")
+    wait_for("nodes idle", lambda: all(node_state(ctl, n) == ("IDLE", None) for n in NODES))
+    print(f"\n$ scontrol show node --oneliner\n{sh(ctl, 'scontrol show node --oneliner')}")
+    base = {k: v for k, v in SPEC.items() if k != "node_contracts"}
+    first, a = NODES[0], hosts[0]
+    sh(a, f"mv {CORE_LIMITS} /root/core-limits.saved")
+    try:
+        # The default policy reports configuration drift: exit 1, said, not drained.
+        put_spec(a, base)
+        rc, out, err = healthcheck(a, first)
+        assert rc == 1, (out, err)
+        assert out.startswith(f"gpurig healthcheck: problem: {first} left as it is; not drained "
+                              "for core_dumps.file (policy: report)"), out  # fmt: skip
+        assert node_state(ctl, first) == ("IDLE", None)
+        assert core_dumps_findings(a) == 1 and textfile(a)["gpurig_drain_withheld", ()] == 0
+        # The spec drains it: drained with the reason.
+        put_spec(a, {**base, "node_contracts": {"actions": {"core_dumps.file": "drain"}}})
+        rc, out, err = healthcheck(a, first)
+        assert rc == 1 and node_state(ctl, first) == ("IDLE+DRAIN", "gpurig: core_dumps.file")
+        # Reported again: the health check lifts its own drain.
+        put_spec(a, base)
+        rc, out, err = healthcheck(a, first)
+        assert rc == 1 and out.startswith(f"gpurig healthcheck: problem: resumed {first}"), out
+        idle(ctl, first)
+        # Off: left out of the report, the exit status and the textfile.
+        put_spec(a, {**base, "node_contracts": {"actions": {"core_dumps.*": "off"}}})
+        rc, out, err = healthcheck(a, first)
+        assert rc == 0, (out, err)
+        assert not [k for k in textfile(a) if ("id", "core_dumps.file") in k[1]]
+    finally:
+        sh(a, f"mv /root/core-limits.saved {CORE_LIMITS}")
+        put_spec(a, SPEC)
+
+    # A wrong but valid spec everywhere: disk.free (a fault: drains by default) on both.
+    wrong = {**base, "checks": {"disk_free_min": "100t"}}
+    try:
+        for host in hosts:
+            put_spec(host, wrong)
+        rc, out, err = healthcheck(hosts[0], NODES[0])
+        assert rc == 1 and node_state(ctl, NODES[0]) == ("IDLE+DRAIN", "gpurig: disk.free")
+        rc, out, err = healthcheck(hosts[1], NODES[1])
+        why = "drain withheld: 1 of 2 nodes of partition debug already drained by gpurig (budget 1)"
+        assert rc == 2 and out == f"gpurig healthcheck: problem: {why}\n", (out, err)
+        assert err.startswith(f"gpurig healthcheck: {why}\n"), err
+        assert node_state(ctl, NODES[1]) == ("IDLE", None)
+        assert textfile(hosts[1])["gpurig_drain_withheld", ()] == 1
+        assert why in sh(hosts[1], "journalctl -q -t gpurig --no-pager -o cat -n 20")
+        # A budget that allows both, and one node per id: the same id withholds it.
+        put_spec(
+            hosts[1],
+            {**wrong, "node_contracts": {"drain_budget": {"max_drained": 2, "same_id": 1}}},
+        )
+        rc, out, err = healthcheck(hosts[1], NODES[1])
+        same = "drain withheld: 1 of 2 nodes already drained by gpurig for disk.free: a spec error?"
+        assert rc == 2 and out == f"gpurig healthcheck: problem: {same}\n", (out, err)
+        # The budget frees when the drained node is fixed (its spec, here) and resumed.
+        put_spec(hosts[0], base)
+        assert healthcheck(hosts[0], NODES[0])[0] == 0
+        idle(ctl, NODES[0])
+        rc, out, err = healthcheck(hosts[1], NODES[1])
+        assert rc == 1 and node_state(ctl, NODES[1]) == ("IDLE+DRAIN", "gpurig: disk.free")
+        put_spec(hosts[1], base)
+        assert healthcheck(hosts[1], NODES[1])[0] == 0
+        idle(ctl, NODES[1])
+
+        # Both nodes checking at the same moment: how closely the budget holds.
+        put_spec(hosts[1], wrong)
+        put_spec(hosts[0], wrong)
+        drained = []
+        for _ in range(3):
+            with ThreadPoolExecutor(len(NODES)) as pool:
+                list(pool.map(lambda i: healthcheck(hosts[i], NODES[i]), range(len(NODES))))
+            drained.append(sum("DRAIN" in node_state(ctl, n)[0] for n in NODES))
+            for name in NODES:
+                resume(ctl, name)
+        print(f"\nsimultaneous health checks, budget 1 of 2: nodes drained per round {drained}")
+        assert all(1 <= n <= len(NODES) for n in drained)
+    finally:
+        for host, name in zip(hosts, NODES, strict=True):
+            put_spec(host, SPEC)
+            resume(ctl, name)
+
+
+GPU_LOG = REPO_ROOT / "tests" / "fixtures" / "gpu" / "kernel_sxid_20034_with_xid_79_dmesg.txt"
+FAKE_DMESG = "/usr/local/sbin/dmesg"
+
+
+def test_an_acknowledged_xid_is_not_reported_again_and_the_node_resumes(
+    installed: Sandbox,
+) -> None:
+    """`gpurig ack` on the real SLURM: a node drained for its kernel log's Xid 79 and SXid is
+    resumed by its health check once a person acknowledges them, and drained again for a new
+    event. The kernel log is a recorded GPU host's, printed by a `dmesg` in root's own
+    /usr/local/sbin (the first of the system's directories the read and `gpurig ack` look in)
+    on this disposable node: the machine's own kernel log is shared by every sandbox and test,
+    and is left alone."""
+    ctl, name = node(installed, CONTROLLER), NODES[1]
+    host = node(installed, name)
+    set_slurm_conf(installed, "")
+    idle(ctl, name)
+    log = "".join(line for line in GPU_LOG.read_text().splitlines(True)
+                  if not line.startswith("#"))  # fmt: skip
+    sh(host, f"printf %s {shlex.quote(log)} >/root/kernel.log && "
+             f"printf '#!/bin/sh\\ncat /root/kernel.log\\n' >{FAKE_DMESG} && "
+             f"chmod 0755 {FAKE_DMESG}")  # fmt: skip
+    try:
+        rc, out, err = healthcheck(host, name)
+        state, reason = node_state(ctl, name)
+        assert rc == 1 and state == "IDLE+DRAIN", (out, err)
+        assert set((reason or "").split()) == {"gpurig:", "gpu.fallen_off_bus", "gpu.sxid"}
+        done = sh(host, f"{VENV}/bin/python -I -m gpurig ack --all")
+        assert "gpurig ack: gpu.fallen_off_bus: events up to 6781741.548783 s since boot" in done
+        assert "gpurig ack: gpu.xid: no event in the kernel log to acknowledge" in done
+        assert sh(host, "stat -c '%a %U' /var/lib/gpurig /var/lib/gpurig/ack.json").split() == [
+            "700", "root", "600", "root"]  # fmt: skip
+        # The next health check no longer sees them: clean, and it lifts its own drain.
+        rc, out, err = healthcheck(host, name)
+        assert rc == 0 and out.startswith(f"gpurig healthcheck: ok: resumed {name}"), (out, err)
+        idle(ctl, name)
+        acknowledged = {dict(k[1])["id"] for k in textfile(host)
+                        if k[0] == "gpurig_acknowledged_timestamp_seconds"}  # fmt: skip
+        assert acknowledged == {"gpu.fallen_off_bus", "gpu.sxid"}
+        # A new Xid after the acknowledgement: reported, and drained, again.
+        sh(host, "echo '[6781800.000001] NVRM: Xid (PCI:0000:91:00): 79, pid=1, name=x, "
+                 "GPU has fallen off the bus.' >>/root/kernel.log")  # fmt: skip
+        rc, out, err = healthcheck(host, name)
+        assert rc == 1 and node_state(ctl, name) == ("IDLE+DRAIN", "gpurig: gpu.fallen_off_bus")
+    finally:
+        sh(host, f"rm -f {FAKE_DMESG} /root/kernel.log /var/lib/gpurig/ack.json")
+        resume(ctl, name)
 
 
 @pytest.mark.disruptive

@@ -17,7 +17,7 @@ from gpurig.cli.main import main
 from gpurig.data.tables import table
 from gpurig.node import modes as node_modes
 from gpurig.node.argv import MODES
-from gpurig.node.modes import NodeState, health_action, mode, parse_node
+from gpurig.node.modes import NodeState, health_action, mode, parse_nodes
 from gpurig.plans import CHANGE_IDS, PLANS
 from gpurig.report.render import HostReport
 from gpurig.spec.finding import Finding
@@ -105,11 +105,13 @@ def test_npd_line_is_one_line_of_at_most_80_with_ids_only() -> None:
 
 
 def test_drain_reason_is_gpurig_prefix_and_ids_within_120() -> None:
-    assert node_modes.drain_reason(DRIFTED) == "gpurig: core_dumps.file"
-    many = HostReport("n1", True, [error(i) for i in sorted(CHANGE_IDS)])
-    reason = node_modes.drain_reason(many)
+    assert node_modes.drain_reason(["core_dumps.file"]) == "gpurig: core_dumps.file"
+    reason = node_modes.drain_reason(sorted(CHANGE_IDS))
     assert reason.startswith("gpurig: ") and len(reason) <= 120 and "more)" in reason
-    assert "\x1b" not in reason and "evil" not in node_modes.drain_reason(DRIFTED)
+    # The ids read back from the reason: those it names, not the count of the rest.
+    ids = node_modes.reason_ids(reason)
+    assert ids and ids < set(CHANGE_IDS) and not any("more" in i for i in ids)
+    assert node_modes.reason_ids("fan check") is None and node_modes.reason_ids(None) is None
 
 
 def test_detail_lines_escape_host_text() -> None:
@@ -126,8 +128,15 @@ def recorded(name: str) -> str:
     return (FIXTURES / f"show-node_{name}_22.05.8.txt").read_text()
 
 
+def parse_node(text: str) -> NodeState:
+    [node] = parse_nodes(text)
+    return node
+
+
 def test_scontrol_lines_are_read_strictly() -> None:
-    assert parse_node(recorded("idle")) == NodeState("slurm-2", frozenset({"IDLE"}), None)
+    assert parse_node(recorded("idle")) == NodeState(
+        "slurm-2", frozenset({"IDLE"}), None, frozenset({"debug"})
+    )
     node = parse_node(recorded("idle-not-responding"))
     assert node.flags == {"IDLE", "NOT_RESPONDING"} and not node.drained and node.reason is None
     node = parse_node(recorded("drain-gpurig"))
@@ -138,7 +147,15 @@ def test_scontrol_lines_are_read_strictly() -> None:
     idle = recorded("idle")
     for bad in ("", idle + idle, recorded("unknown-node"), idle.replace("State=", "Sta=")):
         with pytest.raises(ValueError):
-            parse_node(bad)
+            parse_nodes(bad)
+
+
+def test_every_node_s_line_is_read_with_its_partitions() -> None:
+    nodes = parse_nodes((FIXTURES / "show-nodes_idle_22.05.8.txt").read_text())
+    assert [(n.name, n.flags, n.reason, n.partitions) for n in nodes] == [
+        (name, frozenset({"IDLE"}), None, frozenset({"debug"})) for name in ("slurm-1", "slurm-2")
+    ]
+    assert [n.held.ids for n in nodes] == [None, None]
 
 
 def test_health_check_drains_resumes_and_leaves_others_drains() -> None:
@@ -148,15 +165,22 @@ def test_health_check_drains_resumes_and_leaves_others_drains() -> None:
     ours_other = parse_node(gpurig.replace("gpurig: test.id", "gpurig: disk.free"))
     theirs = parse_node(recorded("drain-prolog-error"))
     admin = parse_node(recorded("drain-operator"))
-    assert health_action(idle, DRIFTED) == ("drain", "gpurig: core_dumps.file")
-    assert health_action(ours, DRIFTED) is None  # already drained with this reason
-    assert health_action(ours_other, DRIFTED) == ("drain", "gpurig: core_dumps.file")
-    assert health_action(theirs, DRIFTED) is None
-    assert health_action(ours, CLEAN) == ("resume", "")
+    drain = ["core_dumps.file"]
+    assert health_action(idle, DRIFTED, drain) == ("drain", "gpurig: core_dumps.file")
+    assert health_action(ours, DRIFTED, drain) is None  # already drained with this reason
+    assert health_action(ours_other, DRIFTED, drain) == ("drain", "gpurig: core_dumps.file")
+    assert health_action(theirs, DRIFTED, drain) is None
+    assert health_action(ours, CLEAN, []) == ("resume", "")
+    # Errors the policy only reports: never a drain, and gpurig's own drain is lifted.
+    assert health_action(idle, DRIFTED, []) is None
+    assert health_action(ours, DRIFTED, []) == ("resume", "")
     for node in (idle, theirs, admin):
-        assert health_action(node, CLEAN) is None
+        assert health_action(node, CLEAN, []) is None
     for node in (idle, ours, theirs):
-        assert health_action(node, UNREAD) is None and health_action(node, DOWN) is None
+        assert health_action(node, UNREAD, []) is None and health_action(node, DOWN, []) is None
+    # A report-only error found beside a part not read: nothing is lifted either.
+    partly = HostReport("n1", True, [*UNREAD.findings, error("core_dumps.file")])
+    assert health_action(ours, partly, []) is None
 
 
 def drift(*args: str) -> tuple[int, str, str]:
