@@ -15,6 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_cli_drift import free_port, inventory
 
 from gpurig.cli.main import main
+from gpurig.report import textfile
+from gpurig.report.render import HostReport
 
 RULES = Path(__file__).parents[2] / "examples" / "prometheus" / "gpurig-rules.yml"
 
@@ -115,6 +117,31 @@ def test_the_shipped_rules_fire_on_what_gpurig_writes(tmp_path: Path) -> None:
             ],
         }
     )
+    # What a health check writes: the writer's own families, a drain withheld and one not.
+    for withheld in (True, False):
+        node = [HostReport("node", True)]
+        extra = textfile.contract_families(withheld, {})
+        text = textfile.render(node, 0.0, 0.1, False, extra=extra)
+        held = [(s.name, s.labels, s.value)
+                for f in text_string_to_metric_families(text) for s in f.samples]  # fmt: skip
+        name = "withheld" if withheld else "drained"
+        fired = [{"exp_labels": {"severity": "critical", "instance": name},
+                  "exp_annotations": {
+                      "summary": f"{name}: gpurig withheld a drain (the drain budget is spent)",
+                      "description": described["GpurigDrainWithheld"]}}]  # fmt: skip
+        tests["tests"].append(
+            {
+                "interval": "1m",
+                "input_series": series(held, name),
+                "alert_rule_test": [
+                    {
+                        "eval_time": "5m",
+                        "alertname": "GpurigDrainWithheld",
+                        "exp_alerts": fired if withheld else [],
+                    }
+                ],
+            }
+        )
     path = tmp_path / "rules_test.yml"
     path.write_text(yaml.safe_dump(tests))
     done = subprocess.run(["promtool", "test", "rules", str(path)], capture_output=True, text=True)
