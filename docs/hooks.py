@@ -384,7 +384,8 @@ def cli_reference() -> str:
     """Each command's `--help`, as click prints it."""
     from gpurig.cli.main import main
 
-    root = click.Context(main, info_name="gpurig", terminal_width=100, max_content_width=100)
+    root = click.Context(main, info_name="gpurig", terminal_width=100, max_content_width=100,
+                         **main.context_settings)  # fmt: skip
     lines = [GENERATED, "# Command line reference", "",
              "Generated from the click commands (`gpurig/cli/`): each is its `--help`.", "",
              "## gpurig", "", "```text", main.get_help(root), "```"]  # fmt: skip
