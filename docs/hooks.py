@@ -8,10 +8,11 @@
 - reference/metrics.md from the textfile writer (gpurig.report.textfile);
 - benchmarks.md is benchmarks/README.md, which stays beside the scripts it describes.
 
-A page may include, where it says `<!-- include ... -->`, a file (`include FILE: path`), one of
-the README's fenced blocks (`include README block: FIRST WORDS`) or the README's paragraph and
-block after a bold lead (`include README section: **Lead.**`): what the README's tests run
-is written once, in the README.
+A page may include, where it says `<!-- include ... -->`, a file (`include FILE: path`: a
+Markdown file as it is, any other as a code block), one of the README's fenced blocks
+(`include README block: FIRST WORDS`) or the README's paragraph and block after a bold lead
+(`include README section: **Lead.**`): what the README's tests run is written once, in the
+README.
 
 Only `on_files` needs MkDocs; the page functions are plain, so tests/unit/test_docs_reference.py
 calls them without a build.
@@ -78,7 +79,8 @@ def included(kind: str, what: str) -> str:
     """The text an include names; a name that matches nothing (or twice) fails the build."""
     if kind == "FILE":
         path = ROOT / what
-        return f"```{path.suffix.lstrip('.')}\n{path.read_text(encoding='utf-8')}```"
+        text = path.read_text(encoding="utf-8")
+        return text if path.suffix == ".md" else f"```{path.suffix.lstrip('.')}\n{text}```"
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     if kind == "README section":
         if readme.count(what) != 1:
