@@ -102,6 +102,7 @@ def pages() -> dict[str, str]:
         "reference/findings.md": findings_reference(),
         "reference/cli.md": cli_reference(),
         "reference/metrics.md": metrics_reference(),
+        **{f"findings/{e.id}.md": finding_page(e) for e in explain.entries()},
         "benchmarks.md": (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8"),
     }
 
@@ -334,19 +335,43 @@ def findings_reference() -> str:
         "| id | severity | node | summary |",
         "| --- | --- | --- | --- |",
     ]
-    lines += [f"| [`{e.id}`](#{_anchor(e.id)}) | {e.severity} | {e.node_action or '-'} | "
+    lines += [f"| [`{e.id}`](../findings/{e.id}.md) | {e.severity} | {e.node_action or '-'} | "
               f"{_cell(e.summary)} |" for e in entries]  # fmt: skip
-    for found in entries:
-        lines += ["", f"## {found.id}", "", f"**{found.summary}**", ""]
-        for key, heading in explain.SECTIONS.items():
-            if key in found.words:
-                lines += [f"**{heading}.** {found.words[key]}", ""]
-        lines += _example_lines(found)
-        action = explain.node_action_text(found)
-        lines += [f"- Severity: `{found.severity}`", f"- Remediation: {found.remediation}",
-                  *([f"- Node contracts: {action}"] if action else []),
-                  f"- Source: {found.source}"]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def finding_page(found: explain.Entry) -> str:
+    """One id's page (`findings/ID/`, a stable address per id, as ruff has per rule): what
+    `gpurig explain ID` prints, the other ids it names linked to their pages."""
+    lines = [GENERATED, f"# {found.id}", "", f"**{found.summary}**", ""]
+    for key, heading in explain.SECTIONS.items():
+        if key in found.words:
+            lines += [f"**{heading}.** {_linked(found.words[key], found.id)}", ""]
+    lines += _example_lines(found)
+    action = explain.node_action_text(found)
+    remedy = _linked(found.remediation, found.id)
+    lines += [f"- Severity: `{found.severity}`", f"- Remediation: {remedy}",
+              *([f"- Node contracts: {action}"] if action else []),
+              f"- Source: {found.source}", "",
+              "All ids: [the findings catalogue](../reference/findings.md)."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _linked(text: str, own: str) -> str:
+    """`text` with each other id it names (as a code span of its own, or in plain words) a
+    link to its page; code spans holding more than an id are left as they are."""
+    ids = set(explain.catalogue_ids()) - {own}
+    plain = re.compile(r"(?<![\w.])([a-z][a-z0-9_]*\.[a-z0-9_.]*[a-z0-9_])(?![\w.]*\w)")
+    parts = re.split(r"(`[^`]*`)", text)
+    for index, part in enumerate(parts):
+        if part.startswith("`"):
+            if part.strip("`") in ids:
+                parts[index] = f"[{part}]({part.strip('`')}.md)"
+        else:
+            parts[index] = plain.sub(
+                lambda m: f"[{m[1]}]({m[1]}.md)" if m[1] in ids else m[0], part
+            )
+    return "".join(parts)
 
 
 def _example_lines(found: explain.Entry) -> list[str]:
@@ -360,11 +385,6 @@ def _example_lines(found: explain.Entry) -> list[str]:
     label = explain.example_label(found).replace("gpurig drift", "`gpurig drift`")
     return [f"**Example**, {label} ({_cell(found.example_from)}):", "",
             f"{fence}text", found.example, fence, ""]  # fmt: skip
-
-
-def _anchor(finding_id: str) -> str:
-    """The heading's id as MkDocs' toc makes it: `gpu.xid` -> `gpuxid`."""
-    return "".join(c for c in finding_id.lower() if c.isalnum() or c in "-_")
 
 
 # ---- The command line -------------------------------------------------------------------------

@@ -23,8 +23,10 @@ def test_every_schema_property_is_in_the_spec_reference() -> None:
 
 
 def test_every_id_and_command_has_its_reference() -> None:
-    findings = hooks.findings_reference()
-    assert all(f"\n## {finding_id}\n" in findings for finding_id in catalogue_ids())
+    findings, pages = hooks.findings_reference(), hooks.pages()
+    for finding_id in catalogue_ids():  # a row in the catalogue, and a page of its own
+        assert f"| [`{finding_id}`](../findings/{finding_id}.md) |" in findings
+        assert f"\n# {finding_id}\n" in pages[f"findings/{finding_id}.md"]
     cli = hooks.cli_reference()
     for command in ("drift", "explain", "up", "validate", "compat", "sandbox up"):
         assert f"\n## gpurig {command}\n" in cli
@@ -40,3 +42,11 @@ def test_every_include_in_the_pages_resolves() -> None:
         text = hooks.included(match["kind"], match["what"])
         markdown = match["what"].endswith(".md")  # a Markdown file is included as it is
         assert text.startswith("# " if markdown else ("```", "**")), match["what"]
+
+
+def test_a_findings_page_links_the_other_ids_it_names() -> None:
+    linked = hooks._linked("As container.image; run `gpurig explain gpu.xid`; `gpu.xid`.", "x")
+    assert linked == (
+        "As [container.image](container.image.md); run `gpurig explain gpu.xid`; "
+        "[`gpu.xid`](gpu.xid.md)."
+    )
