@@ -262,7 +262,9 @@ def _cell(text: str) -> str:
 
 
 def spec_reference() -> str:
-    """The inventory format, one table per object of the schema."""
+    """The inventory format, a section per object of the schema: what it is, an example from
+    the example inventories, then each key's type, default and meaning, and below that what
+    each key allows, an example value and what `scope: user` refuses."""
     document, probe, seen = schema(), _probe(), instances()
     lines = [
         GENERATED,
@@ -270,25 +272,33 @@ def spec_reference() -> str:
         "",
         f"Generated from `schemas/inventory.schema.json` ({document.get('title', '')}). "
         "Defaults are the ones the loader fills in (`gpurig/spec/model.py`); examples come "
-        "from `inventories/examples/`; the last column is what `gpurig validate` refuses in a "
-        "spec with `scope: user` (`gpurig/spec/user_scope.py`). An unknown key, a wrong type "
-        "or value is refused with `file:line: key.path: what was expected` and exit code 2.",
+        "from `inventories/examples/`, which the test command validates. An unknown key, a "
+        "wrong type or value is refused with `file:line: key.path: what was expected` and "
+        "exit code 2.",
         "",
     ]
     for kind, where in OBJECTS.items():
         node = document if kind == "inventory" else document["$defs"][kind]
-        lines += [f"## {kind}", "", f"Where: {where}. {_cell(node.get('description', ''))}", ""]
-        lines += ["| key | type | default | allowed | example | scope: user | what it means |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+        lines += [f"## {kind}", "", f"{_cell(node.get('description', ''))} Where: {where}.", ""]
+        sample = next((s for s in seen[kind] if isinstance(s, Mapping) and s), None)
+        if sample is not None and kind != "inventory":
+            shown = yaml.safe_dump(sample, sort_keys=False, width=90).rstrip()
+            lines += ["Example, from `inventories/examples/`:", "", "```yaml", shown, "```", ""]
+        lines += ["| key | type | default | what it means |", "| --- | --- | --- | --- |"]
+        details = []
         for dotted, child in _rows(node, document):
             resolved = _resolve(child, document)
             inline = "properties" in resolved
-            cells = [f"`{dotted}`", _type(child, document), _default(kind, dotted, probe, inline),
-                     _allowed(child, document), _example(kind, dotted, seen),
-                     _refused(kind, dotted),
-                     resolved.get("description") or child.get("description") or ""]  # fmt: skip
+            meaning = resolved.get("description") or child.get("description") or ""
+            cells = [f"`{dotted}`", _type(child, document),
+                     _default(kind, dotted, probe, inline), meaning]  # fmt: skip
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-        lines.append("")
+            more = [("allowed", _allowed(child, document)), ("e.g.", _example(kind, dotted, seen)),
+                    ("scope: user", _refused(kind, dotted))]  # fmt: skip
+            said = "; ".join(f"{label}: {text}" for label, text in more if text)
+            if said:
+                details.append(f"- `{dotted}`: {_cell(said)}")
+        lines += ["", *details, ""] if details else [""]
     return "\n".join(lines)
 
 

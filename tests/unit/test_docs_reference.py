@@ -50,3 +50,10 @@ def test_a_findings_page_links_the_other_ids_it_names() -> None:
         "As [container.image](container.image.md); run `gpurig explain gpu.xid`; "
         "[`gpu.xid`](gpu.xid.md)."
     )
+
+
+def test_every_key_in_the_spec_reference_says_what_it_means() -> None:
+    rows = re.findall(r"^\| `([\w.\[\]]+)` \|(.*)\|$", hooks.spec_reference(), re.M)
+    assert len(rows) > 90
+    empty = [key for key, cells in rows if not cells.split(" | ")[-1].strip()]
+    assert empty == [], f"keys without a description in the schema: {empty}"
