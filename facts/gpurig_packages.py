@@ -57,6 +57,39 @@ class DebStatus(Reader[dict[str, Any]]):
         return _rows(output)
 
 
+# One line of DebProviders' query: a wanted name, then the installed package providing it.
+_PROVIDED = re.compile(r"(?P<name>[a-z0-9][a-z0-9+.-]+)\tprovided by (?P<by>[a-z0-9][a-z0-9+.-]+)")
+
+
+class DebProviders(Reader[dict[str, str]]):
+    """{name: installed package that Provides it} for those of `names` some installed package
+    provides under another name (Docker's containerd.io provides containerd and runc): apt
+    removes that package to install the name itself, so the name counts as installed."""
+
+    @staticmethod
+    def default() -> dict[str, str]:
+        return {}
+
+    def command(self, names: Sequence[str]) -> str:
+        wanted = shlex.quote(f" {' '.join(names)} ")
+        form = "${db:Status-Abbrev}\\t${Package}\\t${Provides}\\n"
+        return (
+            f"dpkg-query -W -f='{form}' 2>/dev/null | awk -F'\\t' -v want={wanted} "
+            "'$1 ~ /^.i/ { n = split($3, p, /, */); for (i = 1; i <= n; i++) { "
+            'sub(/ .*/, "", p[i]); if (index(want, " " p[i] " ")) print p[i] "\\tprovided by " $2 '
+            "} }'; true"
+        )
+
+    def process(self, output: list[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for line in output:
+            row = _PROVIDED.fullmatch(line.rstrip(" "))
+            if row is None:
+                raise ValueError(f"unexpected dpkg-query line: {line[:80]!r}")
+            found.setdefault(row["name"], row["by"])
+        return found
+
+
 class DriverPackages(Reader[dict[str, Any]]):
     """DebStatus for every package matching one of `globs` (dpkg-query matches them itself),
     named with `:arch` where dpkg does, so a hold reaches each architecture's instance."""
