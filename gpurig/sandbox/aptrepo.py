@@ -45,8 +45,7 @@ DEPENDS = {
 # fields are built from Debian's own docker.io, containerd and runc (DOCKER_CE_REPACK), so the
 # engine they run is real.
 DOCKER_CE = {
-    "docker-ce": "Conflicts: docker (<< 1.5~), docker-engine, docker.io\n"
-    "Replaces: docker-engine\n",
+    "docker-ce": "Conflicts: docker (<< 1.5~), docker-engine, docker.io\nReplaces: docker-engine\n",
     "docker-ce-cli": "Conflicts: docker (<< 1.5~), docker-engine, docker.io\n"
     "Replaces: docker-ce (<< 5:0)\nBreaks: docker-ce (<< 5:0)\n",
     "containerd.io": "Provides: containerd, runc\nConflicts: containerd, runc\n"
@@ -61,7 +60,7 @@ def docker_ce_repack() -> str:
     control fields (DOCKER_CE), Docker's epoch and Docker's dependencies between them, into
     the directory $out."""
     control = {name: shlex.quote(fields) for name, fields in DOCKER_CE.items()}
-    describe = "echo \"Description: stand-in for Docker's $1 (gpurig sandbox)\""
+    describe = 'echo "Description: stand-in for Docker\'s $1 (gpurig sandbox)"'
     return (
         'set -e\ncd "$out"\n'
         "apt-get download -q docker.io containerd runc >/dev/null\n"
@@ -76,8 +75,8 @@ def docker_ce_repack() -> str:
         "grep -v -e '^containerd' -e '^runc' | paste -sd, | sed 's/,/, /g'; }\n"
         # Package, the original's version (with `epoch`) and architecture, then `fields`.
         "ctl() { printf 'Package: %s\\nVersion: %s%s\\nArchitecture: %s\\n"
-        "Maintainer: gpurig sandbox <apt@sandbox.invalid>\\n' \"$1\" \"$3\" "
-        "\"$(dpkg-deb -f \"$2\" Version)\" \"$(dpkg-deb -f \"$2\" Architecture)\"; "
+        'Maintainer: gpurig sandbox <apt@sandbox.invalid>\\n\' "$1" "$3" '
+        '"$(dpkg-deb -f "$2" Version)" "$(dpkg-deb -f "$2" Architecture)"; '
         f'printf "%s%s" "$4" "$5"; {describe}; }}\n'
         'ctl docker-ce docker.io_*.deb 5: "Depends: containerd.io, docker-ce-cli, '
         f'$(deps docker.io_*.deb)\n" {control["docker-ce"]} > docker-ce/DEBIAN/control\n'

@@ -48,8 +48,14 @@ def apt_config(tmp_path: Path) -> Path:
         index += (f"{control(name, fields)}Filename: ./{deb.name}\nSize: {len(data)}\n"
                   f"SHA256: {hashlib.sha256(data).hexdigest()}\n\n")  # fmt: skip
     (repo / "Packages").write_text(index)
-    for d in ("etc/apt/apt.conf.d", "etc/apt/preferences.d", "etc/apt/sources.list.d",
-              "var/lib/apt/lists/partial", "var/cache/apt/archives/partial", "var/lib/dpkg"):
+    for d in (
+        "etc/apt/apt.conf.d",
+        "etc/apt/preferences.d",
+        "etc/apt/sources.list.d",
+        "var/lib/apt/lists/partial",
+        "var/cache/apt/archives/partial",
+        "var/lib/dpkg",
+    ):
         (top / d).mkdir(parents=True, exist_ok=True)  # fmt: skip
     (top / "etc/apt/sources.list").write_text(f"deb [trusted=yes] file:{repo} ./\n")
     status = "".join(
@@ -60,7 +66,8 @@ def apt_config(tmp_path: Path) -> Path:
     (top / "var/lib/dpkg/status").write_text(status)
     config = tmp_path / "apt.conf"
     config.write_text(f'Dir "{top}/";\nDir::State::status "{top}/var/lib/dpkg/status";\n'
-                      'Debug::NoLocking "1";\nAPT::Sandbox::User "root";\nDir::Bin::dpkg "/bin/false";\n')  # fmt: skip
+                      'Debug::NoLocking "1";\nAPT::Sandbox::User "root";\n'
+                      'Dir::Bin::dpkg "/bin/false";\n')  # fmt: skip
     return config
 
 

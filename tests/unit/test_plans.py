@@ -595,8 +595,8 @@ def test_dockers_own_engine_packages_are_the_engine(release: str):
     state = converged("docker")
     state["os_release"]["os_version"] = release
     del state["packages"]["docker.io"]
-    state["packages"].update(dict.fromkeys(["docker-ce", "docker-ce-cli", "containerd.io"],
-                                           {"version": "5:28.0.0-1", "held": False}))  # fmt: skip
+    for name in ("docker-ce", "docker-ce-cli", "containerd.io"):
+        state["packages"][name] = {"version": "5:28.0.0-1", "held": False}
     assert not [c for c in plan_host(state["spec"], reader(state)) if c.id == "packages.missing"]
     del state["packages"]["docker-ce"]  # Docker's CLI alone runs no engine
     [found] = [c for c in plan_host(state["spec"], reader(state)) if c.id == "packages.missing"]
