@@ -94,14 +94,18 @@ def compat(
 @main.command()
 @click.argument("inventories", nargs=-1, required=True, metavar="INVENTORY...")
 def validate(inventories: tuple[str, ...]) -> None:
-    """Check inventory files offline: exit 0 when valid, 2 with every problem when not."""
+    """Check inventory files offline: exit 0 when valid (warnings, such as a private key file
+    missing here, on stderr), 2 with every problem when not."""
     from gpurig.spec.inventory import InventoryError, load_inventory
+    from gpurig.spec.key_paths import key_warnings
 
     try:
         inventory = load_inventory(inventories)
     except InventoryError as exc:
         click.echo(str(exc), err=True)
         raise SystemExit(2) from None
+    for warning in key_warnings(inventory.hosts):
+        click.echo(f"warning: {warning}", err=True)
     click.echo(f"OK: {len(inventory.hosts)} hosts")
 
 

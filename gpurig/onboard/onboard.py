@@ -65,6 +65,7 @@ from gpurig.spec.inventory import (
     load_inventory,
     load_inventory_text,
 )
+from gpurig.spec.key_paths import home_relative
 from gpurig.spec.model import normalise
 from gpurig.spec.text_file import YamlRefused, read_bytes
 from gpurig.spec.units import format_size
@@ -490,7 +491,8 @@ def preflight(
         raise OnboardError("preflight", f"{path} is not valid:\n{exc}") from None
     text = original.decode("utf-8")
     login, address = split_address(request.address, request.user)
-    given = {"port": request.port, "user": login, "key": request.key}
+    key = request.key and home_relative(request.key, str(Path.home()))
+    given = {"port": request.port, "user": login, "key": key}
     ssh = {k: v for k, v in given.items() if v is not None}
     host = _candidate(request, text, address, ssh)
     # The same address behind another login node is another machine.
@@ -513,8 +515,9 @@ def preflight(
             raise OnboardError("preflight", changed_message(host.name, str(path), jump))
         login_as = f"{host.ssh.user or '(ssh default user)'}@{host.address}:{host.ssh.port}"
         with_key = f" with {host.ssh.key}" if host.ssh.key else ""
+        no_key = "" if host.ssh.key else " (no key given: name the private key with --key FILE)"
         raise OnboardError(
-            "preflight", f"cannot log in as {login_as}{with_key}: {result.connect_error}"
+            "preflight", f"cannot log in as {login_as}{with_key}: {result.connect_error}{no_key}"
         )
     values = result.state or {}
     read = Snapshot(values)
