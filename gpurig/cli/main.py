@@ -422,6 +422,24 @@ def _accept_group(inventory: Any, group: str, paths: list[Any], fmt: str) -> Non
     raise SystemExit(1 if accepted.failed else 0)
 
 
+@main.command("ssh-config")
+@click.argument("inventories", nargs=-1, required=True, metavar="INVENTORY...")
+def ssh_config(inventories: tuple[str, ...]) -> None:
+    """Print an ssh_config for the inventory's hosts, host keys checked against the recorded
+    ones: for plain ssh, and for testinfra's ssh:// backend (pytest tests/verify
+    --ssh-config FILE). Exit 2 on an invalid inventory."""
+    from gpurig.remote.pyinfra_inventory import cache_dir
+    from gpurig.remote.pyinfra_inventory import ssh_config as config
+    from gpurig.spec.inventory import InventoryError, load_inventory
+
+    try:
+        inventory = load_inventory(inventories)
+    except InventoryError as exc:
+        click.echo(str(exc), err=True)
+        raise SystemExit(2) from None
+    click.echo(config(inventory.hosts, cache_dir()), nl=False)
+
+
 @main.command()
 @click.argument("inventory", type=click.Path(exists=True, dir_okay=False))
 @click.option("--check", is_flag=True, help="Change nothing; exit 1 listing unpinned images.")
