@@ -106,7 +106,10 @@ class OnboardError(Exception):
         """The message's first line, without the step: what the verdict line quotes."""
         first = str(self).split("\n", 1)[0][len(self.step) + 2 :].rstrip(":")
         first = first.removeprefix(f"{self.concern}: ")  # the verdict names it already
-        return first if len(first) <= 240 else first[:237] + "..."
+        # Each failure said (a `; `-separated list), each within bounds: a host's error line
+        # is quoted, not the host's whole output.
+        parts = first.split("; ")
+        return "; ".join(p if len(p) <= 240 else p[:237] + "..." for p in parts)
 
 
 @dataclass(frozen=True)
@@ -529,9 +532,22 @@ def preflight(
     echo(render_checks(checks).rstrip("\n"))
     failed = [c for c in checks if c.status == "FAIL"]
     if failed:
-        message = "; ".join(f"{c.name}: {c.detail}" for c in failed)
-        raise OnboardError("preflight", message, failed[0].name, ADVICE.get(failed[0].name))
+        raise preflight_refused(failed)
     return original, edited, host
+
+
+def preflight_refused(failed: Sequence[Check]) -> OnboardError:
+    """The refusal for the failed preflight checks: one names its concern and its fix; several
+    are each listed with their own fix, none cut."""
+    if len(failed) == 1:
+        [check] = failed
+        return OnboardError("preflight", f"{check.name}: {check.detail}", check.name,
+                            ADVICE.get(check.name))  # fmt: skip
+    message = "; ".join(
+        f"{c.name}: {c.detail}" + (f" (fix: {ADVICE[c.name]})" if c.name in ADVICE else "")
+        for c in failed
+    )
+    return OnboardError("preflight", message, None, "fix each as said")
 
 
 def record(path: Path, original: bytes, text: str) -> None:
