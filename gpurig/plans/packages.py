@@ -29,10 +29,10 @@ def missing(
         return []
     if user:
         return _tools(names, read, why)
-    read_names = sorted({*(among or names), *unless})
-    state = read(DebStatus, packages=read_names)
-    provided = read(DebProviders, names=read_names)
-    if any((state.get(n) or {}).get("version") or n in provided for n in unless):
+    state = read(DebStatus, packages=sorted(set(among or names)))
+    elsewhere = read(DebStatus, packages=sorted(unless)) if unless else {}
+    provided = read(DebProviders)
+    if any((elsewhere.get(n) or {}).get("version") or n in provided for n in unless):
         return []
     absent = [n for n in names if not (state.get(n) or {}).get("version") and n not in provided]
     if not absent:

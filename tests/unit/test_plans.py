@@ -246,8 +246,7 @@ def reader(state: dict[str, Any]) -> Callable[..., Any]:
         if cls is DebStatus:
             return {p: state["packages"][p] for p in kwargs["packages"] if p in state["packages"]}
         if cls is DebProviders:
-            provided = state.get("provided", {})
-            return {n: provided[n] for n in kwargs["names"] if n in provided}
+            return state.get("provided", {})
         if cls is DriverPackages:
             assert kwargs["globs"] == driver.globs()
             return state["driver_packages"]
