@@ -163,14 +163,24 @@ def test_edit_keeps_a_block_list_style_and_updates_an_entry_in_place() -> None:
 
 
 @pytest.mark.parametrize(
-    ("group", "engine"), [("docker-gpu", "docker"), ("podman-node", "podman"), ("pod", "none")]
-)
-def test_profiles_start_an_inventory_whose_hosts_grow_as_a_block(group: str, engine: str) -> None:
+    ("group", "engine", "free"),
+    [("docker-gpu", "docker", "50g"), ("docker-cpu", "docker", "10g"),
+     ("podman-node", "podman", "50g"), ("pod", "none", "50g")],
+)  # fmt: skip
+def test_profiles_start_an_inventory_whose_hosts_grow_as_a_block(
+    group: str, engine: str, free: str
+) -> None:
     edited = edit_inventory(PROFILES.read_text(), "new-1", "203.0.113.9", SSH, [group])
     assert "\nhosts:\n  new-1:\n    address: 203.0.113.9\n" in edited
     [host] = load_inventory_text(edited, "fleet.yaml").hosts
     assert host.spec["engine"] == engine
-    assert host.spec["checks"] == {"disk_free_min": "50g", "inodes_free_min_pct": 10}
+    assert host.spec["checks"] == {"disk_free_min": free, "inodes_free_min_pct": 10}
+
+
+def test_the_cpu_profile_asks_for_no_gpu_and_no_nvidia_source() -> None:
+    edited = edit_inventory(PROFILES.read_text(), "cpu-1", "203.0.113.9", SSH, ["docker-cpu"])
+    [host] = load_inventory_text(edited, "fleet.yaml").hosts
+    assert host.spec["gpu"] == "absent" and not host.spec.get("nvidia_toolkit")
 
 
 def test_record_restores_the_file_when_the_edit_does_not_validate(tmp_path: Path) -> None:
