@@ -21,9 +21,14 @@ from gpurig.sandbox.aptrepo import DOCKER_CE
 pytestmark = pytest.mark.skipif(
     not all(shutil.which(t) for t in ("apt-get", "dpkg-deb")), reason="needs apt-get (Debian)"
 )
-# Debian's packages (their dependencies left out: apt's resolver weighs them, not the rule).
-DEBIAN = {"docker.io": "", "tmux": ""}
-INSTALLED = ("docker-ce", "docker-ce-cli", "containerd.io")
+# Debian's packages (their dependencies left out: apt's resolver weighs them, not the rule);
+# Debian 12's podman-docker (Podman's docker CLI) conflicts with docker.io.
+DEBIAN = {"docker.io": "", "tmux": "", "podman": "",
+          "podman-docker": "Depends: podman\nConflicts: docker.io\n"}  # fmt: skip
+FIELDS = {**DEBIAN, **DOCKER_CE}
+# What a host has installed: Docker Engine from Docker's packages, or Podman's docker CLI.
+HOSTS = {"docker-ce": ("docker-ce", "docker-ce-cli", "containerd.io"),
+         "podman-docker": ("podman", "podman-docker")}  # fmt: skip
 
 
 def control(name: str, fields: str) -> str:
@@ -31,12 +36,12 @@ def control(name: str, fields: str) -> str:
             f"{fields}Description: stand-in\n")  # fmt: skip
 
 
-@pytest.fixture
-def apt_config(tmp_path: Path) -> Path:
-    """An apt root serving every stand-in from a local repository, Docker's installed."""
+@pytest.fixture(params=list(HOSTS))
+def apt_config(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """An apt root serving every stand-in from a local repository, one host's installed."""
     repo, top = tmp_path / "repo", tmp_path / "root"
     index = ""
-    for name, fields in {**DEBIAN, **DOCKER_CE}.items():
+    for name, fields in FIELDS.items():
         root = tmp_path / "build" / name
         (root / "DEBIAN").mkdir(parents=True)
         (root / "DEBIAN/control").write_text(control(name, fields))
@@ -59,9 +64,8 @@ def apt_config(tmp_path: Path) -> Path:
         (top / d).mkdir(parents=True, exist_ok=True)  # fmt: skip
     (top / "etc/apt/sources.list").write_text(f"deb [trusted=yes] file:{repo} ./\n")
     status = "".join(
-        control(n, DOCKER_CE[n]).replace("Version:", "Status: install ok installed\nVersion:")
-        + "\n"
-        for n in INSTALLED
+        control(n, FIELDS[n]).replace("Version:", "Status: install ok installed\nVersion:") + "\n"
+        for n in HOSTS[request.param]
     )
     (top / "var/lib/dpkg/status").write_text(status)
     config = tmp_path / "apt.conf"
@@ -79,15 +83,20 @@ def run_install(config: Path, names: list[str]) -> subprocess.CompletedProcess[s
                           text=True, env=env)  # fmt: skip
 
 
-def test_installing_what_conflicts_with_dockers_engine_is_refused_naming_it(
+def test_installing_what_conflicts_with_the_engine_is_refused_naming_it(
     apt_config: Path, monkeypatch: pytest.MonkeyPatch
 ):
     monkeypatch.setattr(packages, "lock_wait", lambda: 5)
     done = run_install(apt_config, ["docker.io"])
     assert done.returncode != 0
+    removed = (
+        "podman-docker"
+        if "podman-docker" in apt_config.parent.name
+        else ("docker-ce docker-ce-cli")
+    )
     assert (
-        "gpurig: refused: apt would remove these packages to install docker.io: "
-        "docker-ce docker-ce-cli (they conflict). gpurig never removes a package"
+        f"gpurig: refused: apt would remove these packages to install docker.io: {removed} "
+        "(they conflict). gpurig never removes a package"
     ) in done.stderr
     # apt stopped before dpkg: had it called dpkg (/bin/false here), it would say so.
     assert "/bin/false" not in done.stderr and "Sub-process" not in done.stderr
