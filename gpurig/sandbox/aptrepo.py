@@ -42,7 +42,7 @@ DEPENDS = {
 # Docker Engine from Docker's own repository, as most GPU cloud images ship it: the control
 # fields that decide what apt removes (docker/docker-ce-packaging deb/common/control;
 # containerd/containerd-packaging debian/control for containerd.io). Stand-ins with these
-# fields are built from Debian's own docker.io, containerd and runc (DOCKER_CE_REPACK), so the
+# fields are built from Debian's own docker.io, containerd and runc (docker_ce_repack), so the
 # engine they run is real.
 DOCKER_CE = {
     "docker-ce": "Conflicts: docker (<< 1.5~), docker-engine, docker.io\nReplaces: docker-engine\n",
