@@ -90,7 +90,7 @@ def test_an_install_that_would_remove_the_engine_is_refused_and_removes_nothing(
     asked = spec(sandbox, ["docker.io"])
     inventory = write_inventory(sandbox, tmp_path / "inv.yaml", {HOST: asked})
     done = converge([inventory], limit=[HOST])
-    assert done.returncode != 0 and done.failed_hosts == [HOST]
+    assert done.returncode != 0  # the only host failed: pyinfra writes no JSON then
     said = done.stderr + done.stdout
     assert "gpurig: refused: apt would remove these packages to install docker.io:" in said
     assert "docker-ce" in said.split("gpurig: refused:", 1)[1]
