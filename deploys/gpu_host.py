@@ -6,6 +6,7 @@ run no command at all, so a converged host costs one round trip.
 """
 
 from pyinfra import host
+from pyinfra.api import OperationError
 
 from gpurig.deploys import lock, snapshot
 from gpurig.deploys.cleanup import cleanup
@@ -53,3 +54,6 @@ else:
             reason=f"the host's output could not be read: {exc}",
             _sudo=False,
         )
+    except OperationError as exc:  # a refusal, raised while pyinfra prepares: this host's
+        # run fails with its reason (what was prepared before it runs), the others go on.
+        refuse(name="Refused", reason=f"refused: {exc}", _sudo=False)

@@ -60,13 +60,32 @@ def apt_get(arguments: str) -> str:
     )
 
 
+def apt_install(arguments: str, names: str) -> str:
+    """`apt-get install ARGUMENTS` that never removes a package (`--no-remove`): where apt
+    would remove one to install `names` (a conflict: Docker's docker-ce against docker.io,
+    under running containers), nothing is installed or removed, and the refusal names what
+    apt would have removed (from apt's own simulation) and what to do."""
+    install = apt_get(f"install -y -q --no-remove --no-install-recommends {arguments}")
+    simulate = f"apt-get -s -q install --no-install-recommends {arguments}"
+    said = shlex.quote(f"gpurig: refused: apt would remove these packages to install {names}:")
+    todo = shlex.quote(
+        " (they conflict). gpurig never removes a package; nothing was installed or removed. "
+        "If they should go, remove them yourself (apt-get remove); if they do the same job "
+        f"(Docker's docker-ce for docker.io), keep them and declare no {names}."
+    )
+    return (
+        f"{{ {install}; }} || {{ rc=$?; gone=$({simulate} 2>/dev/null | "
+        "sed -n 's/^Remv \\([^ ]*\\).*/\\1/p' | tr '\\n' ' ' | sed 's/ $//'); "
+        f'[ -z "$gone" ] || echo {said} "$gone"{todo} >&2; exit $rc; }}'
+    )
+
+
 def install(change: Change) -> str:
     """apt-get for a `packages.missing` change; the lists are refreshed only then, so a
     converged host never needs the network. `--` keeps a name from being read as an option."""
-    names = " ".join(shlex.quote(name) for name in change.data["packages"])
-    return (
-        f"{apt_get('update -q')} && {apt_get(f'install -y -q --no-install-recommends -- {names}')}"
-    )
+    names = change.data["packages"]
+    quoted = " ".join(shlex.quote(name) for name in names)
+    return f"{apt_get('update -q')} && {apt_install(f'-- {quoted}', ', '.join(names))}"
 
 
 @operation()

@@ -11,7 +11,7 @@ from pyinfra.api import deploy, operation
 
 from gpurig.deploys.changes import apply
 from gpurig.deploys.core_dumps import write
-from gpurig.deploys.packages import apt, apt_get, install
+from gpurig.deploys.packages import apt, apt_get, apt_install, install
 from gpurig.deploys.snapshot import read
 from gpurig.facts.gpurig_toolkit import CDI_MARKER
 from gpurig.plans import toolkit as plan
@@ -55,11 +55,8 @@ def fetch_key(url: str, fingerprint: str | None) -> list[str]:
 
 def install_pinned(version: str) -> list[str]:
     pins = " ".join(shlex.quote(f"{name}={version}") for name in packages())
-    return [
-        apt_get("update -q"),
-        apt_get("install -y -q --no-install-recommends --allow-downgrades "
-                f"--allow-change-held-packages -- {pins}"),
-    ]  # fmt: skip
+    arguments = f"--allow-downgrades --allow-change-held-packages -- {pins}"
+    return [apt_get("update -q"), apt_install(arguments, f"the toolkit {version}")]
 
 
 def generate_cdi(driver: str) -> str:

@@ -174,24 +174,38 @@ def disk_paths(spec: Spec) -> list[str]:
     return ["/", "/tmp", *spec["repos"]]
 
 
+def _why(path: str) -> str:
+    """A judged path, with why its filesystem's headroom matters."""
+    if path == "/":
+        return "/ (the root filesystem: packages, engine images, logs)"
+    if path == "/tmp":
+        return "/tmp (temporary files: uploads and builds are staged there)"
+    return f"{path} (a declared checkout and its environment)"
+
+
 def _disks(spec: Spec, read: Read) -> Iterator[Finding]:
     checks = spec.get("checks") or {}
     free_min = parse_size(checks["disk_free_min"]) if "disk_free_min" in checks else None
     inode_pct = checks.get("inodes_free_min_pct")
     if free_min is None and inode_pct is None:
         return
+    disks = [d for d in read(DiskSpace, paths=disk_paths(spec)) if d.get("exists")]
+    held: dict[str, list[str]] = {}  # mount -> the judged paths it holds
+    for disk in disks:
+        held.setdefault(disk.get("mount") or disk["path"], []).append(disk["path"])
     seen: set[str] = set()
-    for disk in read(DiskSpace, paths=disk_paths(spec)):
+    for disk in disks:
         mount = disk.get("mount") or disk["path"]
-        if mount in seen or not disk.get("exists"):
+        if mount in seen:
             continue
         seen.add(mount)
+        holds = f"; it holds {', '.join(_why(path) for path in held[mount])}"
         free = disk.get("free_bytes")
         if free_min is not None and free is not None and free < free_min:
             yield found(
                 "disk.free",
                 f"filesystem {mount}",
-                f"{mount} has {_size(free)} free, below the declared minimum",
+                f"{mount} has {_size(free)} free, below the declared minimum{holds}",
                 f">= {format_size(free_min)}",
                 _size(free),
                 f"free space on {mount}: old checkpoints, core files, caches, docker images",
@@ -206,7 +220,7 @@ def _disks(spec: Spec, read: Read) -> Iterator[Finding]:
             yield found(
                 "disk.inodes",
                 f"filesystem {mount}",
-                f"{mount} is running out of inodes (many small files)",
+                f"{mount} is running out of inodes (many small files){holds}",
                 f">= {inode_pct}% free",
                 f"{ifree * 100 / total:.1f}% free",
                 f"remove small-file caches on {mount} (pip/uv caches, __pycache__, ray logs)",

@@ -94,14 +94,18 @@ def compat(
 @main.command()
 @click.argument("inventories", nargs=-1, required=True, metavar="INVENTORY...")
 def validate(inventories: tuple[str, ...]) -> None:
-    """Check inventory files offline: exit 0 when valid, 2 with every problem when not."""
+    """Check inventory files offline: exit 0 when valid (warnings, such as a private key file
+    missing here, on stderr), 2 with every problem when not."""
     from gpurig.spec.inventory import InventoryError, load_inventory
+    from gpurig.spec.key_paths import key_warnings
 
     try:
         inventory = load_inventory(inventories)
     except InventoryError as exc:
         click.echo(str(exc), err=True)
         raise SystemExit(2) from None
+    for warning in key_warnings(inventory.hosts):
+        click.echo(f"warning: {warning}", err=True)
     click.echo(f"OK: {len(inventory.hosts)} hosts")
 
 
@@ -416,6 +420,24 @@ def _accept_group(inventory: Any, group: str, paths: list[Any], fmt: str) -> Non
     click.echo(accept_group.render(hosts[0], accepted, fmt), nl=False)
     click.echo(f"recorded in {saved}", err=True)
     raise SystemExit(1 if accepted.failed else 0)
+
+
+@main.command("ssh-config")
+@click.argument("inventories", nargs=-1, required=True, metavar="INVENTORY...")
+def ssh_config(inventories: tuple[str, ...]) -> None:
+    """Print an ssh_config for the inventory's hosts, host keys checked against the recorded
+    ones: for plain ssh, and for testinfra's ssh:// backend (pytest tests/verify
+    --ssh-config FILE). Exit 2 on an invalid inventory."""
+    from gpurig.remote.pyinfra_inventory import cache_dir
+    from gpurig.remote.pyinfra_inventory import ssh_config as config
+    from gpurig.spec.inventory import InventoryError, load_inventory
+
+    try:
+        inventory = load_inventory(inventories)
+    except InventoryError as exc:
+        click.echo(str(exc), err=True)
+        raise SystemExit(2) from None
+    click.echo(config(inventory.hosts, cache_dir()), nl=False)
 
 
 @main.command()

@@ -65,6 +65,7 @@ from gpurig.spec.inventory import (
     load_inventory,
     load_inventory_text,
 )
+from gpurig.spec.key_paths import home_relative
 from gpurig.spec.model import normalise
 from gpurig.spec.text_file import YamlRefused, read_bytes
 from gpurig.spec.textsafe import visible
@@ -106,7 +107,10 @@ class OnboardError(Exception):
         """The message's first line, without the step: what the verdict line quotes."""
         first = str(self).split("\n", 1)[0][len(self.step) + 2 :].rstrip(":")
         first = first.removeprefix(f"{self.concern}: ")  # the verdict names it already
-        return first if len(first) <= 240 else first[:237] + "..."
+        # Each failure said (a `; `-separated list), each within bounds: a host's error line
+        # is quoted, not the host's whole output.
+        parts = first.split("; ")
+        return "; ".join(p if len(p) <= 240 else p[:237] + "..." for p in parts)
 
 
 @dataclass(frozen=True)
@@ -491,7 +495,8 @@ def preflight(
         raise OnboardError("preflight", f"{path} is not valid:\n{exc}") from None
     text = original.decode("utf-8")
     login, address = split_address(request.address, request.user)
-    given = {"port": request.port, "user": login, "key": request.key}
+    key = request.key and home_relative(request.key, str(Path.home()))
+    given = {"port": request.port, "user": login, "key": key}
     ssh = {k: v for k, v in given.items() if v is not None}
     host = _candidate(request, text, address, ssh)
     # The same address behind another login node is another machine.
@@ -514,8 +519,9 @@ def preflight(
             raise OnboardError("preflight", changed_message(host.name, str(path), jump))
         login_as = f"{host.ssh.user or '(ssh default user)'}@{host.address}:{host.ssh.port}"
         with_key = f" with {host.ssh.key}" if host.ssh.key else ""
+        no_key = "" if host.ssh.key else " (no key given: name the private key with --key FILE)"
         raise OnboardError(
-            "preflight", f"cannot log in as {login_as}{with_key}: {result.connect_error}"
+            "preflight", f"cannot log in as {login_as}{with_key}: {result.connect_error}{no_key}"
         )
     values = result.state or {}
     read = Snapshot(values)
@@ -527,9 +533,22 @@ def preflight(
     echo(render_checks(checks).rstrip("\n"))
     failed = [c for c in checks if c.status == "FAIL"]
     if failed:
-        message = "; ".join(f"{c.name}: {c.detail}" for c in failed)
-        raise OnboardError("preflight", message, failed[0].name, ADVICE.get(failed[0].name))
+        raise preflight_refused(failed)
     return original, edited, host
+
+
+def preflight_refused(failed: Sequence[Check]) -> OnboardError:
+    """The refusal for the failed preflight checks: one names its concern and its fix; several
+    are each listed with their own fix, none cut."""
+    if len(failed) == 1:
+        [check] = failed
+        return OnboardError("preflight", f"{check.name}: {check.detail}", check.name,
+                            ADVICE.get(check.name))  # fmt: skip
+    message = "; ".join(
+        f"{c.name}: {c.detail}" + (f" (fix: {ADVICE[c.name]})" if c.name in ADVICE else "")
+        for c in failed
+    )
+    return OnboardError("preflight", message, None, "fix each as said")
 
 
 def record(path: Path, original: bytes, text: str) -> None:

@@ -38,6 +38,12 @@ def engine_packages(kind: str, os_id: str | None, os_version: str | None) -> lis
     return packages.get(f"{os_id} {os_version}", packages["default"])[kind]
 
 
+def engine_elsewhere(kind: str) -> list[str]:
+    """Packages that run `engine: kind` from another source (Docker's own repository):
+    installed, they are the engine; apt would remove them to install this release's."""
+    return table("releases.yaml")["engine_elsewhere"][kind]
+
+
 def all_engine_packages(kind: str) -> list[str]:
     """Every package `engine: kind` installs on some release: what the plan reads, by the
     spec alone, before it knows the release."""
@@ -258,7 +264,8 @@ def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
     units = read(Units, units=[unit])
     release = read(OsRelease)
     wanted = engine_packages(kind, release["os_id"], release["os_version"])
-    packages = missing(wanted, read, f"engine {kind}", among=all_engine_packages(kind))
+    packages = missing(wanted, read, f"engine {kind}", among=all_engine_packages(kind),
+                       unless=engine_elsewhere(kind))  # fmt: skip
     if kind == "docker":
         daemon_json = _daemon_json(spec, read(JsonFile, path=DAEMON_JSON))
         rest = _service("docker", units, "engine.service") + daemon_json

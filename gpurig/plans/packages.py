@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from gpurig.facts.gpurig_packages import DebStatus
+from gpurig.facts.gpurig_packages import DebProviders, DebStatus
 from gpurig.facts.gpurig_user import Commands
 from gpurig.plans.change import Change
 
@@ -16,17 +16,25 @@ def missing(
     why: str = "",
     user: bool = False,
     among: Sequence[str] = (),
+    unless: Sequence[str] = (),
 ) -> list[Change]:
-    """`packages.missing` for those of `names` that are not installed; for a user-scope
-    converge (`user`), which installs nothing, `tools.missing` (refused) for those of them
-    the login's PATH lacks. `among`: the packages to read, a superset of `names` fixed by
-    the spec alone, where `names` depends on another read (the release)."""
+    """`packages.missing` for those of `names` neither installed nor provided by an installed
+    package (apt would remove that package to install the name); for a user-scope converge
+    (`user`), which installs nothing, `tools.missing` (refused) for those of them the login's
+    PATH lacks. `among`: the packages to read, a superset of `names` fixed by the spec alone,
+    where `names` depends on another read (the release). `unless`: packages that do the same
+    job from another source (Docker's docker-ce for docker.io): one installed, none is
+    missing."""
     if not names:
         return []
     if user:
         return _tools(names, read, why)
     state = read(DebStatus, packages=sorted(set(among or names)))
-    absent = [n for n in names if not (state.get(n) or {}).get("version")]
+    elsewhere = read(DebStatus, packages=sorted(unless)) if unless else {}
+    provided = read(DebProviders)
+    if any((elsewhere.get(n) or {}).get("version") or n in provided for n in unless):
+        return []
+    absent = [n for n in names if not (state.get(n) or {}).get("version") and n not in provided]
     if not absent:
         return []
     listed = ", ".join(absent)

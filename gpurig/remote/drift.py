@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pyinfra.api import Config, Inventory, State
-from pyinfra.api.exceptions import ConnectError
+from pyinfra.api.exceptions import PyinfraError
 from pyinfra.api.host import Host as PyinfraHost
 
 from gpurig.checks import judge as drift
@@ -45,7 +45,7 @@ def _read_host(
 ) -> tuple[dict[str, Any] | None, str | None]:
     try:
         host.connect(show_errors=False, raise_exceptions=True)
-    except ConnectError as exc:
+    except PyinfraError as exc:  # ConnectError, or what pyinfra refuses before (a key file)
         return None, str(exc.args[0])
     # None: the host's data decides (sudo for a non-root login); onboard probes as the login.
     arguments = {} if sudo is None else {"_sudo": sudo}

@@ -15,7 +15,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gpurig.spec.inventory import Host, Inventory, InventoryError, Jump, Problem, load_inventory
+from gpurig.spec.inventory import (
+    Host,
+    Inventory,
+    InventoryError,
+    Jump,
+    Problem,
+    SshSettings,
+    load_inventory,
+)
 from gpurig.spec.user_scope import is_user
 
 ENV_VAR = "GPURIG_INVENTORY"
@@ -153,3 +161,42 @@ def load_groups(root: Path) -> dict[str, list[Any]]:
             f"{ENV_VAR}=FILE[{os.pathsep}FILE...]"
         ))])  # fmt: skip
     return pyinfra_groups(load_inventory(paths), cache_dir())
+
+
+def _ssh_block(name: str, address: str, port: int, user: str | None, key: str | None,
+               known_hosts: Path | None, jump: str | None = None) -> str:  # fmt: skip
+    lines = [f"Host {name}", f"  HostName {address}", f"  Port {port}"]
+    if user:
+        lines.append(f"  User {user}")
+    if key:
+        lines += [f'  IdentityFile "{key}"', "  IdentitiesOnly yes"]
+    lines.append(f'  UserKnownHostsFile "{known_hosts or USER_KNOWN_HOSTS}"')
+    lines.append("  StrictHostKeyChecking yes")
+    if jump:
+        lines.append(f"  ProxyJump {jump}")
+    return "\n".join(lines) + "\n"
+
+
+def ssh_config(hosts: Sequence[Host], known_hosts_dir: Path) -> str:
+    """ssh_config(5) for `hosts`, so plain ssh and testinfra's `ssh://` backend reach them as
+    gpurig does: each host key checked against the recorded ones (written as drift writes
+    them), a host behind a login node through that node (`gpurig-login-N-ADDRESS`), whose key
+    is pinned too."""
+    blocks, logins = [], {}
+    networks: dict[Jump | None, list[Host]] = {}
+    for host in hosts:
+        networks.setdefault(host.ssh.jump, []).append(host)
+    for jump, members in networks.items():
+        known = write_known_hosts(members, known_hosts_dir)
+        via = None
+        if jump:
+            via = f"gpurig-login-{len(logins) + 1}-{jump.address}"  # one per jump setting
+            pinned = SshSettings(port=jump.port, host_key=jump.host_key)
+            login = Host(via, jump.address, pinned, (), {}, "", 0)
+            logins[via] = _ssh_block(via, jump.address, jump.port, jump.user, jump.key,
+                                     write_known_hosts([login], known_hosts_dir))  # fmt: skip
+        for h in members:
+            blocks.append(
+                _ssh_block(h.name, h.address, h.ssh.port, h.ssh.user, h.ssh.key, known, via)
+            )
+    return "\n".join([*blocks, *logins.values()])

@@ -9,6 +9,7 @@ compose plugin release binary, at the path GitHub serves it from."""
 from __future__ import annotations
 
 import hashlib
+import shlex
 import shutil
 import sys
 import tempfile
@@ -37,6 +38,55 @@ DEPENDS = {
     "libnvidia-container-tools": "libnvidia-container1 (>= {v})",
     "nvidia-driver-580": "libnvidia-compute-580 (= {v})",
 }
+
+# Docker Engine from Docker's own repository, as most GPU cloud images ship it: the control
+# fields that decide what apt removes (docker/docker-ce-packaging deb/common/control;
+# containerd/containerd-packaging debian/control for containerd.io). Stand-ins with these
+# fields are built from Debian's own docker.io, containerd and runc (docker_ce_repack), so the
+# engine they run is real.
+DOCKER_CE = {
+    "docker-ce": "Conflicts: docker (<< 1.5~), docker-engine, docker.io\nReplaces: docker-engine\n",
+    "docker-ce-cli": "Conflicts: docker (<< 1.5~), docker-engine, docker.io\n"
+    "Replaces: docker-ce (<< 5:0)\nBreaks: docker-ce (<< 5:0)\n",
+    "containerd.io": "Provides: containerd, runc\nConflicts: containerd, runc\n"
+    "Replaces: containerd, runc\n",
+}
+
+
+def docker_ce_repack() -> str:
+    """Shell for a Debian host: download docker.io, containerd and runc from its apt sources
+    and repack them, files, maintainer scripts and all, as docker-ce (the daemon),
+    docker-ce-cli (the docker CLI) and containerd.io (containerd and runc), each with Docker's
+    control fields (DOCKER_CE), Docker's epoch and Docker's dependencies between them, into
+    the directory $out."""
+    control = {name: shlex.quote(fields) for name, fields in DOCKER_CE.items()}
+    describe = 'echo "Description: stand-in for Docker\'s $1 (gpurig sandbox)"'
+    return (
+        'set -e\ncd "$out"\n'
+        "apt-get download -q docker.io containerd runc >/dev/null\n"
+        'for p in docker.io containerd runc; do dpkg-deb -R "$p"_*.deb "$p"; done\n'
+        "mkdir -p docker-ce-cli/DEBIAN docker-ce-cli/usr/bin\n"
+        "mv docker.io/usr/bin/docker docker-ce-cli/usr/bin/docker\n"
+        "mv docker.io docker-ce && mv containerd containerd.io && cp -a runc/usr containerd.io/\n"
+        "rm -f docker-ce/DEBIAN/md5sums containerd.io/DEBIAN/md5sums\n"
+        # Depends without containerd and runc (versioned: containerd.io's Provides cannot
+        # satisfy them); Docker's own names are added instead.
+        "deps() { dpkg-deb -f \"$1\" Depends | tr ',' '\\n' | sed 's/^ *//' | "
+        "grep -v -e '^containerd' -e '^runc' | paste -sd, | sed 's/,/, /g'; }\n"
+        # Package, the original's version (with `epoch`) and architecture, then `fields`.
+        "ctl() { printf 'Package: %s\\nVersion: %s%s\\nArchitecture: %s\\n"
+        'Maintainer: gpurig sandbox <apt@sandbox.invalid>\\n\' "$1" "$3" '
+        '"$(dpkg-deb -f "$2" Version)" "$(dpkg-deb -f "$2" Architecture)"; '
+        f'printf "%s%s" "$4" "$5"; {describe}; }}\n'
+        'ctl docker-ce docker.io_*.deb 5: "Depends: containerd.io, docker-ce-cli, '
+        f'$(deps docker.io_*.deb)\n" {control["docker-ce"]} > docker-ce/DEBIAN/control\n'
+        f"ctl docker-ce-cli docker.io_*.deb 5: '' {control['docker-ce-cli']} "
+        "> docker-ce-cli/DEBIAN/control\n"
+        'ctl containerd.io containerd_*.deb "" "Depends: $(deps containerd_*.deb)\n" '
+        f"{control['containerd.io']} > containerd.io/DEBIAN/control\n"
+        "for p in docker-ce docker-ce-cli containerd.io; do\n"
+        '  dpkg-deb --root-owner-group -Zgzip -b "$p" "$p.deb" >/dev/null\ndone\n'
+    )
 
 
 def _upstream(version: str) -> str:

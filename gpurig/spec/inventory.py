@@ -454,7 +454,8 @@ def _expectation(err: ValidationError) -> str:
     got = f"; got {_show(err.instance)}"
     expected = err.schema.get("x-expected")
     if expected:
-        return f"expected {expected}{got}"
+        fix = err.schema.get("x-fix")
+        return f"expected {expected}{got}" + (f" ({fix})" if fix else "")
     value = err.validator_value
     match err.validator:
         case "type":

@@ -77,3 +77,25 @@ def test_real_read_through_pyinfra_local_connector(tmp_path: Path) -> None:
     [report] = run_drift([local], tmp_path)
     assert report.reachable
     assert [f.id for f in report.findings] == ["disk.free"]
+
+
+def test_a_missing_private_key_file_is_that_hosts_unreachable_reason(tmp_path: Path) -> None:
+    """The inventory's key path does not exist here (a CI runner): that host is unreachable
+    with the reason, the others are read, and the report is written."""
+    path = inventory(tmp_path, free_port())
+    missing = tmp_path / "no-such-key"
+    path.write_text(
+        path.read_text().replace(
+            "connect_timeout: 5}\n  also", f"connect_timeout: 5, key: {missing}}}\n  also", 1
+        )
+    )
+    out = tmp_path / "drift.json"
+    result = CliRunner().invoke(
+        main, ["drift", str(path), "--format", "json", "--output", str(out)]
+    )
+    assert result.exit_code == 1, result.output
+    hosts = {h["name"]: h for h in json.loads(out.read_text())["hosts"]}
+    assert [f["id"] for f in hosts["dead"]["findings"]] == ["host.unreachable"]
+    assert f"No such private key file: {missing}" in hosts["dead"]["findings"][0]["actual"]
+    assert [f["id"] for f in hosts["also-dead"]["findings"]] == ["host.unreachable"]
+    assert "No such private key file" not in hosts["also-dead"]["findings"][0]["actual"]

@@ -17,8 +17,10 @@ BAD = Path(__file__).parent / "bad_inventories" / "size-without-unit.yaml"
 GPURIG = Path(sys.executable).with_name("gpurig")
 
 
-def test_validate_valid_inventory_exits_0() -> None:
-    result = CliRunner().invoke(main, ["validate", str(EXAMPLE)])
+def test_validate_valid_inventory_exits_0(tmp_path: Path) -> None:
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "rental_ed25519").write_text("a key\n")  # the example's key, here
+    result = CliRunner().invoke(main, ["validate", str(EXAMPLE)], env={"HOME": str(tmp_path)})
     assert result.exit_code == 0, result.output
     assert result.stdout == "OK: 3 hosts\n"
     assert result.stderr == ""
@@ -43,3 +45,40 @@ def test_console_script_exit_codes() -> None:
     bad = subprocess.run([GPURIG, "validate", BAD], capture_output=True, text=True, check=False)
     assert bad.returncode == 2
     assert "expected a size: a number and a unit" in bad.stderr
+
+
+def key_inventory(tmp_path: Path, key: str) -> Path:
+    (tmp_path / "checkout" / ".git").mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "checkout" / "fleet.yaml"
+    path.write_text(f"version: 1\nhosts:\n  a:\n    address: 10.0.0.5\n    ssh: {{key: {key}}}\n")
+    return path
+
+
+def test_validate_warns_of_a_key_file_missing_here(tmp_path: Path) -> None:
+    """The inventory is valid (exit 0); the host it names cannot be reached from here."""
+    path = key_inventory(tmp_path, "~/.ssh/gone")
+    result = CliRunner().invoke(main, ["validate", str(path)], env={"HOME": str(tmp_path)})
+    assert result.exit_code == 0 and result.stdout == "OK: 1 hosts\n"
+    assert result.stderr == (
+        f"warning: {path}:3: hosts.a.ssh.key: no private key file at {tmp_path}/.ssh/gone on "
+        "this machine: drift reports the host unreachable and the converge cannot log in from "
+        "here\n"
+    )
+
+
+def test_validate_warns_of_an_absolute_key_path_outside_the_repository(tmp_path: Path) -> None:
+    outside, inside = tmp_path / "id_outside", tmp_path / "checkout" / "keys" / "id_inside"
+    path = key_inventory(tmp_path, str(outside))
+    inside.parent.mkdir()
+    for key in (outside, inside):
+        key.write_text("a key\n")
+    result = CliRunner().invoke(main, ["validate", str(path)], env={"HOME": str(tmp_path)})
+    assert result.exit_code == 0
+    assert result.stderr == (
+        f"warning: {path}:3: hosts.a.ssh.key: {outside} is an absolute path outside this "
+        "repository, so another machine (a CI runner) looks for it there: write it under the "
+        "home as ~/... (each machine's own)\n"
+    )
+    key_inventory(tmp_path, str(inside))
+    result = CliRunner().invoke(main, ["validate", str(path)], env={"HOME": str(tmp_path)})
+    assert (result.exit_code, result.stderr) == (0, "")

@@ -45,6 +45,7 @@ from gpurig.onboard.onboard import (
     split_address,
 )
 from gpurig.spec.inventory import load_inventory, load_inventory_text
+from gpurig.spec.key_paths import home_relative
 from gpurig.spec.model import normalise
 from tests.unit.fact_values import gpu_values, reader
 from tests.unit.ssh_server import generate_key, ssh_server
@@ -162,14 +163,24 @@ def test_edit_keeps_a_block_list_style_and_updates_an_entry_in_place() -> None:
 
 
 @pytest.mark.parametrize(
-    ("group", "engine"), [("docker-gpu", "docker"), ("podman-node", "podman"), ("pod", "none")]
-)
-def test_profiles_start_an_inventory_whose_hosts_grow_as_a_block(group: str, engine: str) -> None:
+    ("group", "engine", "free"),
+    [("docker-gpu", "docker", "50g"), ("docker-cpu", "docker", "10g"),
+     ("podman-node", "podman", "50g"), ("pod", "none", "50g")],
+)  # fmt: skip
+def test_profiles_start_an_inventory_whose_hosts_grow_as_a_block(
+    group: str, engine: str, free: str
+) -> None:
     edited = edit_inventory(PROFILES.read_text(), "new-1", "203.0.113.9", SSH, [group])
     assert "\nhosts:\n  new-1:\n    address: 203.0.113.9\n" in edited
     [host] = load_inventory_text(edited, "fleet.yaml").hosts
     assert host.spec["engine"] == engine
-    assert host.spec["checks"] == {"disk_free_min": "50g", "inodes_free_min_pct": 10}
+    assert host.spec["checks"] == {"disk_free_min": free, "inodes_free_min_pct": 10}
+
+
+def test_the_cpu_profile_asks_for_no_gpu_and_no_nvidia_source() -> None:
+    edited = edit_inventory(PROFILES.read_text(), "cpu-1", "203.0.113.9", SSH, ["docker-cpu"])
+    [host] = load_inventory_text(edited, "fleet.yaml").hosts
+    assert host.spec["gpu"] == "absent" and not host.spec.get("nvidia_toolkit")
 
 
 def test_record_restores_the_file_when_the_edit_does_not_validate(tmp_path: Path) -> None:
@@ -345,4 +356,31 @@ def test_refused_login_and_declined_key_write_nothing(tmp_path: Path) -> None:
     assert "preflight: host key not accepted" in declined.output
     assert refused.exit_code == 1
     assert "preflight: cannot log in as root@127.0.0.1" in refused.output
+    assert "no key given" not in refused.output
     assert path.read_bytes() == PROFILES.read_bytes()
+
+
+def test_a_login_refused_without_a_key_names_the_key_option(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_bytes(PROFILES.read_bytes())
+    with ssh_server(generate_key(tmp_path / "host")) as port:
+        refused, _ = _onboard(path, port, "--yes")
+    assert refused.exit_code == 1
+    assert "preflight: cannot log in as root@127.0.0.1" in refused.output
+    assert "(no key given: name the private key with --key FILE)" in refused.output
+
+
+@pytest.mark.parametrize(
+    ("given", "recorded"),
+    [("/home/ann/.ssh/rental_ed25519", "~/.ssh/rental_ed25519"),
+     ("~/.ssh/k", "~/.ssh/k"), ("/home/ann", "/home/ann"), ("/home/annex/k", "/home/annex/k"),
+     ("/srv/keys/k", "/srv/keys/k"), ("keys/k", "keys/k")],
+)  # fmt: skip
+def test_a_key_under_the_home_is_recorded_as_home_relative(
+    given: str, recorded: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shell expands `--key ~/.ssh/k`; the inventory must hold what works on every
+    machine (a CI runner's home is another), not this one's absolute path."""
+    monkeypatch.setenv("HOME", "/home/ann")
+    monkeypatch.chdir("/")
+    assert home_relative(given, "/home/ann") == recorded

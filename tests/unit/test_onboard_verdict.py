@@ -15,6 +15,7 @@ from gpurig.onboard.onboard import (
     _cgroup,
     failed_operation,
     failure_verdict,
+    preflight_refused,
     sources_check,
     summarise,
 )
@@ -126,3 +127,25 @@ def test_cgroup_v1_no_limit_is_shown_as_none() -> None:
     }
     detail = _cgroup({"engine": "none"}, reader(limited)).detail
     assert detail == "limited to memory 8 GiB, 2 CPUs"
+
+
+def test_every_failed_preflight_check_is_in_the_verdict_with_its_fix() -> None:
+    """Not the first one and `...`: a user fixes all of them before running onboard again."""
+    long = "cannot reach " + "; ".join(f"http://mirror-{i}.example/debian (apt)" for i in range(8))
+    failed = [Check("disk", "FAIL", "/: 3.1 GiB free, below 50g"), Check("sources", "FAIL", long),
+              Check("root", "FAIL", "sudo asks for a password")]  # fmt: skip
+    verdict = failure_verdict(preflight_refused(failed), REQUEST)
+    assert "..." not in verdict
+    assert verdict.startswith(
+        "onboard failed at preflight: disk: /: 3.1 GiB free, below 50g (fix: free space on the "
+        "host or lower `checks` in the spec); sources: cannot reach http://mirror-0.example"
+    )
+    assert "http://mirror-7.example/debian (apt) (fix: fix the host's network or its sources" in (
+        verdict
+    )
+    assert verdict.endswith(
+        "root: sudo asks for a password (fix: log in as root or give the login passwordless "
+        f"sudo); fix each as said, then: {REQUEST.command()}"
+    )
+    one = failure_verdict(preflight_refused(failed[:1]), REQUEST)
+    assert one.startswith("onboard failed at preflight (disk): /: 3.1 GiB free, below 50g; free")

@@ -21,7 +21,7 @@ from gpurig.facts.gpurig_container import ContainerInspect, CpuQuota, UserContai
 from gpurig.facts.gpurig_files import MODP_2048, FileDigests, SecretDigests
 from gpurig.facts.gpurig_json import JsonFile
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
-from gpurig.facts.gpurig_packages import DebStatus, DriverPackages, OsRelease
+from gpurig.facts.gpurig_packages import DebProviders, DebStatus, DriverPackages, OsRelease
 from gpurig.facts.gpurig_repo import LF_ATTRIBUTES, RepoState
 from gpurig.facts.gpurig_toolkit import CdiSpec, ToolkitKeyring
 from gpurig.facts.gpurig_units import Units
@@ -244,6 +244,8 @@ def reader(state: dict[str, Any]) -> Callable[..., Any]:
             return {"public": state.get("host_public", HOST_PUBLIC), "files": files}
         if cls is DebStatus:
             return {p: state["packages"][p] for p in kwargs["packages"] if p in state["packages"]}
+        if cls is DebProviders:
+            return state.get("provided", {})
         if cls is DriverPackages:
             assert kwargs["globs"] == driver.globs()
             return state["driver_packages"]
@@ -581,4 +583,29 @@ def test_docker_installs_the_client_its_release_splits_out(version: str, absent:
     found = [c for c in plan_host(state["spec"], reader(state)) if c.id == "packages.missing"]
     assert [c.data["packages"] for c in found] == ([absent] if absent else [])
     state["packages"]["docker-cli"] = {"version": "26.1.5", "held": False}
+    assert not [c for c in plan_host(state["spec"], reader(state)) if c.id == "packages.missing"]
+
+
+@pytest.mark.parametrize("release", ["12", "13"])
+def test_dockers_own_engine_packages_are_the_engine(release: str):
+    """Docker Engine from Docker's repository (docker-ce, docker-ce-cli, containerd.io):
+    installing docker.io there would remove it under running containers, so it is the engine."""
+    state = converged("docker")
+    state["os_release"]["os_version"] = release
+    del state["packages"]["docker.io"]
+    for name in ("docker-ce", "docker-ce-cli", "containerd.io"):
+        state["packages"][name] = {"version": "5:28.0.0-1", "held": False}
+    assert not [c for c in plan_host(state["spec"], reader(state)) if c.id == "packages.missing"]
+    del state["packages"]["docker-ce"]  # Docker's CLI alone runs no engine
+    [found] = [c for c in plan_host(state["spec"], reader(state)) if c.id == "packages.missing"]
+    assert found.data["packages"][0] == "docker.io"
+
+
+def test_a_package_another_one_provides_is_installed():
+    """containerd.io provides (and conflicts with) runc: a spec asking for runc is served."""
+    state = converged("docker")
+    state["spec"]["packages"] = ["tmux", "runc"]
+    [found] = [c for c in plan_host(state["spec"], reader(state)) if c.id == "packages.missing"]
+    assert found.data["packages"] == ["runc"]
+    state["provided"] = {"runc": "containerd.io"}
     assert not [c for c in plan_host(state["spec"], reader(state)) if c.id == "packages.missing"]

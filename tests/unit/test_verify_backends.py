@@ -3,6 +3,7 @@ as a user would run it, with each way of asking for that backend, and never conn
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -41,3 +42,18 @@ def test_ssh_backend_is_accepted() -> None:
     result = _verify("--hosts=ssh://203.0.113.1,203.0.113.2", "--connection=ssh", "--co")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "tests collected" in result.stdout
+
+
+def test_a_skip_for_want_of_an_inventory_says_so() -> None:
+    """Without GPURIG_INVENTORY no spec is read: the engine checks skip naming the variable
+    (testinfra's local backend: nothing connects, and no engine is declared)."""
+    env = {k: v for k, v in os.environ.items() if k != "GPURIG_INVENTORY"}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "tests/verify",
+         "--hosts=local://", "-k", "engine_runs"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "this host declares no engine (GPURIG_INVENTORY is not set, so no inventory was " in (
+        " ".join(result.stdout.split())
+    )

@@ -2,7 +2,8 @@
 
     GPURIG_INVENTORY=inventories/fleet.yaml pytest tests/verify --hosts=ssh://a100-1 ...
 
-Without an inventory the checks use gpurig's defaults (core dumps off) only.
+Without an inventory the checks use gpurig's defaults (core dumps off) only, and a check of
+what a host would declare (an engine, containers) is skipped saying that no inventory was read.
 
 Only the `ssh://` backend (OpenSSH, checking host keys as the ssh config says: use
 StrictHostKeyChecking yes) and backends that do not use SSH are accepted. testinfra's
@@ -14,7 +15,8 @@ answers at the address.
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import pytest
 from testinfra.backend import parse_hostspec
@@ -43,9 +45,29 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+def _paths() -> list[str]:
+    return [p for p in os.environ.get("GPURIG_INVENTORY", "").split(os.pathsep) if p]
+
+
+@pytest.fixture
+def undeclared() -> Callable[[str], NoReturn]:
+    """skip(reason) for a check the host's spec does not ask for; without GPURIG_INVENTORY the
+    reason says so, since then no spec was read at all."""
+
+    def skip(reason: str) -> NoReturn:
+        if not _paths():
+            reason += (
+                " (GPURIG_INVENTORY is not set, so no inventory was read: run "
+                "GPURIG_INVENTORY=inventories/fleet.yaml pytest tests/verify ...)"
+            )
+        pytest.skip(reason)
+
+    return skip
+
+
 @pytest.fixture(scope="module")
 def spec(host) -> dict[str, Any]:
-    paths = [p for p in os.environ.get("GPURIG_INVENTORY", "").split(os.pathsep) if p]
+    paths = _paths()
     if not paths:
         return {}
     name = host.backend.get_hostname()

@@ -1,6 +1,6 @@
 """Checks of a converged host from its own side (testinfra). Run against your hosts:
 
-    pytest tests/verify --hosts=ssh://a100-1 --ssh-config=~/.ssh/config
+    pytest tests/verify --hosts=ssh://a100-1 --ssh-config ~/.ssh/config
 
 Host key checking follows the ssh config (use StrictHostKeyChecking yes).
 """
