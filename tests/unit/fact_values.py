@@ -155,3 +155,13 @@ def run_here(cls: type, env_path: str | None = None, **kwargs: Any) -> Any:
                          env=env, timeout=120, check=True)  # fmt: skip
     lines = out.stdout.splitlines()
     return fact.process(lines) if lines else fact.default()
+
+
+def load_every_table() -> None:
+    """Parse every data table now: pyinfra_testing's operation tests patch os.stat while an
+    operation runs (its stand-in refuses Path.stat's follow_symlinks), so a table an operation
+    reads first must already be loaded, whatever ran before."""
+    from gpurig.data.tables import HERE, table
+
+    for path in sorted(HERE.glob("*.yaml")):
+        table(path.name)

@@ -7,6 +7,10 @@ from pathlib import Path
 
 from pyinfra_testing.operations import make_operation_tests
 
+from tests.unit.fact_values import load_every_table
+
+load_every_table()
+
 HERE = Path(__file__).parent / "operations"
 
 TestCheckout = make_operation_tests("gpurig.deploys", "repos.checkout", HERE / "repos.checkout")

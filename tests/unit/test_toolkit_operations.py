@@ -11,6 +11,9 @@ from gpu_fixtures import FIXTURES, read_fixture
 from pyinfra_testing.operations import make_operation_tests
 
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
+from tests.unit.fact_values import load_every_table
+
+load_every_table()
 
 OPERATIONS = Path(__file__).resolve().parent / "operations" / "toolkit.toolkit"
 
