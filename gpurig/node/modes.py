@@ -26,7 +26,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Literal
+from typing import Literal, Optional
 
 from gpurig.checks.all import CHECK_IDS
 from gpurig.checks.finding import Finding
@@ -216,7 +216,7 @@ def parse_node(text: str) -> NodeState:
     return NodeState(name.group(1), flags, reason.group(1) if reason else None)
 
 
-Action = tuple[Literal["drain", "resume"], str] | None
+Action = Optional[tuple[Literal["drain", "resume"], str]]
 
 
 def health_action(node: NodeState, report: HostReport) -> Action:
