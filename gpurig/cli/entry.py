@@ -34,7 +34,8 @@ def main() -> None:
         raise SystemExit(node_argv.run(call))
     from gpurig.node.floor import need_full
 
-    need_full(f"gpurig {command_name(sys.argv[1:]) or ''}".rstrip())
+    name = command_name(sys.argv[1:])
+    need_full(f"gpurig {name}" if name else "gpurig's command line")
     if connects(sys.argv[1:]):
         from gpurig.remote.cooperative import patch
 

@@ -10,6 +10,7 @@ matrix's Debian 11 host (tests/integration/test_node_py39.py)."""
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import subprocess
 import sys
@@ -316,3 +317,27 @@ def test_below_the_full_floor_only_the_node_contracts_run(
     here = ".".join(map(str, sys.version_info[:2]))
     said = f"gpurig: {refused} needs Python 99.0 or newer; this is Python {here}, where gpurig"
     assert proc.stderr == f"{said} runs only the node contracts (drift --local)\n"
+
+
+def test_the_wheelhouse_keeps_what_installs_on_the_nodes_python() -> None:
+    """scripts/requirements_for.py on the lock's own export: for 3.9, the node agent's
+    dependencies (jsonschema at its 3.9 version), markers dropped, hashes kept; for 3.11, the
+    full install's."""
+    script = ROOT / "scripts" / "requirements_for.py"
+    spec = importlib.util.spec_from_file_location("requirements_for", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    uv = ROOT / ".tools" / "uv" / "bin" / "uv"
+    export = subprocess.run(
+        [str(uv), "export", "--frozen", "--no-dev", "--no-emit-project", "--format",
+         "requirements-txt", "--quiet"], cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.splitlines()  # fmt: skip
+    for version, wanted, unwanted in (("3.9", "jsonschema==4.25.1", "pyinfra=="),
+                                      ("3.11", "pyinfra==", "jsonschema==4.25.1")):  # fmt: skip
+        lines = module.kept(export, version)
+        named = [line for line in lines if line and not line.startswith((" ", "#"))]
+        assert any(line.startswith(wanted) for line in named)
+        assert not any(line.startswith(unwanted) for line in named)
+        assert all(" ; " not in line for line in named)
+        assert sum("--hash=sha256:" in line for line in lines) >= len(named)
