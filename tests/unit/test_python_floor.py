@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -328,7 +330,9 @@ def test_the_wheelhouse_keeps_what_installs_on_the_nodes_python() -> None:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    uv = ROOT / ".tools" / "uv" / "bin" / "uv"
+    # uv as the user has it, else where setup.sh put it (as scripts/wheelhouse.sh finds it)
+    uv = shutil.which("uv", path=f"{os.environ.get('PATH', '')}:{ROOT / '.tools' / 'uv' / 'bin'}")
+    assert uv is not None
     export = subprocess.run(
         [str(uv), "export", "--frozen", "--no-dev", "--no-emit-project", "--format",
          "requirements-txt", "--quiet"], cwd=ROOT, capture_output=True, text=True, check=True,
