@@ -45,8 +45,8 @@ def bullseye(sandbox: Sandbox) -> Iterator[str]:
 
 
 def contract(shell: Host, mode: str) -> tuple[int, str]:
-    """A node contract's exit status and what it said, run as SLURM or NPD would: from /,
-    with the system's PATH alone."""
+    """A node contract's exit status and what it said, run from / with a batch job's bare
+    environment (the README's link puts gpurig on its PATH)."""
     run = shell.run(f"cd / && env -i PATH=/usr/local/bin:/usr/bin:/bin gpurig drift --local "
                     f"--spec {SPEC} --mode {mode}")  # fmt: skip
     return run.rc, run.stdout + run.stderr
