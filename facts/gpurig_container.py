@@ -6,7 +6,7 @@ import json
 import re
 import shlex
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Optional
 
 from gpurig.facts.round_trip import BOUNDED, Sectioned, section
 from gpurig.read import node_parse
@@ -91,7 +91,7 @@ else:
                                        "arch_list": torch.cuda.get_arch_list()}}))"""
 
 
-class ContainerTorch(Sectioned[dict[str, Any] | None]):
+class ContainerTorch(Sectioned[Optional[dict[str, Any]]]):
     """The torch build inside a running container ({version, cuda, arch_list}; None: not
     running, no python3 or no torch), asked of the container's own python3. What else the
     exec prints (the engine's reason it could not run python3) is not torch's answer."""

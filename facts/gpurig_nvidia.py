@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Optional
 
 from gpurig.facts.round_trip import BOUNDED, LINES, Sectioned, part_text
 from gpurig.read import gpu_parse, interconnect_parse
@@ -124,7 +124,7 @@ class GpuHealth(Sectioned[dict[str, Any]]):
         }
 
 
-class GpuProcesses(Sectioned[list[dict[str, Any]] | None]):
+class GpuProcesses(Sectioned[Optional[list[dict[str, Any]]]]):
     """The compute processes each GPU runs (None: nvidia-smi missing or unable to say)."""
 
     def command(self) -> str:

@@ -251,6 +251,6 @@ class Snapshot:
 
     def __call__(self, cls: type[Reader], **kwargs: Any) -> Any:
         value = self.values[read_key(cls, kwargs)]
-        if isinstance(value, Unreadable | FactFailed):
+        if isinstance(value, (Unreadable, FactFailed)):
             raise value
         return value

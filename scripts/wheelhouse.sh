@@ -4,12 +4,15 @@
 # build-constraints.txt), its locked runtime dependencies as wheels checked against uv.lock's
 # hashes, and one requirements.txt with every wheel's hash, gpurig's too, all in DIR. Run it from the checkout after
 # `sh scripts/setup.sh`, where PyPI (or the site's mirror) is reachable; the wheels fit nodes
-# with this machine's Python version and architecture.
+# with this machine's architecture and Python version, or with PYTHON (e.g. 3.9: the node's
+# python3), for which only the dependencies pyproject installs there are taken (below 3.11,
+# the node agent's: gpurig/node/floor.py).
 set -eu
-if [ $# -ne 1 ]; then
-    echo "usage: sh scripts/wheelhouse.sh DIR" >&2
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+    echo "usage: sh scripts/wheelhouse.sh DIR [PYTHON]" >&2
     exit 2
 fi
+target=${2:-}
 mkdir -p "$1"
 out=$(cd "$1" && pwd)
 cd "$(dirname "$0")/.."
@@ -31,7 +34,14 @@ uv export --quiet --frozen --no-dev --no-emit-project --format requirements-txt 
 pip=$(mktemp -d)
 trap 'rm -rf "$pip"' EXIT
 python3 -m venv "$pip"
-"$pip/bin/pip" download --quiet --no-deps --require-hashes --only-binary :all: \
+set --
+if [ -n "$target" ]; then
+    .venv/bin/python scripts/requirements_for.py "$out/requirements.txt" "$target"
+    arch=$(uname -m)
+    set -- --python-version "$target" --implementation cp --abi "cp$(echo "$target" | tr -d .)" \
+        --platform "manylinux2014_$arch" --platform "manylinux_2_28_$arch"
+fi
+"$pip/bin/pip" download --quiet --no-deps --require-hashes --only-binary :all: "$@" \
     -r "$out/requirements.txt" -d "$out"
 # gpurig's own wheel, by the hash of the file just built: installed with the others, checked.
 for wheel in "$out"/gpurig-*.whl; do

@@ -1,7 +1,11 @@
 """The `gpurig` console script. pyinfra's parallelism is gevent: sockets and threads must be
 cooperative before paramiko is imported, so the patch comes first, as in pyinfra's own CLI.
 Patching later (inside a command) leaves paramiko on real threads and serialises the fleet.
-The patch (and gevent) costs start-up, so only the commands that connect to hosts get it."""
+The patch (and gevent) costs start-up, so only the commands that connect to hosts get it.
+The node contracts run first, without click, on any Python the package installs on; every
+other command needs the full install's (gpurig.node.floor)."""
+
+from __future__ import annotations
 
 import sys
 
@@ -28,6 +32,10 @@ def main() -> None:
     if call is not None:  # a node contract: no click, no CLI module (gpurig.node.argv)
         sys.stdout.flush()
         raise SystemExit(node_argv.run(call))
+    from gpurig.node.floor import need_full
+
+    name = command_name(sys.argv[1:])
+    need_full(f"gpurig {name}" if name else "gpurig's command line")
     if connects(sys.argv[1:]):
         from gpurig.remote.cooperative import patch
 

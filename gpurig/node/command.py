@@ -92,6 +92,9 @@ def _ahead(source: str, as_host: str | None, mode: str) -> Ahead | None:
 def up_here(inventories: list[str], as_host: str | None, spec_file: str | None) -> int:
     """Converge this machine as `as_host` of `inventories` or as the spec in `spec_file`;
     print what a job needs on stdout, everything else on stderr."""
+    from gpurig.node.floor import need_full
+
+    need_full("gpurig up --local")  # the converge runs through pyinfra
     from gpurig.spec.inventory import InventoryError, load_inventory, load_spec_file
 
     try:

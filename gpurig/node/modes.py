@@ -26,7 +26,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Literal
+from typing import Literal, Optional
 
 from gpurig.checks.all import CHECK_IDS
 from gpurig.data.tables import table
@@ -244,7 +244,7 @@ def _node(line: str) -> NodeState:
     return NodeState(name.group(1), flags, reason.group(1) if reason else None, parts)
 
 
-Action = tuple[Literal["drain", "resume"], str] | None
+Action = Optional[tuple[Literal["drain", "resume"], str]]
 
 
 def health_action(node: NodeState, report: HostReport, drain: Sequence[str]) -> Action:

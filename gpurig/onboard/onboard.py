@@ -202,15 +202,21 @@ def os_tested(os_id: str | None, version: str | None) -> str | None:
 
 
 def node_python_problem(os_id: str | None, version: str | None, pretty: str) -> str | None:
-    """What the release cannot do: run gpurig on the node itself, where its python3 is older
-    than gpurig needs (gpurig/data/releases.yaml); None where it can, or is not listed."""
+    """What the release cannot run on the node itself, by its python3 (gpurig/data/
+    releases.yaml): the node agent below node_python, the full install (up --local) below
+    full_python; None where it runs both, or is not listed."""
     releases = table("releases.yaml")
-    found, needed = releases["python3"].get(f"{os_id} {version}"), releases["node_python"]
-    if found is None or _version(found) >= _version(needed):
+    found = releases["python3"].get(f"{os_id} {version}")
+    agent, full = releases["node_python"], releases["full_python"]
+    if found is None or _version(found) >= _version(full):
         return None
-    return (f"{pretty}'s python3 is {found}, older than the {needed} gpurig needs on a node: "
-            "the node contracts (drift --local, up --local, Prolog, HealthCheckProgram, NPD) "
-            "cannot run there; converge and drift over SSH can")  # fmt: skip
+    if _version(found) < _version(agent):
+        return (f"{pretty}'s python3 is {found}, older than the {agent} gpurig's node agent "
+                "needs: the node contracts (drift --local: Prolog, HealthCheckProgram, NPD) "
+                "and up --local cannot run there; converge and drift over SSH can")  # fmt: skip
+    return (f"{pretty}'s python3 is {found}: the node agent runs there (drift --local: Prolog, "
+            f"HealthCheckProgram, NPD), up --local needs the full install's {full}; converge "
+            "and drift over SSH can")  # fmt: skip
 
 
 def _version(text: str) -> tuple[int, ...]:

@@ -167,7 +167,7 @@ def parse_query_gpu_csv(
         if len(row) != len(header):
             raise ValueError(f"expected {len(header)} columns, got {len(row)}: {row!r}")
         gpu: dict[str, str | None] = {}
-        for (name, unit), value in zip(header, row, strict=True):
+        for (name, unit), value in zip(header, row):
             if unit and value.endswith(f" {unit}"):
                 value = value[: -len(unit) - 1]
             gpu[name] = None if value in _NA else value

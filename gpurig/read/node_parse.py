@@ -110,7 +110,7 @@ def _module(name: str, value: Any) -> dict[str, Any] | None:
     if set(value) == {"error"} and isinstance(value["error"], str):
         return {"error": value["error"]}
     origin = value.get("origin")
-    if set(value) != {"origin", "locations"} or not isinstance(origin, str | None):
+    if set(value) != {"origin", "locations"} or not (origin is None or isinstance(origin, str)):
         raise ValueError(f"module {name}: expected origin and locations")
     return {"origin": origin, "locations": _strings(value["locations"], f"module {name}")}
 

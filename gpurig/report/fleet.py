@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional, Union
 
 from gpurig.checks.rules import found
 from gpurig.spec.finding import Finding, as_dict
@@ -30,7 +30,7 @@ DIMENSIONS: dict[str, str] = {
     "hca": "RDMA device model",
     "hca_firmware": "RDMA device firmware",
 }
-HostFacts = Mapping[str, str | Mapping[str, str] | None]
+HostFacts = Mapping[str, Optional[Union[str, Mapping[str, str]]]]
 IDS = tuple(f"fleet.mixed_{dim}" for dim in DIMENSIONS)
 
 
@@ -106,7 +106,7 @@ def render_table(hosts: Mapping[str, HostFacts]) -> str:
     rows += [(g.dimension, g.value, str(len(g.hosts)), ", ".join(g.hosts)) for g in groups(hosts)]
     widths = [max(len(visible(row[i])) for row in rows) for i in range(3)]
     return "\n".join(
-        "  ".join(visible(cell).ljust(width) for cell, width in zip(row[:3], widths, strict=True))
+        "  ".join(visible(cell).ljust(width) for cell, width in zip(row[:3], widths))
         + f"  {visible(row[3])}".rstrip()
         for row in rows
     )

@@ -217,7 +217,7 @@ def _show_command(command: list[Any]) -> str:
     argv = [str(a) for a in command]
     # The option an argument is the value of: the one before it, unless that carried its own.
     flags = ["", *(a if a.startswith("-") and "=" not in a else "" for a in argv)]
-    return shlex.join(redacted(flag, arg) for flag, arg in zip(flags, argv, strict=False)) or "none"
+    return shlex.join(redacted(flag, arg) for flag, arg in zip(flags, argv)) or "none"
 
 
 def _config(key: str, empty: Any) -> Callable[[Inspect, str, Any], Any]:

@@ -410,7 +410,7 @@ def _show(value: Any) -> str:
         return "true" if value else "false"
     if value is None:
         return "null"
-    if isinstance(value, dict | list):
+    if isinstance(value, (dict, list)):
         return _TYPE_NAMES["object" if isinstance(value, dict) else "array"]
     return repr(value)
 
@@ -457,21 +457,20 @@ def _expectation(err: ValidationError) -> str:
         fix = err.schema.get("x-fix")
         return f"expected {expected}{got}" + (f" ({fix})" if fix else "")
     value = err.validator_value
-    match err.validator:
-        case "type":
-            return f"expected {_TYPE_NAMES.get(value, value)}{got}"
-        case "enum":
-            return f"expected one of {', '.join(map(str, value))}{got}"
-        case "const":
-            return f"expected {value}{got}"
-        case "minimum":
-            return f"expected at least {value}{got}"
-        case "maximum":
-            return f"expected at most {value}{got}"
-        case "minLength":
-            return f"expected a non-empty string{got}"
-        case "uniqueItems":
-            return "expected no repeated items"
+    if err.validator == "type":
+        return f"expected {_TYPE_NAMES.get(value, value)}{got}"
+    if err.validator == "enum":
+        return f"expected one of {', '.join(map(str, value))}{got}"
+    if err.validator == "const":
+        return f"expected {value}{got}"
+    if err.validator == "minimum":
+        return f"expected at least {value}{got}"
+    if err.validator == "maximum":
+        return f"expected at most {value}{got}"
+    if err.validator == "minLength":
+        return f"expected a non-empty string{got}"
+    if err.validator == "uniqueItems":
+        return "expected no repeated items"
     return err.message
 
 

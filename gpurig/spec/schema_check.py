@@ -47,7 +47,7 @@ def _canonical(value: Any) -> Any:
     """A value as JSON compares it: 1 and True differ, 1 and 1.0 do not, key order does not."""
     if isinstance(value, bool) or value is None:
         return ("literal", value)
-    if isinstance(value, int | float):
+    if isinstance(value, (int, float)):
         return ("number", value)
     if isinstance(value, dict):
         return ("object", tuple(sorted((k, _canonical(v)) for k, v in value.items())))

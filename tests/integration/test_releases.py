@@ -4,8 +4,9 @@ and removed after (`down --release`). On each: the full spec converged on a Dock
 Podman host (engine, NVIDIA toolkit from the sandbox's apt repository, a container by digest,
 a repository with a pip-locked environment, secrets, core dumps), a second converge with
 nothing to do, drift clean, hand-made changes caught by drift and cleared by the converge;
-scope: user for a plain account; the node contracts where gpurig can run on the node, and
-where it cannot (Debian 11's python3 is 3.9), onboarding saying so, naming the release."""
+scope: user for a plain account; the node contracts on Debian 13, and on Debian 11 (python3
+3.9: the node agent only, tests/integration/test_node_py39.py) onboarding saying what runs
+there, naming the release."""
 
 from __future__ import annotations
 
@@ -211,16 +212,18 @@ NODE_SPEC = "/root/rel-node.yaml"
 def test_the_node_contracts_run_where_the_releases_python_can(
     sandbox: Sandbox, release: Release, tmp_path: Path
 ):
-    """gpurig on the node as root: where the release's python3 can run it (Debian 13), the
-    contracts judge the converged host clean and a missing package as drift; where it cannot
-    (Debian 11), onboarding says so for that release, and the python3 there is what it says."""
+    """gpurig on the node as root: where the release's python3 runs the full install (Debian
+    13), the contracts judge the converged host clean and a missing package as drift; where it
+    runs only the node agent (Debian 11, tests/integration/test_node_py39.py), onboarding says
+    so for that release, and the python3 there is what it says."""
     shell = remote(sandbox, release.podman)
     python = shell.check_output("python3 -c 'import sys; print(*sys.version_info[:2], sep=\".\")'")
     onboarded = onboard_preflight(sandbox, release, tmp_path)
     if release.suite == "bullseye":
         assert python == "3.9"
-        said = ("Debian GNU/Linux 11 (bullseye)'s python3 is 3.9, older than the 3.11 gpurig "
-                "needs on a node")  # fmt: skip
+        said = ("Debian GNU/Linux 11 (bullseye)'s python3 is 3.9: the node agent runs there "
+                "(drift --local: Prolog, HealthCheckProgram, NPD), up --local needs the full "
+                "install's 3.11")  # fmt: skip
         assert re.search(rf"^warn\s+os\s+.*{re.escape(said)}", onboarded, re.M), onboarded
         return
     assert re.search(r"^ok\s+os\s+Debian GNU/Linux 13 \(trixie\) \(converged", onboarded, re.M)
