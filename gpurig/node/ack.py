@@ -118,7 +118,7 @@ def from_text(text: str) -> Ack:
     maps = [data["upto"], data["when"]]
     if not isinstance(data["boot_id"], str) or not all(
         isinstance(m, dict) and set(m) <= set(KERNEL_LOG_IDS)
-        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in m.values())
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in m.values())
         for m in maps
     ):  # fmt: skip
         raise ValueError("expected a boot id and seconds per kernel-log id")
