@@ -162,8 +162,8 @@ def drift(
     With --local, check the machine this runs on (a SLURM prolog, a pod's start script, a CI
     job) as host NAME of INVENTORY (--as NAME) or as the spec in a file (--spec FILE).
 
-    --mode prolog|healthcheck|npd runs one of the node contracts (README: Cluster
-    operators): prolog exits 1 on an error (slurmd drains the node and holds the job);
+    --mode prolog|healthcheck|npd runs one of the node contracts (docs/node-contracts.md in
+    the documentation): prolog exits 1 on an error (slurmd drains the node and holds the job);
     healthcheck drains its node with a `gpurig:` reason and resumes only its own drains;
     npd prints one line of at most 80 characters, exit 0 OK, 1 problem, 2 could not check.
 
