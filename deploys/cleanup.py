@@ -31,21 +31,18 @@ case $1 in
 esac
 exit 0
 """
-# gone KIND PATH: as root, PATH's directory walked (facts/safe_path.sh): in root's alone,
-# removed there by root, or by the owner of the directory found there; in another account's,
-# removed by that account on the declared path (its permissions resolve its links); elsewhere
-# left alone, saying why.
+# gone KIND PATH: as root, PATH walked (facts/safe_path.sh): where root alone can change it and
+# every directory above it, removed by root by its walked name (a sticky directory's entry of
+# root's too, as /tmp's); where one other account can (its directory, or its entry), removed
+# by that account on the declared path (its permissions resolve its links); elsewhere left
+# alone, saying why. A link is never removed, nor followed (_GONE checks the name itself).
 _GONE_AS = r"""
 gone() {
-  d=${2%/*}; n=${2##*/}; [ -n "$d" ] || d=/
   as='' p=$2
   if [ "$(id -u)" = 0 ]; then
-    walk "$d" || { printf 'gpurig: left %s alone: %s\n' "$2" "$REFUSED" >&2; return 0; }
+    walk "$2" || { printf 'gpurig: left %s alone: %s\n' "$2" "$REFUSED" >&2; return 0; }
     as=$OWNER
-    if [ -z "$as" ]; then
-      p=$CHECKED/$n
-      u=$(stat -c %u -- "$p" 2>/dev/null) && [ "$1" = d ] && [ "$u" != 0 ] && as=$u
-    fi
+    [ -n "$as" ] || p=$HELD
   fi
   if [ -z "$as" ]; then /bin/sh -c "$GONE" sh "$1" "$p"; return; fi
   setpriv --reuid="$as" --regid="$(id -g -- "$as" 2>/dev/null || echo "$as")" --clear-groups \

@@ -39,22 +39,29 @@ def _keys(host: Host) -> Iterator[tuple[str, str]]:
 
 def key_warnings(hosts: Sequence[Host]) -> list[str]:
     """One line per key path that is absolute outside the inventory's repository (found on
-    this machine only), and per key file missing here."""
-    warnings = []
+    this machine only), and per key file missing here; a key many hosts share (the defaults')
+    is said once, at its first host, with how many others use it."""
+    found: dict[tuple[str, str], list[str]] = {}
     for host in hosts:
         where = f"{host.source}:{host.line}: hosts.{host.name}"
         root = repository(Path(host.source).resolve().parent)
         for field, key in _keys(host):
             full = Path(os.path.expanduser(key))
             if key.startswith("/") and not full.resolve().is_relative_to(root):
-                warnings.append(
-                    f"{where}.{field}: {key} is an absolute path outside this repository, so "
-                    "another machine (a CI runner) looks for it there: write it under the home "
-                    "as ~/... (each machine's own)"
+                said = (
+                    f"{key} is an absolute path outside this repository, so another machine "
+                    "(a CI runner) looks for it there: write it under the home as ~/... (each "
+                    "machine's own)"
                 )
+                found.setdefault((field, said), []).append(where)
             if not full.is_file():
-                warnings.append(
-                    f"{where}.{field}: no private key file at {full} on this machine: drift "
-                    "reports the host unreachable and the converge cannot log in from here"
+                said = (
+                    f"no private key file at {full} on this machine: drift reports the host "
+                    "unreachable and the converge cannot log in from here"
                 )
-    return warnings
+                found.setdefault((field, said), []).append(where)
+    return [
+        f"{wheres[0]}.{field}: {said}"
+        + (f" (and {len(wheres) - 1} other hosts)" if len(wheres) > 1 else "")
+        for (field, said), wheres in found.items()
+    ]

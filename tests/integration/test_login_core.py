@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support import FLEET, FULL, Sandbox, gpurig, write_inventory
+from support import FLEET, FULL, Sandbox, gpurig, remote, write_inventory
 from test_user_scope import HOST, LOGIN, USER, as_alice_on_host, install_gpurig, ssh
 
+from gpurig.plans.core_dumps import MANAGED_FILES
 from gpurig.remote.converge import converge
 
 pytestmark = pytest.mark.late
@@ -48,12 +49,24 @@ def box(sandbox: Sandbox) -> Sandbox:
     return sandbox
 
 
+# gpurig's system-wide core limit files (scope: system), which other tests converge on the
+# same host: their hard limit 0 would stop alice's own raise before gpurig could judge it.
+SYSTEM_LIMITS = " ".join(MANAGED_FILES)
+
+
 @pytest.fixture
 def alice_profile(box: Sandbox) -> Iterator[None]:
-    """Alice's ~/.profile as it was, put back after the test (other tests converge it)."""
+    """Alice's ~/.profile as it was, put back after the test (other tests converge it), on a
+    host whose system limits are set aside meanwhile."""
+    root = remote(box, HOST)
+    root.check_output(
+        f"tar -cPf /root/core-limits.tar --ignore-failed-read {SYSTEM_LIMITS} 2>/dev/null; "
+        f"rm -f {SYSTEM_LIMITS}"
+    )
     ssh(box, LOGIN, "cp -p ~/.profile ~/.profile.kept")
     yield
     ssh(box, LOGIN, "mv ~/.profile.kept ~/.profile")
+    root.check_output("tar -xPf /root/core-limits.tar && rm -f /root/core-limits.tar")
 
 
 def test_a_users_own_line_after_gpurigs_block_is_an_error(

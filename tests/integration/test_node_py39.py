@@ -27,9 +27,12 @@ from gpurig.sandbox.rootfs import host_name
 SUITE = "bullseye"
 WORK = "/root/gpurig-node-py39"
 SPEC = "/etc/gpurig/node.yaml"
+# A missing package drains (its default is to report: the converge fixes it), so the Prolog's
+# refusal is part of what the hand-made fault shows.
 NODE_SPEC = {"engine": "none", "gpu": "absent", "core_dumps": "enabled",
              "packages": ["curl", "tmux"],
-             "checks": {"disk_free_min": "1m", "inodes_free_min_pct": 1}}  # fmt: skip
+             "checks": {"disk_free_min": "1m", "inodes_free_min_pct": 1},
+             "node_contracts": {"actions": {"packages.missing": "drain"}}}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

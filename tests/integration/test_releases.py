@@ -228,7 +228,9 @@ def test_the_node_contracts_run_where_the_releases_python_can(
         return
     assert re.search(r"^ok\s+os\s+Debian GNU/Linux 13 \(trixie\) \(converged", onboarded, re.M)
     install_gpurig(sandbox, release.podman, same_python=False)
-    spec = {"core_dumps": "disabled", "packages": ["curl", "tmux"], "gpu": "absent"}
+    # A missing package drains here (its default is to report), so the Prolog refuses the job.
+    spec = {"core_dumps": "disabled", "packages": ["curl", "tmux"], "gpu": "absent",
+            "node_contracts": {"actions": {"packages.missing": "drain"}}}  # fmt: skip
     for packages, code, npd in ((["curl", "tmux"], 0, "ok"), (["gpurig-rel-absent"], 1, "")):
         spec["packages"] = packages
         shell.check_output(f"printf %s {shlex.quote(yaml.safe_dump(spec))} > {NODE_SPEC}")

@@ -82,3 +82,14 @@ def test_validate_warns_of_an_absolute_key_path_outside_the_repository(tmp_path:
     key_inventory(tmp_path, str(inside))
     result = CliRunner().invoke(main, ["validate", str(path)], env={"HOME": str(tmp_path)})
     assert (result.exit_code, result.stderr) == (0, "")
+
+
+def test_a_key_many_hosts_share_is_said_once(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.yaml"
+    hosts = "".join(f"  h{i}: {{address: 10.0.0.{i}}}\n" for i in range(1, 4))
+    path.write_text(f"version: 1\ndefaults: {{ssh: {{key: ~/.ssh/gone}}}}\nhosts:\n{hosts}")
+    result = CliRunner().invoke(main, ["validate", str(path)], env={"HOME": str(tmp_path)})
+    assert result.exit_code == 0 and result.stdout == "OK: 3 hosts\n"
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"warning: {path}:4: hosts.h1.ssh.key: no private key file at ")
+    assert line.endswith(" (and 2 other hosts)")

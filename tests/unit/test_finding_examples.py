@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from docs import hooks
 from docs.hooks import _example_lines, findings_reference
 from gpurig.report import explain
 from gpurig.spec.textsafe import visible
@@ -111,12 +112,14 @@ def test_explain_prints_the_example_or_why_there_is_none() -> None:
             assert "none recorded: " in text, finding_id
 
 
-def test_the_catalogue_page_shows_each_example_in_a_code_block() -> None:
-    page = findings_reference()
+def test_each_findings_page_shows_its_example_in_a_code_block() -> None:
+    pages, catalogue = hooks.pages(), findings_reference()
     for finding_id, shown in stored()["examples"].items():
+        page = pages[f"findings/{finding_id}.md"]
         assert f"```text\n{shown['report']}\n```" in page, finding_id
     for finding_id in stored()["none"]:
-        assert f"## {finding_id}\n" in page
+        assert f"\n# {finding_id}\n" in pages[f"findings/{finding_id}.md"]
+        assert f"(../findings/{finding_id}.md)" in catalogue
 
 
 def test_a_backtick_fence_in_an_example_cannot_end_its_code_block() -> None:

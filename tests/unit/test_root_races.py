@@ -266,3 +266,21 @@ def test_each_converge_command_in_a_checkout_walks_it_again(places: dict[str, Pa
     change = Change("repo.crlf", "checkout", "", "", "", data={"path": str(roots)})
     [command] = repos_commands(change)
     assert sh(command, env=TRUSTING).returncode == 0
+
+
+def test_a_cleanup_removes_core_files_in_a_sticky_directory_by_their_owners(
+    places: dict[str, Path],
+):
+    """/tmp's own case: everyone may write it, but each entry is its owner's alone; root's
+    core file goes by root's hand, alice's by hers."""
+    sticky = places["root"].parent / "scratch"
+    sticky.mkdir(mode=0o1777)
+    sticky.chmod(0o1777)
+    (sticky / "core.9").write_bytes(ELF_CORE)
+    (sticky / "core.8").write_bytes(ELF_CORE)
+    os.chown(sticky / "core.8", ALICE, ALICE)
+    files = {f"{sticky}/core.9": 64, f"{sticky}/core.8": 64}
+    change = Change("cleanup.core_files", "core files", "", "", "", data={"files": files})
+    done = sh(cleanup_commands(change))
+    assert done.returncode == 0 and "freed 2 core files" in done.stdout, done.stderr
+    assert list(sticky.iterdir()) == []
