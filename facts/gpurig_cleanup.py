@@ -3,13 +3,13 @@ so the operation can say what it freed and do nothing when nothing is there."""
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Sequence
 from typing import Any
 
 from gpurig.facts.reader import Reader
 from gpurig.facts.round_trip import BOUNDED
+from gpurig.spec.pattern import lazy
 
 TAB = "T=$(printf '\\t')"
 # As root these read places any account writes (/tmp): a FIFO or a leased file swapped in
@@ -33,13 +33,11 @@ RAY_PROCESSES = "[r]ay::|[r]aylet|[g]cs_server"
 # shape this fact prints, and every path only when it is a plain name inside the place it was
 # looked for (no control characters, no `..`, nothing a newline or a tab could have forged).
 _PLAIN = r"[^\x00-\x1f\x7f/]+"
-SESSION = re.compile(rf"/tmp/ray/session_{_PLAIN}")
-CORE_NAME = re.compile(r"core(\.[0-9]+)?")
-FINDER = re.compile(
-    rf"(/{_PLAIN})+/lib/python3[.0-9]*/site-packages/__editable___{_PLAIN}_finder\.py"
-)
-PTH = re.compile(rf"(/{_PLAIN})+/lib/python3[.0-9]*/site-packages/__editable__\.{_PLAIN}\.pth")
-CACHE = re.compile(rf"(/{_PLAIN})*/\.cache/flashinfer")
+SESSION = lazy(rf"/tmp/ray/session_{_PLAIN}")
+CORE_NAME = lazy(r"core(\.[0-9]+)?")
+FINDER = lazy(rf"(/{_PLAIN})+/lib/python3[.0-9]*/site-packages/__editable___{_PLAIN}_finder\.py")
+PTH = lazy(rf"(/{_PLAIN})+/lib/python3[.0-9]*/site-packages/__editable__\.{_PLAIN}\.pth")
+CACHE = lazy(rf"(/{_PLAIN})*/\.cache/flashinfer")
 
 
 def _rows(output: list[str]) -> list[list[str]]:

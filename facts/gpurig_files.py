@@ -10,15 +10,15 @@ secret) are compared by plain sha256.
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Sequence
 from typing import Any
 
 from gpurig.facts.reader import Reader
+from gpurig.spec.pattern import lazy
 from gpurig.spec.user_scope import shell_path
 
-_ROW = re.compile(r"(?P<i>\d+) (?P<sha>[0-9a-f]{64}) (?P<mode>[0-7]{1,4}) (?P<owner>\S+)")
+_ROW = lazy(r"(?P<i>\d+) (?P<sha>[0-9a-f]{64}) (?P<mode>[0-7]{1,4}) (?P<owner>\S+)")
 # RFC 3526, section 3: the 2048-bit MODP group (group 14, as SSH's diffie-hellman-group14 uses
 # it), generator 2. tests/unit/test_code_facts.py compares it with paramiko's copy.
 MODP_2048 = int(
@@ -32,7 +32,7 @@ MODP_2048 = int(
     "3995497CEA956AE515D2261898FA051015728E5A8AACAA68FFFFFFFFFFFFFFFF",
     16,
 )
-_PUBLIC = re.compile(r"public (?P<value>[0-9a-f]{1,512})")
+_PUBLIC = lazy(r"public (?P<value>[0-9a-f]{1,512})")
 NO_PYTHON = "gpurig-no-python3"
 # The system's python3 by its absolute path (a `python3` found on PATH may be another user's),
 # run as root in isolated mode without site (-I -S): nothing from the working directory, the

@@ -6,11 +6,11 @@ gpurig.read.interconnect_parse's, tested on recordings from real machines."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict
 from typing import Any
 
 from gpurig.facts.round_trip import BOUNDED, Sectioned
 from gpurig.read import interconnect_parse
+from gpurig.spec.record import asdict
 
 # A multi-GPU host prints a few thousand lines of `lspci -vvv`; only device, bridge bus range
 # and ACSCtl lines are kept, and at most this many.

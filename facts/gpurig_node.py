@@ -14,9 +14,10 @@ from typing import Any
 from gpurig.facts.round_trip import BOUNDED, EUID, LINES, Sectioned, part_text, section
 from gpurig.facts.safe_path import SAFE_PATH
 from gpurig.read import node_parse
+from gpurig.spec.pattern import lazy
 
 # `df -P`'s line for one file system: name (may hold blanks), four numbers, capacity, mount.
-_DF_LINE = re.compile(r"(?P<fs>.+?)\s+(?P<total>\d+)\s+(?P<used>\d+)\s+(?P<avail>\d+)\s+"
+_DF_LINE = lazy(r"(?P<fs>.+?)\s+(?P<total>\d+)\s+(?P<used>\d+)\s+(?P<avail>\d+)\s+"
                       r"(?P<capacity>\d+%|-)\s+(?P<mount>/.*)")  # fmt: skip
 
 
@@ -204,7 +205,9 @@ while read -r k _ e _; do [ "$k" != Uid: ] || {{ me=$e; break; }}; done </proc/s
 case $me in
   '') ;;
   0) kd=${{GPURIG_RUNTIME_DIR:-/run/gpurig}} ;;
-  *) kd=${{GPURIG_RUNTIME_DIR:-${{XDG_RUNTIME_DIR:+$XDG_RUNTIME_DIR/gpurig}}}} ;;
+  *) if [ -n "${{GPURIG_RUNTIME_DIR:-}}" ]; then kd=$GPURIG_RUNTIME_DIR
+     elif [ -d "${{XDG_RUNTIME_DIR:-/nonexistent}}" ]; then kd=$XDG_RUNTIME_DIR/gpurig
+     else kd=/tmp/podman-run-$me/gpurig; fi ;;
 esac
 read -r up _ </proc/uptime 2>/dev/null && up=${{up%.*}}
 [ -z "$kd" ] || [ "$me" != 0 ] || [ -d "$kd" ] || mkdir -p -m 700 -- "$kd" 2>/dev/null

@@ -7,11 +7,11 @@ gpurig.read.gpu_parse and are tested on recordings from real GPU machines."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict
 from typing import Any, Optional
 
 from gpurig.facts.round_trip import BOUNDED, LINES, Sectioned, part_text
 from gpurig.read import gpu_parse, interconnect_parse
+from gpurig.spec.record import asdict
 
 
 def _tool(tool: str, *args: str) -> str:

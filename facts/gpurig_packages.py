@@ -12,10 +12,11 @@ from typing import Any
 
 from gpurig.facts.reader import Reader
 from gpurig.facts.round_trip import LINES, Sectioned, part_text
+from gpurig.spec.pattern import lazy
 
 # One line of the dpkg-query below: name (with `:arch` where dpkg needs it), version (empty
 # when not installed), db:Status-Abbrev (desired, status, error flag).
-_ROW = re.compile(
+_ROW = lazy(
     r"(?P<name>[a-z0-9][a-z0-9+.-]+(?::[a-z0-9-]+)?)\t"
     r"(?P<version>(?:[0-9]+:)?[0-9][A-Za-z0-9.+~:-]*|)\t"
     r"(?P<status>[uihrp][ncHUFWti][ R]?)"
@@ -61,7 +62,7 @@ class DebStatus(Reader[dict[str, Any]]):
 
 
 # One line of DebProviders' query: a name, then the installed package that provides it.
-_PROVIDED = re.compile(r"(?P<name>[a-z0-9][a-z0-9+.-]+)\tprovided by (?P<by>[a-z0-9][a-z0-9+.-]+)")
+_PROVIDED = lazy(r"(?P<name>[a-z0-9][a-z0-9+.-]+)\tprovided by (?P<by>[a-z0-9][a-z0-9+.-]+)")
 
 
 class DebProviders(Reader[dict[str, str]]):

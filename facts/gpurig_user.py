@@ -11,10 +11,11 @@ from typing import Any
 
 from gpurig.facts.gpurig_cleanup import CoreFiles, RaySessions
 from gpurig.facts.reader import Reader
+from gpurig.spec.pattern import lazy
 from gpurig.spec.user_scope import LOGIN_FILE_SH, RUNTIME_DIR, SERVICE_SH
 
 # A tool name as it may reach `command -v` (the plans name them; nothing from a host).
-_TOOL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+_TOOL = lazy(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
 
 
 class Commands(Reader[dict[str, bool]]):
@@ -125,7 +126,7 @@ class UserPodman(Reader[dict[str, Any]]):
         return found
 
 
-_MARKER = re.compile(r"# (>>>|<<<) gpurig ([a-z_]+)( .*)?")
+_MARKER = lazy(r"# (>>>|<<<) gpurig ([a-z_]+)( .*)?")
 MAX_LINES = 200  # of gpurig's blocks read back: the rest of the file is the user's own
 
 

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from gpurig.facts.reader import Reader
 from gpurig.facts.safe_path import SAFE_PATH
+from gpurig.spec.pattern import lazy
 
 Read = tuple[type[Reader], dict[str, Any]]
 T = TypeVar("T")
@@ -66,7 +67,7 @@ def required_reads(plan: Callable[[Callable[..., Any]], object]) -> list[Read]:
 # No process per section either: a `sed` prefixing each section's lines cost a node contract
 # more than all its tools (it runs at every job start, on every node).
 NONCE = "--gpurig-nonce"
-_NONCE_VALUE = re.compile(r"[0-9a-f-]{32,36}")
+_NONCE_VALUE = lazy(r"[0-9a-f-]{32,36}")
 # Unset first: a value (or an export) from the caller's environment is not this run's.
 START = (
     "unset gpurig_nonce; read -r gpurig_nonce 2>/dev/null </proc/sys/kernel/random/uuid"

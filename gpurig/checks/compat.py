@@ -8,28 +8,26 @@ in `gpurig/data/` (each row names its source), never from this file.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from gpurig.checks.rules import found
 from gpurig.data.tables import table
 from gpurig.spec.finding import Finding
+from gpurig.spec.pattern import lazy
 
 Verdict = Literal["ok", "warn", "fail"]
 IDS = ("compat.kernel_module", "compat.driver_cuda", "compat.torch_arch")
 TORCH = "torch build"  # the subject offline; a host's findings name the container
 DRIVER = "NVIDIA driver"  # the subject of what concerns the driver (gpu_checks' too)
 
-_VERSION_RE = re.compile(r"\d+(?:\.\d+){1,2}")
-_CAPABILITY_RE = re.compile(r"(\d+)\.(\d)")
+_VERSION_RE = lazy(r"\d+(?:\.\d+){1,2}")
+_CAPABILITY_RE = lazy(r"(\d+)\.(\d)")
 # sm_90, sm_120, compute_90, sm_90a, sm_100f: the last digit is the minor capability.
-_TARGET_RE = re.compile(r"(sm|compute)_(\d+)(\d)([af]?)")
+_TARGET_RE = lazy(r"(sm|compute)_(\d+)(\d)([af]?)")
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """A compiled target from `torch.cuda.get_arch_list()`: a cubin (sm_) or PTX (compute_)."""
 
     name: str

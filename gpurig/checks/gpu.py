@@ -28,6 +28,7 @@ from gpurig.facts.gpurig_nvidia import (
 )
 from gpurig.facts.gpurig_units import Units
 from gpurig.spec.finding import Finding
+from gpurig.spec.pattern import lazy
 
 Gpu = Mapping[str, Any]
 Read = Callable[..., Any]
@@ -73,7 +74,7 @@ def _health(health: Gpu) -> list[Gpu]:
 
 # A PCI address as nvidia-smi (8-hex domain, '00000009:01:00.0'), /proc/driver/nvidia and the
 # kernel log (4-hex domain, 'PCI:0009:01:00', with or without the function) print it.
-_PCI_ADDRESS = re.compile(
+_PCI_ADDRESS = lazy(
     r"(?:pci:)?(?:([0-9a-f]{1,8}):)?([0-9a-f]{2}):([0-9a-f]{2})(?:\.[0-7])?", re.IGNORECASE
 )
 

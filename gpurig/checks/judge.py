@@ -9,8 +9,7 @@ never a crash: a CI job must see the whole fleet's report even when one box is d
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpurig.checks import fabric
 from gpurig.checks.all import ODD_OUTPUT, check
@@ -42,8 +41,7 @@ from gpurig.spec.model import normalise, toolkit_wanted
 PROBE_TIMEOUT = 120  # seconds for the whole command; engines and GPUs can be slow to answer
 
 
-@dataclass(frozen=True)
-class Scope:
+class Scope(NamedTuple):
     """Which of drift's reads a run makes: the converge's plans by name, and whether the checks
     look into declared containers (inspect, torch) and environments (imports). The node
     contracts (gpurig/node/modes.py) read less, to finish within their engine's time."""
@@ -128,8 +126,7 @@ def fleet_facts(spec: Mapping[str, Any], read: Any) -> dict[str, Any]:
     return facts
 
 
-@dataclass(frozen=True)
-class Probed:
+class Probed(NamedTuple):
     """One host's state, or the connection error that kept it from being read."""
 
     host: Host

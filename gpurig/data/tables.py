@@ -5,15 +5,15 @@ need not import the drift evaluator and, through it, pyinfra. libyaml's safe loa
 PyYAML has it: the same YAML as `yaml.safe_load`, without the pure-Python parse that cost
 `gpurig compat` most of its run (cuda_drivers.yaml).
 
-Each table's parse is kept beside it in __pycache__ (gpurig.data.kept), named by the YAML's
-content hash: a node contract then loads neither PyYAML nor the parse (a seventh of a Prolog's
-start, benchmarks/node_contracts.py). Only the table's owner writes or trusts a copy; where
-none can be kept, the YAML is parsed each time.
+Each table's parse is kept beside it in __pycache__ (gpurig.data.kept), named by the YAML
+file's identity (inode, size, modification and change times, as Python keys its bytecode by
+the source's time and size; no hash module to load): a node contract then loads neither PyYAML
+nor the parse (a seventh of a Prolog's start, benchmarks/node_contracts.py). Only the table's
+owner writes or trusts a copy; where none can be kept, the YAML is parsed each time.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from functools import cache
 from pathlib import Path
@@ -39,13 +39,12 @@ def table(name: str) -> Any:
 
 def load(source: Path, cache_dir: Path) -> Any:
     """The YAML file `source` parsed, through its copy in `cache_dir` where one is kept."""
-    data = source.read_bytes()
-    name = f"{source.name}.{hashlib.sha256(data).hexdigest()[:32]}"
-    owner = source.stat().st_uid
-    found = kept.read(cache_dir, name, owner)
+    st = source.stat()
+    name = f"{source.name}.{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}-{st.st_ctime_ns:x}"
+    found = kept.read(cache_dir, name, st.st_uid)
     if found is not None:
         return found
-    parsed = _parse(data.decode("utf-8"))
-    if os.geteuid() == owner:
+    parsed = _parse(source.read_text(encoding="utf-8"))
+    if os.geteuid() == st.st_uid:
         kept.keep(cache_dir, name, parsed, f"{source.name}.*")
     return parsed

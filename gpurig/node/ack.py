@@ -18,12 +18,12 @@ import json
 import os
 import stat
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpurig.read.gpu_parse import parse_fallen_off_bus, parse_xid_lines
 from gpurig.read.interconnect_parse import parse_hung_tasks, parse_sxid_lines
+from gpurig.spec.record import asdict
 
 STATE_DIR = Path("/var/lib/gpurig")
 STATE_FILE = "ack.json"
@@ -35,8 +35,7 @@ KERNEL_LOG_IDS = ("gpu.fallen_off_bus", "gpu.hung_task", "gpu.sxid", "gpu.xid")
 FALLEN_XID = 79
 
 
-@dataclass(frozen=True)
-class Ack:
+class Ack(NamedTuple):
     """Per id: the seconds since boot up to which its events are handled, and when (Unix
     time) a person said so; all on boot `boot_id`."""
 
@@ -72,9 +71,9 @@ def latest(log: Mapping[str, Any]) -> dict[str, float]:
 def parse_log(text: str) -> dict[str, Any]:
     """Kernel log text read as the KernelLog read reads it (the same parsers)."""
     return {
-        "xids": [vars(e) for e in parse_xid_lines(text)],
-        "fallen_off_bus": [vars(e) for e in parse_fallen_off_bus(text)],
-        "sxids": [vars(e) for e in parse_sxid_lines(text)],
+        "xids": [asdict(e) for e in parse_xid_lines(text)],
+        "fallen_off_bus": [asdict(e) for e in parse_fallen_off_bus(text)],
+        "sxids": [asdict(e) for e in parse_sxid_lines(text)],
         "hung_tasks": [{"at": t.at} for t in parse_hung_tasks(text)],
     }
 

@@ -22,11 +22,9 @@ on a node's SLURM state; running `scontrol` is gpurig.node.slurm's.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import cache
-from typing import Literal, Optional
+from typing import Literal, NamedTuple, Optional
 
 from gpurig.checks.all import CHECK_IDS
 from gpurig.data.tables import table
@@ -35,6 +33,7 @@ from gpurig.plans import CHANGE_IDS, PLANS
 from gpurig.report.node_actions import CONNECT_CHECKS, UNCHECKED, NodeAction, Policy
 from gpurig.report.render import HostReport
 from gpurig.spec.finding import Finding
+from gpurig.spec.pattern import lazy
 
 Verdict = Literal["ok", "problem", "unknown"]
 
@@ -53,8 +52,7 @@ CONTAINER_CHECKS = frozenset(
 IMPORT_CHECKS = frozenset({"env.imports", "env.imports_unchecked"})
 
 
-@dataclass(frozen=True)
-class Mode:
+class Mode(NamedTuple):
     """One contract: its time (whole run, and the read within it) and what it reads."""
 
     name: str
@@ -186,7 +184,7 @@ def drain_reason(ids: Sequence[str]) -> str:
     return REASON_PREFIX + summary(ids, REASON_LENGTH - len(REASON_PREFIX))
 
 
-_REASON_ID = re.compile(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+")
+_REASON_ID = lazy(r"[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)+")
 
 
 def reason_ids(reason: str | None) -> frozenset[str] | None:
@@ -197,8 +195,7 @@ def reason_ids(reason: str | None) -> frozenset[str] | None:
     return frozenset(w for w in words if _REASON_ID.fullmatch(w))
 
 
-@dataclass(frozen=True)
-class NodeState:
+class NodeState(NamedTuple):
     """A node as `scontrol show node --oneliner` prints it: its state flags and reason."""
 
     name: str
@@ -219,11 +216,11 @@ class NodeState:
         return Held(self.name, self.partitions, reason_ids(self.reason) if ours else None)
 
 
-_NODE = re.compile(r"NodeName=(\S+) ")
-_STATE = re.compile(r" State=([A-Z_+*]+) ")
+_NODE = lazy(r"NodeName=(\S+) ")
+_STATE = lazy(r" State=([A-Z_+*]+) ")
 # The reason, then slurmctld's ` [user@time]`; the reason itself may hold spaces and brackets.
-_REASON = re.compile(r" Reason=(.*?) \[[A-Za-z0-9._-]+@[0-9T:-]+\]")
-_PARTITIONS = re.compile(r" Partitions=(\S+)")
+_REASON = lazy(r" Reason=(.*?) \[[A-Za-z0-9._-]+@[0-9T:-]+\]")
+_PARTITIONS = lazy(r" Partitions=(\S+)")
 
 
 def parse_nodes(text: str) -> list[NodeState]:

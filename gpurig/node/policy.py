@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from gpurig.report.node_actions import Policy
 from gpurig.report.render import HostReport
@@ -26,7 +26,7 @@ def governed(report: HostReport, pol: Policy, never_off: frozenset[str]) -> Host
     """The report without the findings whose action is `off`; `never_off`: ids that say the
     node was not read or judged, which no policy hides."""
     kept = [f for f in report.findings if f.id in never_off or pol.of(f.ids) != "off"]
-    return replace(report, findings=kept)
+    return report._replace(findings=kept)
 
 
 def budget_nodes(max_drained: int | str, total: int) -> int:
@@ -38,8 +38,7 @@ def budget_nodes(max_drained: int | str, total: int) -> int:
     return max_drained
 
 
-@dataclass(frozen=True)
-class Held:
+class Held(NamedTuple):
     """A node of the cluster as the budget sees it: its partitions, and the ids of gpurig's
     reason where gpurig holds it drained or down (None where it does not)."""
 

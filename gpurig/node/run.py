@@ -12,7 +12,6 @@ import sys
 import syslog
 import time
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Literal, TextIO
 
@@ -122,7 +121,7 @@ def acknowledged(probed: Probed, limits: Mapping[str, float]) -> Probed:
     log = (probed.state or {}).get(key)
     if not limits or not isinstance(log, dict):
         return probed
-    return replace(probed, state={**(probed.state or {}), key: acks.unacknowledged(log, limits)})
+    return probed._replace(state={**(probed.state or {}), key: acks.unacknowledged(log, limits)})
 
 
 def _reported(report: HostReport, pol: Policy) -> str:

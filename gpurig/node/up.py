@@ -21,8 +21,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpurig import DEPLOY_ROOT
 from gpurig.checks.judge import Probed, report
@@ -44,8 +43,7 @@ class UpError(Exception):
     """The node cannot serve the job; str() is the one-line reason."""
 
 
-@dataclass(frozen=True)
-class Ready:
+class Ready(NamedTuple):
     """What `up` found once done: the shell lines for the job, and the report."""
 
     exports: list[str]
@@ -119,8 +117,7 @@ def node_lock(spec: Mapping[str, Any], wait: float = LOCK_WAIT) -> Iterator[None
         held.wait()
 
 
-@dataclass(frozen=True)
-class Failed:
+class Failed(NamedTuple):
     """How a converge failed: the first error it gave, and whether that was a plan's refusal
     (which the read after it reports in drift's words) rather than a failed command."""
 

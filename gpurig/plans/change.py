@@ -3,16 +3,14 @@ drift check reports it. One type for both, so they cannot disagree (DESIGN: one 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from gpurig.spec.finding import Difference, Finding, Severity
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     """One difference: a stable id, what was expected and found, what the converge does.
 
     `subject` is the thing that differs (`container train`, a file, a checkout, a unit) and
@@ -30,7 +28,7 @@ class Change:
     severity: Severity = "error"
     refused: bool = False
     field: str = ""
-    data: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    data: Mapping[str, Any] = MappingProxyType({})
 
     @property
     def what(self) -> str:

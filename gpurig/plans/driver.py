@@ -6,7 +6,6 @@ needs a reboot, which is the user's call, not the converge's."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from fnmatch import fnmatchcase
 from typing import Any
@@ -16,11 +15,12 @@ from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.gpurig_packages import DriverPackages
 from gpurig.plans.change import Change
 from gpurig.plans.files import managed
+from gpurig.spec.pattern import lazy
 from gpurig.spec.user_scope import is_user
 
 UNATTENDED = "/etc/apt/apt.conf.d/99gpurig-nvidia-driver"
 # What a host-provided name must look like before it reaches a command line.
-PACKAGE_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+(:[a-z0-9-]+)?")
+PACKAGE_NAME = lazy(r"[a-z0-9][a-z0-9+.-]+(:[a-z0-9-]+)?")
 REMEDY = (
     "install the NVIDIA driver {v} yourself (with the packages of your distribution or NVIDIA's "
     "repository) and reboot: gpurig never installs or replaces a kernel driver, which would "

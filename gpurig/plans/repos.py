@@ -5,18 +5,18 @@ with `rm -rf`; here a dirty, diverged or foreign directory is refused, naming wh
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from gpurig.facts.gpurig_repo import LF_ATTRIBUTES, RepoState
 from gpurig.plans.change import Change
 from gpurig.plans.packages import missing
+from gpurig.spec.pattern import lazy
 from gpurig.spec.redact import redacted
 from gpurig.spec.user_scope import is_user
 
 # An http(s) URL's userinfo (RFC 3986 3.2.1), which git sends as the HTTP credential.
-_HTTP_USERINFO = re.compile(r"(?P<scheme>https?://)(?P<info>[^/?#@]+)@(?P<host>[^/?#]*)")
+_HTTP_USERINFO = lazy(r"(?P<scheme>https?://)(?P<info>[^/?#@]+)@(?P<host>[^/?#]*)")
 
 
 def split_credential(url: str) -> tuple[str, str | None]:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from gpurig.spec.pattern import lazy
+
 # The counters a port's health is judged by (the error counters of the IB PortCounters
 # attribute the kernel exposes under ports/N/counters/).
 COUNTERS = (
@@ -31,8 +33,8 @@ NET_FILES = ("mtu", "operstate")
 # An RDMA device's name (IB_DEVICE_NAME_MAX is 64: mlx5_0, irdma0, hfi1_0, rxe_eth0) and a
 # network interface's (IFNAMSIZ less the NUL: 15 bytes; the kernel refuses '/', ':' and white
 # space, gpurig keeps to the characters real names use).
-HCA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-IFNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,14}")
+HCA_NAME = lazy(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+IFNAME = lazy(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,14}")
 _IB = r"/sys/class/infiniband/(?P<hca>[^/]+)"
 _PORT = _IB + r"/ports/(?P<port>[0-9]{1,3})"
 
@@ -42,27 +44,25 @@ def _one_of(names: tuple[str, ...]) -> str:
 
 
 _PATHS = (
-    ("device", re.compile(rf"{_IB}/{_one_of(DEVICE_FILES)}")),
-    ("port", re.compile(rf"{_PORT}/{_one_of(PORT_FILES)}")),
-    ("counter", re.compile(rf"{_PORT}/counters/{_one_of(COUNTERS)}")),
-    ("netdev", re.compile(rf"{_IB}/device/net/(?P<ifname>[^/]+)")),
-    ("net", re.compile(rf"/sys/class/net/(?P<ifname>[^/]+)/{_one_of(NET_FILES)}")),
+    ("device", lazy(rf"{_IB}/{_one_of(DEVICE_FILES)}")),
+    ("port", lazy(rf"{_PORT}/{_one_of(PORT_FILES)}")),
+    ("counter", lazy(rf"{_PORT}/counters/{_one_of(COUNTERS)}")),
+    ("netdev", lazy(rf"{_IB}/device/net/(?P<ifname>[^/]+)")),
+    ("net", lazy(rf"/sys/class/net/(?P<ifname>[^/]+)/{_one_of(NET_FILES)}")),
 )
 # `N: NAME` (state_show, phys_state_show), `R Gb/sec (WX SPEED)` (rate_show; the speed is
 # absent for SDR), a PMA counter or the kernel's `N/A (no PMA)`.
-_STATE = re.compile(r"[0-9]{1,2}: (?P<name>[A-Z_]+)")
-_PHYS_STATE = re.compile(r"[0-9]{1,2}: (?P<name>[A-Za-z <>]{1,40})")
-_RATE = re.compile(
-    r"(?P<gbps>[0-9]{1,5}(?:\.5)?) Gb/sec \((?P<width>[0-9]{1,2})X(?: [A-Z0-9]{2,6})?\)"
-)
+_STATE = lazy(r"[0-9]{1,2}: (?P<name>[A-Z_]+)")
+_PHYS_STATE = lazy(r"[0-9]{1,2}: (?P<name>[A-Za-z <>]{1,40})")
+_RATE = lazy(r"(?P<gbps>[0-9]{1,5}(?:\.5)?) Gb/sec \((?P<width>[0-9]{1,2})X(?: [A-Z0-9]{2,6})?\)")
 _NO_PMA = "N/A (no PMA)"
-_COUNT = re.compile(r"[0-9]{1,20}")
+_COUNT = lazy(r"[0-9]{1,20}")
 _LINK_LAYERS = ("InfiniBand", "Ethernet", "Unknown")
 # operstate_show: RFC 2863's operational states (net/core/net-sysfs.c).
-_OPERSTATE = re.compile("unknown|notpresent|down|lowerlayerdown|testing|dormant|up")
+_OPERSTATE = lazy("unknown|notpresent|down|lowerlayerdown|testing|dormant|up")
 # What a firmware version, HCA type or board id may hold (mlx5's fw_ver `28.39.1002`, hca_type
 # `MT4123`, board_id `MT_0000000223`; hfi1's board_id is a sentence).
-_TEXT = re.compile(r"[A-Za-z0-9 _.,:()+/-]{1,128}")
+_TEXT = lazy(r"[A-Za-z0-9 _.,:()+/-]{1,128}")
 _VALUE_MAX = 256
 
 

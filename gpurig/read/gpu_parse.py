@@ -5,13 +5,12 @@ from real machines (tests/fixtures/gpu) where CI has no GPU.
 
 from __future__ import annotations
 
-import ast
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpurig.data.tables import table
+from gpurig.spec.pattern import lazy
 
 if TYPE_CHECKING:
     import xml.etree.ElementTree as ET
@@ -48,19 +47,17 @@ QUERY_GPU_COMMAND = (
 _NA = {"[N/A]", "N/A", "[Not Supported]"}
 # A header cell: a field name, optionally with its unit ('memory.used [MiB]'); values never
 # look like this (they start with a digit, a capital, '[' or are empty).
-_FIELD_RE = re.compile(r"[a-z][A-Za-z0-9_.]*(?: \[.+\])?")
+_FIELD_RE = lazy(r"[a-z][A-Za-z0-9_.]*(?: \[.+\])?")
 
 
-@dataclass(frozen=True)
-class KernelModule:
+class KernelModule(NamedTuple):
     """The loaded NVIDIA kernel module: its version and whether it is the open one."""
 
     version: str
     open: bool
 
 
-@dataclass(frozen=True)
-class SmiVersion:
+class SmiVersion(NamedTuple):
     """`nvidia-smi --version`: 610+ drivers call the driver 'KMD' and the CUDA 'CUDA UMD'."""
 
     smi: str
@@ -69,8 +66,7 @@ class SmiVersion:
     cuda: str
 
 
-@dataclass(frozen=True)
-class SmiHeader:
+class SmiHeader(NamedTuple):
     """Versions in the banner of nvidia-smi's default table."""
 
     smi: str
@@ -78,8 +74,7 @@ class SmiHeader:
     cuda: str
 
 
-@dataclass(frozen=True)
-class XidEvent:
+class XidEvent(NamedTuple):
     """One `NVRM: Xid` kernel log line; `at`: its seconds since boot where the line says them
     (dmesg's `[ 1234.567890]`), which an acknowledgement compares with."""
 
@@ -90,7 +85,7 @@ class XidEvent:
 
 
 # dmesg's own prefix: seconds since boot (the kernel's clock), e.g. '[ 1234.567890] '.
-_STAMP_RE = re.compile(r"^\[\s*(\d+\.\d+)\]")
+_STAMP_RE = lazy(r"^\[\s*(\d+\.\d+)\]")
 
 
 def kernel_stamp(line: str) -> float | None:
@@ -100,8 +95,7 @@ def kernel_stamp(line: str) -> float | None:
     return float(match[1]) if match else None
 
 
-@dataclass(frozen=True)
-class TorchCapabilityWarning:
+class TorchCapabilityWarning(NamedTuple):
     """torch's warning that its build has no kernels for a GPU, in any of its wordings: the GPU,
     its capability ('sm_120'), the build's capabilities where listed, and where a wording gives
     them as a range instead, (minimum, maximum or None)."""
@@ -215,7 +209,7 @@ def parse_nvml_mismatch(text: str) -> str | None:
 
 
 # What nvidia-smi prints instead of any report when it cannot reach the driver.
-_SMI_FAILED = re.compile(
+_SMI_FAILED = lazy(
     r"^(Failed to initialize NVML|NVIDIA-SMI has failed|No devices were found)", re.M
 )
 
@@ -250,7 +244,7 @@ def parse_throttle_reasons(xml_text: str) -> dict[str, list[str]]:
 
 
 # Current drivers write 'Xid (PCI:0000:97:00): 45, ...'; legacy ones 'Xid (0000:01:00): 3, ...'.
-_XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d+), (?P<msg>.*)$")
+_XID_RE = lazy(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d+), (?P<msg>.*)$")
 
 
 def parse_xid_lines(text: str) -> list[XidEvent]:
@@ -267,6 +261,8 @@ def parse_xid_lines(text: str) -> list[XidEvent]:
 
 def parse_torch_arch_list(text: str) -> list[str]:
     """Parse `print(torch.cuda.get_arch_list())` output (a Python list repr)."""
+    import ast  # here, not at import: the node contracts load this module and never need it
+
     for line in reversed(text.splitlines()):
         if line.strip().startswith("["):
             value = ast.literal_eval(line.strip())
@@ -372,8 +368,7 @@ def parse_ecc_uncorrectable(xml_text: str) -> dict[str, int | None]:
 # --- Health fields of `nvidia-smi -q` (text) and `-q -x` (XML) -------------------------------
 
 
-@dataclass(frozen=True)
-class GpuHealth:
+class GpuHealth(NamedTuple):
     """One GPU's health fields, read alike from `nvidia-smi -q -x` and from `nvidia-smi -q`.
 
     None means the field is absent or N/A on this GPU or driver (no ECC, no row remapper, an
@@ -476,7 +471,7 @@ _BOOLS |= {"remap_failure": "Yes"}
 _INTS = {"pcie_gen_current", "pcie_gen_max", "pcie_width_current", "pcie_width_max"}
 _INTS |= {"remap_uncorrectable", "temp_c", "temp_slowdown_c", "tlimit_margin_c"}
 _FLOATS = {"power_limit_w", "default_power_limit_w"}
-_NUMBER_RE = re.compile(r"(-?\d+(?:\.\d+)?)\s*(?:x|C|W)?")
+_NUMBER_RE = lazy(r"(-?\d+(?:\.\d+)?)\s*(?:x|C|W)?")
 
 
 def _typed(field: str, value: str | None) -> Any:
@@ -569,15 +564,14 @@ MIG_PROFILE = (
     r"(?:[+-][a-z][a-z0-9.]{0,15}(?:,[a-z][a-z0-9.]{0,15}){0,3})?"
 )
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-_LIST_GPU_RE = re.compile(rf"GPU (\d+): (.{{1,96}}?) \(UUID: (GPU-{_UUID})\)")
+_LIST_GPU_RE = lazy(rf"GPU (\d+): (.{{1,96}}?) \(UUID: (GPU-{_UUID})\)")
 # 470+ drivers name a MIG device MIG-<uuid>; 450/460 named it MIG-GPU-<parent uuid>/<GI>/<CI>.
-_LIST_MIG_RE = re.compile(
+_LIST_MIG_RE = lazy(
     rf"\s+MIG ({MIG_PROFILE})\s+Device\s+(\d+): \(UUID: (MIG-{_UUID}|MIG-(GPU-{_UUID})/\d+/\d+)\)"
 )
 
 
-@dataclass(frozen=True)
-class MigDevice:
+class MigDevice(NamedTuple):
     """One MIG device (a slice) as `nvidia-smi -L` lists it under its GPU."""
 
     index: int
@@ -585,8 +579,7 @@ class MigDevice:
     uuid: str
 
 
-@dataclass(frozen=True)
-class ListedGpu:
+class ListedGpu(NamedTuple):
     """One GPU line of `nvidia-smi -L` and the MIG devices listed under it."""
 
     index: int
@@ -619,8 +612,7 @@ def parse_smi_list(text: str) -> list[ListedGpu]:
 # --- NVLink, kernel GPU events, compute processes -----------------------------------------------
 
 
-@dataclass(frozen=True)
-class NvlinkGpu:
+class NvlinkGpu(NamedTuple):
     """`nvidia-smi nvlink -s` for one GPU: its links and which of them are down."""
 
     index: int
@@ -645,8 +637,7 @@ def parse_nvlink_status(text: str) -> list[NvlinkGpu]:
     return gpus
 
 
-@dataclass(frozen=True)
-class FallenOffBus:
+class FallenOffBus(NamedTuple):
     """A kernel message that a GPU has fallen off the bus, with or without an Xid 79."""
 
     pci: str
@@ -658,8 +649,8 @@ class FallenOffBus:
 # 'NVRM: GPU at 0000:01:00.0 has fallen off the bus.' and the probe-time message whose PCI
 # address sits on an earlier line ('NVRM: The NVIDIA GPU 0000:b3:00.0' ... 'fallen off the bus').
 _PCI = r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
-_FALLEN_RE = re.compile(rf"NVRM: GPU (?:at )?{_PCI}:? (?:GPU )?has fallen off")
-_PROBE_GPU_RE = re.compile(rf"NVRM: The NVIDIA GPU {_PCI}")
+_FALLEN_RE = lazy(rf"NVRM: GPU (?:at )?{_PCI}:? (?:GPU )?has fallen off")
+_PROBE_GPU_RE = lazy(rf"NVRM: The NVIDIA GPU {_PCI}")
 
 
 def parse_fallen_off_bus(text: str) -> list[FallenOffBus]:
@@ -702,7 +693,7 @@ def parse_compute_apps(text: str) -> list[dict[str, Any]] | None:
 
 
 # A debug line `nvidia-container-cli -d` interleaves with the report ('I0114 04:33:38.55 ...').
-_CLI_DEBUG_RE = re.compile(r"[IWEF]\d{4} ")
+_CLI_DEBUG_RE = lazy(r"[IWEF]\d{4} ")
 _CLI_DEVICE_FIELDS = {"Model", "GPU UUID", "Bus Location", "Architecture"}
 
 

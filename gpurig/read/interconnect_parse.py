@@ -7,15 +7,15 @@ markers they match by live in gpurig/data/interconnect.yaml with their sources.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from functools import cache
+from typing import NamedTuple
 
 from gpurig.data.tables import table
 from gpurig.read.gpu_parse import kernel_stamp
+from gpurig.spec.pattern import lazy
 
 
-@dataclass(frozen=True)
-class SxidEvent:
+class SxidEvent(NamedTuple):
     """One `nvidia-nvswitchN: SXid (PCI:...): CODE, ...` kernel log line."""
 
     sxid: int
@@ -27,7 +27,7 @@ class SxidEvent:
 
 # 'nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM Fault Up'; one event
 # logs several lines with one code (its severity, engine instance and data words).
-_SXID_RE = re.compile(
+_SXID_RE = lazy(
     r"(?P<switch>nvidia-nvswitch\d+): SXid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): "
     r"(?P<sxid>\d+), (?P<msg>.*)$"
 )
@@ -50,15 +50,14 @@ def sxid_severity_word(message: str) -> str | None:
     return word if word in ("Fatal", "Non-fatal") else None
 
 
-@dataclass(frozen=True)
-class HungTask:
+class HungTask(NamedTuple):
     """One khungtaskd report: the task, its pid, how long it was blocked, and the report's
     lines (the message, its state and call trace) as logged."""
 
     task: str
     pid: int
     seconds: int
-    lines: list[str] = field(default_factory=list)
+    lines: list[str]
     at: float | None = None  # seconds since boot of its first line (gpu_parse.kernel_stamp)
 
     @property
@@ -77,9 +76,7 @@ def _gpu_markers() -> re.Pattern[str]:
 
 
 # 'INFO: task nvc:[driver]:5403 blocked for more than 120 seconds.' (a task name may hold ':').
-_HUNG_RE = re.compile(
-    r"INFO: task (?P<task>.+):(?P<pid>\d+) blocked for more than (?P<s>\d+) seconds"
-)
+_HUNG_RE = lazy(r"INFO: task (?P<task>.+):(?P<pid>\d+) blocked for more than (?P<s>\d+) seconds")
 # The same line as a sed basic regular expression, for the kernel-log read's filter.
 HUNG_TASK_SED = "INFO: task .* blocked for more than"
 
@@ -107,8 +104,7 @@ def parse_hung_tasks(text: str) -> list[HungTask]:
     return tasks
 
 
-@dataclass(frozen=True)
-class AcsControl:
+class AcsControl(NamedTuple):
     """One `ACSCtl:` line of `lspci -vvv`: the device it belongs to (its header line, None when
     the text has only the ACSCtl lines, as `lspci -vvv | grep ACSCtl` prints them), which
     controls are on, and the GPUs and RDMA NICs on the buses below it (its `Bus:` line's
@@ -121,13 +117,13 @@ class AcsControl:
 
 # A device's header line starts at the first column: '0000:03:00.0 PCI bridge: ...' (with -D)
 # or '03:00.0 PCI bridge: ...'; everything of that device is indented below it.
-_DEVICE_RE = re.compile(
+_DEVICE_RE = lazy(
     r"(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2}):[0-9a-fA-F]{2}\.[0-7] (?P<what>\S.*)"
 )
-_ACSCTL_RE = re.compile(r"^\s+ACSCtl:\s*(?P<flags>.*)$")
+_ACSCTL_RE = lazy(r"^\s+ACSCtl:\s*(?P<flags>.*)$")
 # A bridge's buses (pciutils lspci.c show_htype1/2): '\tBus: primary=00, secondary=01,
 # subordinate=04, sec-latency=0'.
-_BUS_RE = re.compile(r"^\s+Bus: primary=[0-9a-fA-F]+, secondary=(?P<sec>[0-9a-fA-F]+), "
+_BUS_RE = lazy(r"^\s+Bus: primary=[0-9a-fA-F]+, secondary=(?P<sec>[0-9a-fA-F]+), "
                      r"subordinate=(?P<sub>[0-9a-fA-F]+)")  # fmt: skip
 
 

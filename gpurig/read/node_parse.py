@@ -13,9 +13,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-_COUNT = re.compile(r"[0-9]+")
+from gpurig.spec.pattern import lazy
+
+_COUNT = lazy(r"[0-9]+")
 # A top-level module name: what a spec's `imports` may hold and what reaches the host's python.
-MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MODULE_NAME = lazy(r"[A-Za-z_][A-Za-z0-9_]*")
 _KB = 1024
 
 

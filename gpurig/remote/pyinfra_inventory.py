@@ -11,7 +11,6 @@ import hashlib
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from gpurig.spec.inventory import (
     SshSettings,
     load_inventory,
 )
+from gpurig.spec.record import asdict
 from gpurig.spec.user_scope import is_user
 
 ENV_VAR = "GPURIG_INVENTORY"

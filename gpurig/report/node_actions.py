@@ -10,8 +10,7 @@ family's (`gpu.*`: every id of that first word).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from gpurig.data.tables import table
 from gpurig.report import textfile
@@ -33,8 +32,7 @@ def governed_ids() -> tuple[str, ...]:
     return tuple(sorted(set(textfile.known_ids()) - UNCHECKED - CONNECT_CHECKS))
 
 
-@dataclass(frozen=True)
-class Policy:
+class Policy(NamedTuple):
     """The spec's actions over the defaults, and the drain budget (gpurig.node.policy)."""
 
     declared: Mapping[str, NodeAction]

@@ -13,27 +13,26 @@ only what XML 1.0 can hold; JSON escapes by itself).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from gpurig.spec.finding import ACTIONS, Finding, as_dict
+from gpurig.spec.pattern import lazy
 from gpurig.spec.textsafe import visible
 
 _COLOURS = {"error": "\033[31m", "warn": "\033[33m", "ok": "\033[32m"}
 _RESET = "\033[0m"
 
 
-@dataclass(frozen=True)
-class HostReport:
+class HostReport(NamedTuple):
     """One host's outcome: reachable or not, and its findings."""
 
     name: str
     reachable: bool
-    findings: list[Finding] = field(default_factory=list)
+    findings: Sequence[Finding] = ()
     # What must match across a multi-node job (driver, CUDA, kernel, toolkit, images, code).
-    facts: Mapping[str, Any] = field(default_factory=dict)
+    facts: Mapping[str, Any] = MappingProxyType({})
 
     @property
     def failed(self) -> bool:
@@ -192,9 +191,9 @@ def _xml(text: str) -> str:
 
 
 # Markdown syntax and HTML a finding could use to become a link, markup or another cell.
-_MARKDOWN = re.compile(r"[\\`*_{}\[\]()#+!|~<>&]")
+_MARKDOWN = lazy(r"[\\`*_{}\[\]()#+!|~<>&]")
 _ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
-_IDENTIFIER = re.compile(r"[A-Za-z0-9_.:/@+=-]+")
+_IDENTIFIER = lazy(r"[A-Za-z0-9_.:/@+=-]+")
 
 
 def _cell(text: str) -> str:

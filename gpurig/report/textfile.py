@@ -24,9 +24,8 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import get_args
+from typing import NamedTuple, get_args
 
 from gpurig import __version__
 from gpurig.checks.all import CHECK_IDS
@@ -47,8 +46,7 @@ UNCHECKED = frozenset(
 Labels = Mapping[str, str]
 
 
-@dataclass(frozen=True)
-class Family:
+class Family(NamedTuple):
     """One metric: its name, HELP text and samples (labels, value), all of type gauge."""
 
     name: str

@@ -8,12 +8,11 @@ names and uint64 'unlimited'). Spec defaults come from gpurig.spec.model (applie
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
+from gpurig.spec.pattern import lazy
 from gpurig.spec.redact import redacted
 from gpurig.spec.units import format_size, parse_size
 
@@ -21,11 +20,10 @@ Inspect = Mapping[str, Any]
 
 # The kernel's RLIM_INFINITY as Podman prints it (uint64), and as Docker prints it.
 _UNLIMITED = {2**64 - 1, 2**63 - 1, -1}
-_CDI_GPU = re.compile(r"nvidia\.com/gpu=(\w+)")
+_CDI_GPU = lazy(r"nvidia\.com/gpu=(\w+)")
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(NamedTuple):
     """One declared key: how the spec's value reads, how inspect's reads, how `run` sets it,
     and how a report shows either value (sizes in binary units, limits as soft:hard, env as
     KEY=value with credentials redacted, lists joined)."""
@@ -37,8 +35,7 @@ class Field:
     shown: Callable[[Any], str] = str
 
 
-@dataclass(frozen=True)
-class FieldDiff:
+class FieldDiff(NamedTuple):
     """One declared field whose running value differs; values rendered for a report."""
 
     field: str
@@ -315,8 +312,7 @@ def run_argv(engine: str, name: str, spec: Mapping[str, Any], env_file: str) -> 
 DOCKER_HUB = "registry-1.docker.io"
 
 
-@dataclass(frozen=True)
-class ImageRef:
+class ImageRef(NamedTuple):
     """Where an image lives: registry host[:port], repository path and tag."""
 
     registry: str

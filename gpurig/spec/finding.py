@@ -8,8 +8,7 @@ The record sits below the plans and the checks that both make it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 Severity = Literal["error", "warn"]
 # What the converge does about it: makes it right ("converge"), will not without an opt-in or
@@ -23,8 +22,7 @@ ACTIONS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class Difference:
+class Difference(NamedTuple):
     """One field of the subject that is not as declared, both values as a person reads them;
     `id` is the converge's own id for that change (`container.shm_size`), where it has one."""
 
@@ -34,8 +32,7 @@ class Difference:
     id: str = ""
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """One broken or risky thing on a host, with what was expected and how to fix it."""
 
     id: str
@@ -69,5 +66,5 @@ def as_dict(finding: Finding) -> dict[str, Any]:
         row["remediation"] = finding.remediation
     row["subject"] = finding.subject
     row["action"] = finding.action
-    row["differences"] = [vars(d) for d in finding.differences]
+    row["differences"] = [d._asdict() for d in finding.differences]
     return row

@@ -12,15 +12,15 @@ import base64
 import hashlib
 import re
 
+from gpurig.spec.pattern import lazy
+
 # What paramiko (BadHostKeyException) and pyinfra (its ConnectError, its CLI log) say.
-_MISMATCH = re.compile(r"SSH host key error|Host key for (server )?\S+ does not match")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_CLI_LINE = re.compile(
-    r"^[ \t]*\[(?P<name>[^\]\s]+)\]\s+(?P<error>SSH host key error.*)$", re.MULTILINE
-)
+_MISMATCH = lazy(r"SSH host key error|Host key for (server )?\S+ does not match")
+_ANSI = lazy(r"\x1b\[[0-9;]*m")
+_CLI_LINE = lazy(r"^[ \t]*\[(?P<name>[^\]\s]+)\]\s+(?P<error>SSH host key error.*)$", re.MULTILINE)
 # What gpurig.remote.jump says when the login node's key is not the pinned one
 # (see jump_key_refusal).
-_JUMP_REFUSAL = re.compile(r"login node (?P<endpoint>\S+) \(ssh\.jump\): host key does not match")
+_JUMP_REFUSAL = lazy(r"login node (?P<endpoint>\S+) \(ssh\.jump\): host key does not match")
 
 
 # What follows the type name in each key type's public blob, every field an SSH string

@@ -10,10 +10,9 @@ import json
 import math
 import re
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from functools import cache, reduce
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpurig import DEPLOY_ROOT
 from gpurig.spec.hostkeys import key_problem
@@ -48,8 +47,7 @@ _TYPE_NAMES = {
 KeyPath = tuple[Any, ...]  # mapping keys (str, or whatever YAML gave) and list indices
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     """One reason an inventory is refused, pointing at the line to edit."""
 
     file: str
@@ -72,8 +70,7 @@ class InventoryError(Exception):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
-@dataclass(frozen=True)
-class Jump:
+class Jump(NamedTuple):
     """The login node a host is reached through (`ssh.jump`); its host key is always pinned.
     `user` and `key` are the host's own unless the jump names others (applied at load)."""
 
@@ -84,8 +81,7 @@ class Jump:
     key: str | None = None
 
 
-@dataclass(frozen=True)
-class SshSettings:
+class SshSettings(NamedTuple):
     """How to reach a host; host keys are always checked (see pyinfra_inventory)."""
 
     port: int = 22
@@ -96,8 +92,7 @@ class SshSettings:
     jump: Jump | None = None
 
 
-@dataclass(frozen=True)
-class Host:
+class Host(NamedTuple):
     """One host after merging defaults, its groups and its own entry."""
 
     name: str
@@ -109,8 +104,7 @@ class Host:
     line: int
 
 
-@dataclass(frozen=True)
-class Inventory:
+class Inventory(NamedTuple):
     """Hosts in file order, across every file loaded."""
 
     hosts: tuple[Host, ...]

@@ -15,15 +15,16 @@ from functools import cache
 from typing import Any
 
 from gpurig.data.tables import table
+from gpurig.spec.pattern import lazy
 
 REDACTED = "<redacted>"
 # scheme://userinfo@ (RFC 3986 3.2.1): the password after the user's ':', or the whole userinfo
 # when it is one word (a token as the user: https://ghp_...@github.com).
-_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/?#@\s]*)@")
-_QUERY = re.compile(r"(?P<head>[?&;](?P<name>[^=&;#\s]+)=)(?P<value>[^&;#\s]*)")
-_WORD = re.compile(r"[A-Za-z0-9+/=_.~-]+")
-_OPTION = re.compile(r"-{0,2}[A-Za-z][A-Za-z0-9_.-]*")  # `--api-key` of `--api-key=...`
-_HEX = re.compile(r"[0-9a-fA-F]+")
+_USERINFO = lazy(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/?#@\s]*)@")
+_QUERY = lazy(r"(?P<head>[?&;](?P<name>[^=&;#\s]+)=)(?P<value>[^&;#\s]*)")
+_WORD = lazy(r"[A-Za-z0-9+/=_.~-]+")
+_OPTION = lazy(r"-{0,2}[A-Za-z][A-Za-z0-9_.-]*")  # `--api-key` of `--api-key=...`
+_HEX = lazy(r"[0-9a-fA-F]+")
 
 
 @cache

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +22,23 @@ def directory() -> Path | None:
     """As root, GPURIG_RUNTIME_DIR counts only where root alone can change it and every
     directory on its way (gpurig.safe_path), and as the path that was walked: what root keeps
     there is run (the read started ahead) and trusted at the next job start; elsewhere
-    nothing is kept."""
+    nothing is kept. Another account's: $XDG_RUNTIME_DIR/gpurig where that directory exists;
+    else (a SLURM job carries the login node's XDG_RUNTIME_DIR to a node that has none) in
+    Podman's runtime directory for such an account, /tmp/podman-run-UID, as user scope's own
+    converge uses it (gpurig.spec.user_scope); a copy is then read only where its directory is
+    the account's own, in a directory of its own (gpurig.data.kept)."""
     explicit = os.environ.get("GPURIG_RUNTIME_DIR")
-    if explicit and os.geteuid() == 0:
+    uid = os.geteuid()
+    if explicit and uid == 0:
         walked = walk(explicit)
         return Path(walked.checked) if walked.root_only else None
     if explicit:
         return Path(explicit)
-    if os.geteuid() == 0:
+    if uid == 0:
         return Path("/run/gpurig")
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    return Path(runtime, "gpurig") if runtime else None
+    parent = Path(runtime) if runtime and os.path.isdir(runtime) else Path(f"/tmp/podman-run-{uid}")
+    return parent / "gpurig" if kept_copy.trusted(parent, uid, stat.S_IFDIR) else None
 
 
 def named(kind: str, *parts: str | bytes) -> str:

@@ -11,11 +11,13 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from gpurig.spec.pattern import lazy
+
 # Query parameters that carry a credential (GitLab's private_token, OAuth's access_token, ...).
-_QUERY_CREDENTIAL = re.compile(r"token|secret|passw|key|auth|credential|sig", re.IGNORECASE)
+_QUERY_CREDENTIAL = lazy(r"token|secret|passw|key|auth|credential|sig", re.IGNORECASE)
 # A word of a secret file that is a credential: long, with letters and digits (a .netrc's
 # `machine` and host names are not).
-_TOKEN_WORD = re.compile(r"(?=[^\s]*[0-9])(?=[^\s]*[A-Za-z])[^\s:=\"']{16,}")
+_TOKEN_WORD = lazy(r"(?=[^\s]*[0-9])(?=[^\s]*[A-Za-z])[^\s:=\"']{16,}")
 # Bytes of a secret file read (a token or a .netrc, not a dataset).
 MAX_READ = 65536
 

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import re
 
+from gpurig.spec.pattern import lazy
+
 # Every character Unicode classes as a control (Cc: C0, DEL, C1), a format character (Cf: the
 # bidirectional marks, embeddings, overrides and isolates, U+061C, zero-width characters, the
 # soft hyphen, the byte order mark, tag characters ...) or a line or paragraph separator (Zl,
 # Zp); lone surrogates (undecodable bytes); and the two noncharacters XML 1.0 forbids. Tab,
 # newline and CR are in it too: callers keep what their format allows. Spelled out (a scan of
 # unicodedata costs start-up); tests/unit/test_report.py checks it against unicodedata.
-UNSAFE = re.compile(
+UNSAFE = lazy(
     "[\x00-\x1f\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e"
     "\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff"
     "\ufff9-\ufffb\ufffe\uffff\U000110bd\U000110cd\U00013430-\U0001343f"

@@ -17,10 +17,11 @@ plans read by the spec alone, so no command can wait for a fact to name the path
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
+
+from gpurig.spec.pattern import lazy
 
 # The user's Podman runtime directory on this node (see above), as a shell expression.
 RUNTIME_DIR = (
@@ -34,7 +35,7 @@ PID_FILE = "gpurig-podman.pid"
 
 # What the lock command prints when the runtime directory is not the user's own: its owner's
 # uid, `link` or `missing` (it could not be made), the user's name and the directory.
-NOT_OWN = re.compile(r"not-own (link|missing|[0-9]{1,10}) ([A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}) "
+NOT_OWN = lazy(r"not-own (link|missing|[0-9]{1,10}) ([A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}) "
                      r"(/[^\x00-\x1f\x7f]{1,200})")  # fmt: skip
 
 

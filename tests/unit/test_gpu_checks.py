@@ -4,7 +4,6 @@ failures from issue threads."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ from gpurig.checks import gpu as gpu_checks
 from gpurig.checks.rules import rules
 from gpurig.facts.gpurig_nvidia import GpuHealth, NvidiaGpus
 from gpurig.read import gpu_parse
+from gpurig.spec.record import asdict
 from tests.unit.fact_values import gpu_values, h100_vm, reader
 from tests.unit.gpu_fixtures import read_fixture
 

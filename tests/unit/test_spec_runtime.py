@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import marshal
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,30 @@ def test_nothing_is_kept_where_it_would_not_be_read(tmp_path: Path, run_dir: Pat
     spec.write_text(SPEC)
     assert load_spec_file(spec, "n").spec["engine"] == "none"
     assert copies(run_dir) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="makes a directory of another account's")
+def test_a_job_without_its_runtime_directory_keeps_in_podman_s_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A SLURM job carries the login node's XDG_RUNTIME_DIR to a node that has none: the
+    account's copies go to /tmp/podman-run-UID (user scope's runtime directory there), only
+    while that directory is the account's own."""
+    uid = 64321
+    podman = Path(f"/tmp/podman-run-{uid}")
+    shutil.rmtree(podman, ignore_errors=True)
+    monkeypatch.delenv("GPURIG_RUNTIME_DIR", raising=False)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", f"/run/user/{uid}/missing")
+    monkeypatch.setattr(os, "geteuid", lambda: uid)
+    try:
+        assert runtime.directory() is None  # not made yet: nothing kept
+        podman.mkdir(mode=0o700)
+        os.chown(podman, uid, uid)
+        assert runtime.directory() == podman / "gpurig"
+        os.chown(podman, 65534, 65534)  # another account's: not used
+        assert runtime.directory() is None
+        os.chown(podman, uid, uid)
+        podman.chmod(0o777)
+        assert runtime.directory() is None
+    finally:
+        shutil.rmtree(podman, ignore_errors=True)

@@ -19,6 +19,9 @@ from gpurig.spec.units import SIZE_PATTERN, format_size, parse_size
         ("1.5t", 3 * 1024**4 // 2),
         ("8k", 8192),
         ("0g", 0),
+        ("0.000001k", 0),  # a part of a byte is no byte
+        ("2.000001k", 2048),
+        ("999999999999.999999t", 999999999999999999 * 1024**4 // 10**6),
     ],
 )
 def test_parse_size_uses_binary_units(text: str, expected: int) -> None:
