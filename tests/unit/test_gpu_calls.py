@@ -60,12 +60,12 @@ SAME_MACHINE = {
     "h200 590.48.01": (
         "nvidia-smi_query-gpu_csv_h200_590.48.01.txt",
         "nvidia-smi-L_h200_590.48.01.txt",
-        "nvidia-smi_version_h200_590.48.01.txt",
+        "nvidia-smi--version_h200_590.48.01.txt",
     ),
     "l40s 595.80": (
         "nvidia-smi_query-gpu_csv_l40s_595.80.txt",
         "nvidia-smi-L_l40s_595.80.txt",
-        "nvidia-smi_version_l40s_595.80.txt",
+        "nvidia-smi--version_l40s_595.80.txt",
     ),
     # 610's --version says the driver only on its KMD line; the query's driver_version is it.
     "rtx2080super 610.57.04": (
