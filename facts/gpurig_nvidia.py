@@ -58,8 +58,8 @@ def _column(field: str) -> str:
     return f'"${{c{gpu_parse.QUERY_GPU_FIELDS.index(field)}# }}"'
 
 
-# The GPU query asks nvidia-smi once, first, and each nvidia-smi starts NVML (on a node without
-# persistence mode, hundreds of ms to seconds each). `-L` and `--version` run after it only
+# The GPU query asks nvidia-smi once, first: each nvidia-smi starts NVML anew (without
+# persistence mode the driver is loaded for each, nvidia-smi(1)). `-L` and `--version` run only
 # where its rows leave out what they would say, decided here in the shell (one round trip):
 # `-L` where a row is not a GPU's (NVML's failure, a GPU without a handle: -L's own words then)
 # or a GPU is in MIG mode (only -L lists MIG devices); `--version` where a row's driver_version
