@@ -6,10 +6,11 @@ gpurig.read.gpu_parse and are tested on recordings from real GPU machines."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from gpurig.facts.round_trip import BOUNDED, LINES, Sectioned, part_text
+from gpurig.facts.round_trip import BOUNDED, LINES, START, Sectioned, part_text, section
 from gpurig.read import gpu_parse, interconnect_parse
 from gpurig.spec.record import asdict
 
@@ -45,30 +46,77 @@ def _refused(parse: Any, text: str | None) -> tuple[Any, str | None]:
         return None, str(exc)
 
 
+def _columns(*fields: str) -> str:
+    """`read`'s variable names for the query's columns up to the last of `fields` (c0, c1, ...)
+    and one for the rest of the row."""
+    last = max(gpu_parse.QUERY_GPU_FIELDS.index(f) for f in fields)
+    return " ".join([*(f"c{i}" for i in range(last + 1)), "gpurig_rest"])
+
+
+def _column(field: str) -> str:
+    """The query column `field` as `read` left it, less the space after csv's comma."""
+    return f'"${{c{gpu_parse.QUERY_GPU_FIELDS.index(field)}# }}"'
+
+
+# The GPU query asks nvidia-smi once, first: each nvidia-smi starts NVML anew (without
+# persistence mode the driver is loaded for each, nvidia-smi(1)). `-L` and `--version` run only
+# where its rows leave out what they would say, decided here in the shell (one round trip):
+# `-L` where a row is not a GPU's (NVML's failure, a GPU without a handle: -L's own words then)
+# or a GPU is in MIG mode (only -L lists MIG devices); `--version` where a row's driver_version
+# is not a plain version. The query's driver_version equals --version's driver on every
+# recording of both from one machine, 610's deprecation included: on 610.57.04 --version says
+# 'DRIVER version : Deprecated, see "KMD version"' while the query's driver_version and
+# kmd_version both print 610.57.04 (tests/fixtures/gpu/*610.57.04*).
+_QUERY_FIRST = (
+    "gpurig_smi= gpurig_query= gpurig_query_rc= gpurig_list=1 gpurig_version=1\n"
+    "if command -v nvidia-smi >/dev/null 2>&1; then gpurig_smi=1\n"
+    f"gpurig_query=$(bounded {gpu_parse.QUERY_GPU_COMMAND} 2>&1); gpurig_query_rc=$?\nfi\n"
+    'if [ "$gpurig_query_rc" = 0 ]; then gpurig_list= gpurig_version=\n'
+    f"while IFS=, read -r {_columns('uuid', 'driver_version', 'mig.mode.current')}; do\n"
+    f"case {_column('uuid')} in GPU-*) ;; *) gpurig_list=1 gpurig_version=1 ;; esac\n"
+    f"case {_column('mig.mode.current')} in "
+    f"{'|'.join(map(shlex.quote, gpu_parse.NO_MIG))}) ;; "
+    "*) gpurig_list=1 ;; esac\n"
+    f"case {_column('driver_version')} in ''|*[!0-9.]*) gpurig_version=1 ;; esac\n"
+    "done <<GPURIG_QUERY\n$gpurig_query\nGPURIG_QUERY\nfi"
+)
+
+
 class NvidiaGpus(Sectioned[dict[str, Any]]):
-    """The GPU query: whether nvidia-smi exists (`smi`); `nvidia-smi -L`'s GPUs with their MIG
-    devices (`listing`, strict: gpu_parse.parse_smi_list); one `--query-gpu` row per GPU
+    """The GPU query: whether nvidia-smi exists (`smi`); the GPUs with their MIG devices
+    (`listing`, strict: `nvidia-smi -L`'s, gpu_parse.parse_smi_list, or where the query's rows
+    say all -L would, gpu_parse.parse_query_listing); one `--query-gpu` row per GPU
     (`gpus`); the loaded kernel module (/proc/driver/nvidia/version); what the container
     toolkit sees (`toolkit_view`, `nvidia-container-cli info` where the toolkit is installed:
     the only GPU view on Tegra/Jetson hosts, which have no nvidia-smi). `present`: the listing
     names a GPU, or without nvidia-smi the toolkit lists a device; `driver`: the driver
-    version then (the query's, else the module's, else the toolkit's); `error`: why no GPU is
-    present. A tool's refusal is kept as `*_error`, never guessed around."""
+    version then (--version's where it ran, else the query's, else the module's, else the
+    toolkit's); `error`: why no GPU is present. A tool's refusal is kept as `*_error`, never
+    guessed around."""
 
     def command(self) -> str:
-        return self.sectioned({
-            "list": _smi("-L 2>&1"),
-            "query": _smi(gpu_parse.QUERY_GPU_COMMAND.removeprefix("nvidia-smi "), "2>&1"),
-            "version": _smi("--version 2>/dev/null"),
+        smi = '[ -n "$gpurig_smi" ] || exit 0\n'
+        parts = {
+            "list": f'{smi}if [ -n "$gpurig_list" ]; then echo ran\nbounded nvidia-smi -L 2>&1\n'
+                    "else echo query; fi",
+            "query": f"{smi}echo ran\nprintf '%s\\n' \"$gpurig_query\"",
+            "version": f'{smi}[ -n "$gpurig_version" ] || exit 0\necho ran\n'
+                       "bounded nvidia-smi --version 2>/dev/null",
             "module": f"{LINES}\ngpurig_lines /proc/driver/nvidia/version 2>/dev/null",
             "toolkit": _tool("nvidia-container-cli", "info 2>&1"),
-        })  # fmt: skip
+        }  # fmt: skip
+        sections = [section("part", label, body) for label, body in parts.items()]
+        return "\n".join([START, BOUNDED, _QUERY_FIRST, *sections])
 
     @staticmethod
     def parse(parts: Mapping[str, str]) -> dict[str, Any]:
         listed, query = _ran(parts, "list"), _ran(parts, "query")
-        listing, listing_error = _refused(gpu_parse.parse_smi_list, listed)
         gpus, gpus_error = _refused(gpu_parse.parse_query_gpu_csv, query)
+        if (parts.get("list") or "").strip() == "query":  # the query's rows said all -L would
+            listed = query
+            listing, listing_error = _refused(gpu_parse.parse_query_listing, query)
+        else:
+            listing, listing_error = _refused(gpu_parse.parse_smi_list, listed)
         version, _ = _refused(gpu_parse.parse_smi_version, _ran(parts, "version"))
         module_text = parts.get("module") or ""
         module, module_error = _refused(gpu_parse.parse_proc_driver_version, module_text)
@@ -80,8 +128,8 @@ class NvidiaGpus(Sectioned[dict[str, Any]]):
             error = "nvidia-smi is not installed"
         else:
             error = listing_error or listed.strip() or "no GPU listed"
-        # The driver: --version's (610+ says KMD), else the query's, else the module's (an
-        # nvidia-smi too old for --version); never a Jetson's L4T release.
+        # The driver: --version's where it ran (610+ names it KMD), else the query's, else the
+        # module's (an nvidia-smi too old for --version); never a Jetson's L4T release.
         drivers = [version.driver if version else None]
         drivers += [g.get("driver_version") for g in gpus or []]
         l4t = bool(module) and gpu_parse.is_l4t_module(module, module_text)

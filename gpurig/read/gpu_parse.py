@@ -609,6 +609,29 @@ def parse_smi_list(text: str) -> list[ListedGpu]:
     return gpus
 
 
+# What `--query-gpu`'s mig.mode.current says of a GPU whose -L line lists no MIG device: MIG
+# off (recorded: H100 580.159.04, H200 590.48.01) or a GPU without MIG (L40S 595.80, RTX 2080
+# SUPER 610.57.04). Anything else (Enabled, a new word) leaves the listing to -L.
+NO_MIG = ("Disabled", "[N/A]")
+
+
+def parse_query_listing(text: str) -> list[ListedGpu]:
+    """The GPUs `nvidia-smi -L` would list, from `--query-gpu`'s rows (parse_query_gpu_csv): both
+    print NVML's index, name and UUID, equal on every pair recorded from one machine (H100
+    580.159.04; H100, H200 590.48.01; L40S 595.80; RTX 2080 SUPER 610.57.04). Only -L lists MIG
+    devices, so a row in MIG mode, or one -L's grammar would refuse, raises."""
+    listed = []
+    for gpu in parse_query_gpu_csv(text):
+        index, name, uuid = gpu.get("index") or "", gpu.get("name") or "", gpu.get("uuid") or ""
+        line = f"GPU {index}: {name} (UUID: {uuid})"
+        if gpu.get("mig.mode.current") not in (None, *NO_MIG) or not (
+            index.isdigit() and _LIST_GPU_RE.fullmatch(line)
+        ):
+            raise ValueError(f"not a GPU without MIG for the listing: {line[:120]!r}")
+        listed.append(ListedGpu(int(index), name, uuid, []))
+    return listed
+
+
 # --- NVLink, kernel GPU events, compute processes -----------------------------------------------
 
 
