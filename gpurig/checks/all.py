@@ -26,13 +26,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from gpurig.checks import compat, compat_checks
+from gpurig.checks import compat, compat_checks, over_time
 from gpurig.checks import container as container_checks
 from gpurig.checks import fabric as fabric_checks
 from gpurig.checks import gpu as gpu_checks
 from gpurig.checks import interconnect as interconnect_checks
 from gpurig.checks import node as node_checks
-from gpurig.checks import over_time
 from gpurig.checks.rules import one_per_cause
 from gpurig.facts.round_trip import Unreadable
 from gpurig.spec.finding import Finding

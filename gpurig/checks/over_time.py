@@ -50,10 +50,11 @@ def fabric_reading(fabric: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         name: {
             "state": port.get("state"),
             "counters": {
-                c: v for c, v in (port.get("counters") or {}).items()
+                c: v
+                for c, v in (port.get("counters") or {}).items()
                 if c in tracked and isinstance(v, int)
             },
-        }  # fmt: skip
+        }
         for name, port in list(ports_of(fabric).items())[:PORTS_MAX]
     }
 
@@ -199,11 +200,13 @@ def reboot_codes(log: Mapping[str, Any]) -> dict[str, list[str]]:
                 f"Xid ({event['pci']}): {event['xid']}, {event['message']}"
             )
     categories = table("interconnect.yaml")["sxid_categories"]
-    words: dict[int, str] = {}
+    words: dict[int, str] = {}  # one event logs several lines: the first word logged wins
     for event in log.get("sxids") or []:
-        words.setdefault(event["sxid"], sxid_severity_word(event["message"]) or "")
+        word = sxid_severity_word(event["message"])
+        if word:
+            words.setdefault(event["sxid"], word)
     for event in log.get("sxids") or []:
-        _, category = sxid_class(event["sxid"], words[event["sxid"]])
+        _, category = sxid_class(event["sxid"], words.get(event["sxid"], ""))
         if categories[category]["remediation"] == "reboot":
             codes.setdefault(f"SXid {event['sxid']}", []).append(
                 f"{event['switch']}: SXid ({event['pci']}): {event['sxid']}, {event['message']}"
