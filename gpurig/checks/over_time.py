@@ -180,13 +180,18 @@ def _symbols(
     yield found(
         "fabric.symbol_error_rate",
         f"RDMA port {name}",
-        f"RDMA port {name}: {grew} symbol errors in {seconds / 60:.0f} min ({per_hour:.0f} an "
-        f"hour), over the {limits['symbol_error_per_hour']} an hour of a 10^-12 bit error rate",
+        f"RDMA port {name}: {grew} symbol errors in {_span(seconds)} ({per_hour:.0f} an hour "
+        f"over the {window / 60:.0f}-minute window), over the "
+        f"{limits['symbol_error_per_hour']} an hour of a 10^-12 bit error rate",
         f"at most {limits['symbol_error_per_hour']} symbol errors an hour",
         f"symbol_error {was} -> {have} in {seconds:.0f} s",
         "a link past the IBTA's bit error rate: reseat or replace the cable or transceiver "
         "and compare the switch port's counters",
     )
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def reboot_codes(log: Mapping[str, Any]) -> dict[str, list[str]]:

@@ -87,7 +87,8 @@ def run_mode(
     elif name == "prolog":
         # slurmd says which of the two runs it (and keeps an Epilog's output in its log).
         context = "epilog" if os.environ.get("SLURM_SCRIPT_CONTEXT") == "epilog_slurmd" else name
-        lines = [*node_modes.detail_lines(report, f"gpurig {context}"), *notes]
+        lines = node_modes.detail_lines(report, f"gpurig {context}")
+        lines += [f"gpurig {context}: {note}" for note in notes]
         if drain:
             done, outcome = _act(report, drain, pol, resume=False)
             what = "refused the job" if context == "prolog" else "problem after the job"
@@ -99,7 +100,8 @@ def run_mode(
             lines.insert(0, f"gpurig {context}: the job runs: {_reported(report, pol)}")
         _say(lines, syslog.LOG_INFO if result == "ok" else syslog.LOG_ERR)
     else:
-        lines = [*node_modes.detail_lines(report, "gpurig healthcheck"), *notes]
+        lines = node_modes.detail_lines(report, "gpurig healthcheck")
+        lines += [f"gpurig healthcheck: {note}" for note in notes]
         done, outcome = _act(report, drain, pol, resume=True)
         if result == "problem" and not drain:
             done += f"; {_reported(report, pol)}"

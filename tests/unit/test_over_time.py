@@ -10,7 +10,10 @@ contract (`gpurig drift --local --mode healthcheck`) twice over the recorded tre
 from __future__ import annotations
 
 import copy
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -223,3 +226,51 @@ def test_every_id_has_a_case_that_fires_it(recorded: dict) -> None:
     assert set(CASES) == set(over_time.IDS)
     for finding_id, case in CASES.items():
         assert finding_id in ids(case(recorded)), finding_id
+
+
+def _healthcheck(tree: Path, runtime: Path, spec: Path, out: Path) -> str:
+    """The real health check contract (a process of its own) over `tree` mounted on /sys/class
+    in a mount namespace of its own, keeping its records in `runtime`; its stderr."""
+    mount = f'mount --bind {tree} /sys/class && exec "$0" "$@"'
+    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, sys.executable,
+            "-m", "gpurig", "drift", "--local", "--spec", str(spec), "--mode", "healthcheck",
+            "--format", "json", "--output", str(out)]  # fmt: skip
+    env = {**os.environ, "GPURIG_RUNTIME_DIR": str(runtime)}
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    assert out.exists(), done.stderr
+    return done.stdout + done.stderr
+
+
+def _findings(out: Path) -> dict[str, dict[str, Any]]:
+    [host] = json.loads(out.read_text())["hosts"]
+    return {f["id"]: f for f in host["findings"] if f["id"] in over_time.IDS}
+
+
+def test_the_contract_twice_over_the_recorded_tree_with_its_counters_advanced(
+    tmp_path: Path,
+) -> None:
+    if os.geteuid() != 0:
+        pytest.fail("mounting the recorded sysfs tree over /sys/class needs root")
+    tree = test_fabric.recorded_tree(tmp_path / "sysfs")
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("core_dumps: enabled\n")
+    said = _healthcheck(tree, runtime, spec, tmp_path / "first.json")
+    assert "gpurig healthcheck: fabric rates: no rate yet, the first reading since boot" in said
+    assert _findings(tmp_path / "first.json") == {}
+    assert (runtime / "fabric-rates.json").stat().st_mode & 0o777 == 0o600
+    # The port as the kernel would show it after losing its link twice and 900 symbol errors.
+    port = tree / "infiniband" / "mlx5_0" / "ports" / "1"
+    (port / "counters" / "link_downed").write_text("2\n")
+    (port / "counters" / "symbol_error").write_text("900\n")
+    (port / "state").write_text("1: DOWN\n")
+    said = _healthcheck(tree, runtime, spec, tmp_path / "second.json")
+    found = _findings(tmp_path / "second.json")
+    assert sorted(found) == ["fabric.link_errors", "fabric.port_flap", "fabric.symbol_error_rate"]
+    assert found["fabric.link_errors"]["severity"] == "error"
+    assert "link_downed grew by 2" in found["fabric.link_errors"]["message"]
+    assert "over the 120 an hour" in found["fabric.symbol_error_rate"]["message"]
+    assert found["fabric.port_flap"]["severity"] == "warn"
+    assert "(1 changes since boot)" in found["fabric.port_flap"]["message"]
+    assert "no rate yet" not in said
