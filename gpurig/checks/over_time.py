@@ -127,9 +127,10 @@ def _flap(
         "fabric.port_flap",
         f"RDMA port {name}",
         f"RDMA port {name} went from {had['state'] or 'no state'} to "
-        f"{reading['state'] or 'no state'} since the last run ({port['flaps']} changes since boot)",
+        f"{reading['state'] or 'no state'} since the last run (state changes seen since boot: "
+        f"{port['flaps']})",
         f"state {had['state'] or 'unknown'} kept",
-        f"state {reading['state'] or 'unknown'}; {port['flaps']} state changes since boot",
+        f"state {reading['state'] or 'unknown'}; state changes seen since boot: {port['flaps']}",
         "a port that changes state between runs is losing its link: read link_downed and the "
         "switch's side, reseat or replace the cable or transceiver",
     )
@@ -231,11 +232,11 @@ def after_reboot(
         found(
             "gpu.fault_after_reboot",
             "kernel log",
-            f"{code} asked for a reboot on the boot before this one and is logged again "
-            f"({len(lines)} times since this boot): the reboot did not clear it",
+            f"{code} asked for a reboot on the boot before this one and is logged again on "
+            f"this one ({len(lines)} lines): the reboot did not clear it",
             f"no {code} after the reboot it asked for",
             log_excerpt(lines),
-            f"another reboot will not clear {code}; send these lines with the case",
+            "send these log lines with the case",
         )
         for code, lines in sorted(again.items())
     ]

@@ -127,9 +127,11 @@ def test_a_state_change_is_a_flap_warning_with_its_count(recorded: dict) -> None
     down = over_time.fabric_rates(kept, "b", 60.0, advanced(recorded, state="DOWN"))
     [flap] = down.findings
     assert (flap.id, flap.severity) == ("fabric.port_flap", "warn")
-    assert "from ACTIVE to DOWN since the last run (1 changes since boot)" in flap.message
+    assert (
+        "from ACTIVE to DOWN since the last run (state changes seen since boot: 1)" in flap.message
+    )
     up = over_time.fabric_rates(down.kept, "b", 120.0, recorded)
-    assert "(2 changes since boot)" in up.findings[0].message
+    assert "(state changes seen since boot: 2)" in up.findings[0].message
     assert over_time.fabric_rates(up.kept, "b", 180.0, recorded).findings == []
 
 
@@ -272,5 +274,5 @@ def test_the_contract_twice_over_the_recorded_tree_with_its_counters_advanced(
     assert "link_downed grew by 2" in found["fabric.link_errors"]["message"]
     assert "over the 120 an hour" in found["fabric.symbol_error_rate"]["message"]
     assert found["fabric.port_flap"]["severity"] == "warn"
-    assert "(1 changes since boot)" in found["fabric.port_flap"]["message"]
+    assert "(state changes seen since boot: 1)" in found["fabric.port_flap"]["message"]
     assert "no rate yet" not in said
