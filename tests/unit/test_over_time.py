@@ -276,3 +276,51 @@ def test_the_contract_twice_over_the_recorded_tree_with_its_counters_advanced(
     assert found["fabric.port_flap"]["severity"] == "warn"
     assert "(state changes seen since boot: 1)" in found["fabric.port_flap"]["message"]
     assert "no rate yet" not in said
+
+
+def _fabric_probed(reading: dict) -> Probed:
+    host = Host("node-1", "localhost", SshSettings(), (), {}, "test", 1)
+    return Probed(host, {read_key(Fabric, {}): reading})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json",
+        '{"boot_id": "b", "ports": []}',
+        '{"boot_id": "b", "ports": {"mlx5_0/1": {"state": "ACTIVE"}}}',
+        '{"boot_id": "b", "ports": {}, "extra": 1}',
+    ],
+)
+def test_an_odd_fabric_record_reads_as_none(recorded: dict, tmp_path: Path, text: str) -> None:
+    with pytest.raises(ValueError):
+        kept_over_time.fabric_from_text(text)
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    (runtime / kept_over_time.FABRIC_FILE).write_text(text)
+    found, notes = kept_over_time.fabric(_fabric_probed(recorded), "b", 1.0, runtime)
+    assert found == [] and "no rate yet, the first reading since boot" in notes[0]
+
+
+def test_a_record_another_account_could_write_is_not_trusted(
+    recorded: dict, tmp_path: Path
+) -> None:
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    probed = _fabric_probed(recorded)
+    kept_over_time.fabric(probed, "b", 0.0, runtime)
+    (runtime / kept_over_time.FABRIC_FILE).chmod(0o666)
+    _, notes = kept_over_time.fabric(
+        _fabric_probed(advanced(recorded, link_downed=1)), "b", 9.0, runtime
+    )
+    assert "no rate yet, the first reading since boot" in notes[0]
+
+
+def test_a_held_lock_keeps_nothing_and_says_so(recorded: dict, tmp_path: Path) -> None:
+    from gpurig.node import record
+
+    runtime = tmp_path / "run"
+    with record.locked(runtime, kept_over_time.FABRIC_FILE):
+        found, notes = kept_over_time.fabric(_fabric_probed(recorded), "b", 0.0, runtime)
+    assert found == [] and notes[0].startswith("fabric rates: not judged, nothing kept (")
+    assert not (runtime / kept_over_time.FABRIC_FILE).exists()
