@@ -10,7 +10,8 @@ Three sources, in this order (an id's example comes from the first that shows it
   real parsers made from outputs recorded on real machines (tests/fixtures/gpu), judged the same
   (and test_interconnect.py's);
 - the recorded sysfs tree (tests/fixtures/fabric) read by the Fabric fact's own command, with
-  the specs of test_fabric.py's FIRES_ON_RECORDING.
+  the specs of test_fabric.py's FIRES_ON_RECORDING; the checks over time (test_over_time.py's
+  CASES) on that reading advanced, and on a recorded kernel log as the next boot's.
 An id no input shows gets the reason instead (NO_EXAMPLE, and the GPU ids' own in
 test_gpu_checks.NO_RECORDING): no invented example.
 """
@@ -272,6 +273,16 @@ def gpu_reports() -> Iterator[tuple[str, HostReport, bool]]:
             # Outputs of more than one machine: a state no drift run saw whole.
             composed = len(files) > 1
             yield where, _own(check_id, one_per_cause(module.check(spec, values))), composed
+    # Judged over time: a recorded log as the log of the boot after one that asked for a reboot.
+    from tests.unit import test_over_time
+
+    after = "gpu.fault_after_reboot"
+    where = (
+        f"tests/fixtures/gpu/{test_over_time.XID_79_SXID_20034.name}, as the log of the boot "
+        f"after one whose log asked for the same reboot (tests/unit/test_over_time.py "
+        f"CASES[{after!r}])"
+    )
+    yield where, _own(after, test_over_time.CASES[after]({})), False
 
 
 def fabric_reports() -> Iterator[tuple[str, HostReport, bool]]:
@@ -289,6 +300,15 @@ def fabric_reports() -> Iterator[tuple[str, HostReport, bool]]:
     for check_id, spec in sorted(test_fabric.FIRES_ON_RECORDING.items()):
         where = f"{recording} (tests/unit/test_fabric.py FIRES_ON_RECORDING[{check_id!r}])"
         yield where, _own(check_id, test_fabric.check(spec, reading)), False
+    # Judged over time: the recorded reading, then again with one port advanced.
+    from tests.unit import test_over_time
+
+    for check_id in sorted(test_over_time.over_time.FABRIC_IDS):
+        where = (
+            f"{recording}, read twice, one port's counters or state advanced between as the "
+            f"kernel prints them (tests/unit/test_over_time.py CASES[{check_id!r}])"
+        )
+        yield where, _own(check_id, test_over_time.CASES[check_id](reading)), False
 
 
 def no_example() -> dict[str, str]:

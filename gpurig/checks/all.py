@@ -9,7 +9,10 @@
   the GPU driver, PCIe ACS;
 - compatibility (gpurig/checks/compat.py): driver, kernel module, CUDA, torch arch lists;
 - fabric (gpurig/checks/fabric.py): RDMA ports, their error counters, the fabric's MTU and
-  the declared containers' NCCL interfaces and HCAs.
+  the declared containers' NCCL interfaces and HCAs;
+- over time (gpurig/checks/over_time.py): what a node contract judges against its earlier runs
+  (fabric counter rates and flaps, a reboot-asking Xid or SXid back after the reboot); its ids
+  are listed here, its judging is the node contracts' (gpurig/node/over_time.py).
 
 Each rule is pure `rule(spec, read) -> [Finding]`: it reads the facts it judges through the
 same `read(FactClass, **kwargs)` as the plans (the host's one-round-trip snapshot, or a Recorder
@@ -23,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from gpurig.checks import compat, compat_checks
+from gpurig.checks import compat, compat_checks, over_time
 from gpurig.checks import container as container_checks
 from gpurig.checks import fabric as fabric_checks
 from gpurig.checks import gpu as gpu_checks
@@ -45,7 +48,7 @@ ODD_OUTPUT = (Unreadable, ValueError)
 # that the table has exactly these rows besides the fleet view's).
 CHECK_IDS = (
     *node_checks.IDS, *container_checks.IDS, *gpu_checks.IDS, *interconnect_checks.IDS,
-    *compat.IDS, *fabric_checks.IDS,
+    *compat.IDS, *fabric_checks.IDS, *over_time.IDS,
 )  # fmt: skip
 
 

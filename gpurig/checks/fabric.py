@@ -31,7 +31,7 @@ IDS = (
 _ACTIVE = ("ACTIVE", "ACTIVE_DEFER")
 
 
-def _ports(fabric: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+def ports_of(fabric: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     """{"HCA/PORT": port} for every RDMA port of the host."""
     return {
         f"{hca}/{number}": port
@@ -59,7 +59,7 @@ def _declared_ports(spec: Spec, read: Read) -> Iterator[Finding]:
     fabric = read(Fabric)
     if not declared:
         return
-    ports = _ports(fabric)
+    ports = ports_of(fabric)
     judged: set[str] = set()
     for key, want in declared.items():
         names = _selected(key, ports)
@@ -111,7 +111,7 @@ def _counters(_spec: Spec, read: Read) -> Iterator[Finding]:
     """Every port's error counters at or over their thresholds (the table's, as
     infiniband-diags' ibcheckerrs judged them), one finding per port."""
     limits: Mapping[str, int] = rules()["thresholds"]["fabric_counters"]
-    for name, port in _ports(read(Fabric)).items():
+    for name, port in ports_of(read(Fabric)).items():
         counters = port.get("counters") or {}
         over = {c: counters[c] for c in limits if (counters.get(c) or 0) >= limits[c]}
         if not over:
@@ -245,7 +245,7 @@ def fleet_pieces(spec: Spec, read: Read) -> dict[str, Callable[[], Any]]:
         })  # fmt: skip
 
     def rates() -> str | None:
-        return joined({p["rate"] for p in _ports(read(Fabric)).values() if p.get("rate")})
+        return joined({p["rate"] for p in ports_of(read(Fabric)).values() if p.get("rate")})
 
     def devices(*keys: str) -> str | None:
         hcas = read(Fabric)["hcas"].values()

@@ -9,18 +9,20 @@ that boot. An event whose line carries no seconds since boot (read through journ
 dmesg is refused) is never left out: gpurig does not guess when it happened.
 
 The record is one small file only root writes, `/var/lib/gpurig/ack.json` (one entry per id,
-at most STATE_BYTES read back); a record of another boot is void.
+at most STATE_BYTES read back); its acknowledgements hold on their boot alone. The same file
+keeps the Xid and SXid codes that asked for a reboot on this boot and on the boot before
+(gpurig.checks.over_time): the same code after that reboot is a hardware fault, not a reason to
+reboot again.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from gpurig.node import record
 from gpurig.read.gpu_parse import parse_fallen_off_bus, parse_xid_lines
 from gpurig.read.interconnect_parse import parse_hung_tasks, parse_sxid_lines
 from gpurig.spec.record import asdict
@@ -33,19 +35,40 @@ BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 # GPU fallen off the bus.
 KERNEL_LOG_IDS = ("gpu.fallen_off_bus", "gpu.hung_task", "gpu.sxid", "gpu.xid")
 FALLEN_XID = 79
+# At most this many reboot-asking codes kept per boot (the record stays within STATE_BYTES).
+CODES_MAX = 32
 
 
 class Ack(NamedTuple):
     """Per id: the seconds since boot up to which its events are handled, and when (Unix
-    time) a person said so; all on boot `boot_id`."""
+    time) a person said so; all on boot `boot_id`. `asked`: the codes that asked for a reboot
+    on that boot; `before`: those of the boot before it."""
 
     boot_id: str
     upto: Mapping[str, float]
     when: Mapping[str, float]
+    asked: tuple[str, ...] = ()
+    before: tuple[str, ...] = ()
 
     def on(self, boot_id: str) -> Mapping[str, float]:
         """The per-id limits that hold on boot `boot_id` (none on another boot)."""
         return self.upto if boot_id == self.boot_id else {}
+
+
+def on_boot(ack: Ack | None, boot_id: str) -> Ack:
+    """The record as it stands on boot `boot_id`: a record of another boot keeps no
+    acknowledgement, and what asked for a reboot there becomes the boot before's."""
+    if ack is None:
+        return Ack(boot_id, {}, {})
+    if ack.boot_id == boot_id:
+        return ack
+    return Ack(boot_id, {}, {}, (), ack.asked)
+
+
+def asked_for_reboot(ack: Ack, codes: Collection[str]) -> Ack:
+    """The record with `codes` (asking for a reboot on its boot now) added to `asked`."""
+    asked = tuple(sorted(set(ack.asked) | set(codes))[:CODES_MAX])
+    return Ack(ack.boot_id, ack.upto, ack.when, asked, ack.before)
 
 
 def _kernel_log_id(kind: str, event: Mapping[str, Any]) -> str:
@@ -82,14 +105,14 @@ def acknowledge(
     previous: Ack | None, boot_id: str, seen: Mapping[str, float], ids: Iterable[str], now: float
 ) -> Ack:
     """The record after acknowledging `ids` up to what the log holds now (`seen`, latest());
-    an id with no stamped event keeps what it had. A record of another boot is dropped."""
-    kept = previous if previous is not None and previous.boot_id == boot_id else None
-    upto = dict(kept.upto) if kept else {}
-    when = dict(kept.when) if kept else {}
+    an id with no stamped event keeps what it had. Acknowledgements of another boot are
+    dropped."""
+    kept = on_boot(previous, boot_id)
+    upto, when = dict(kept.upto), dict(kept.when)
     for fid in ids:
         if fid in seen:
             upto[fid], when[fid] = seen[fid], now
-    return Ack(boot_id, upto, when)
+    return Ack(boot_id, upto, when, kept.asked, kept.before)
 
 
 def unacknowledged(log: Mapping[str, Any], limits: Mapping[str, float]) -> dict[str, Any]:
@@ -105,15 +128,28 @@ def unacknowledged(log: Mapping[str, Any], limits: Mapping[str, float]) -> dict[
 
 
 def as_text(ack: Ack) -> str:
-    return json.dumps({"boot_id": ack.boot_id, "upto": dict(ack.upto), "when": dict(ack.when)},
-                      sort_keys=True) + "\n"  # fmt: skip
+    data: dict[str, object] = {"boot_id": ack.boot_id, "upto": dict(ack.upto),
+                               "when": dict(ack.when)}  # fmt: skip
+    if ack.asked or ack.before:
+        data["reboots"] = {"asked": list(ack.asked), "before": list(ack.before)}
+    return json.dumps(data, sort_keys=True) + "\n"
+
+
+def _codes(value: object) -> tuple[str, ...]:
+    if not isinstance(value, list) or len(value) > CODES_MAX or not all(
+        isinstance(c, str) and 0 < len(c) <= 16 for c in value
+    ):  # fmt: skip
+        raise ValueError("expected at most 32 short codes")
+    return tuple(value)
 
 
 def from_text(text: str) -> Ack:
     """The record; ValueError for any other shape."""
     data = json.loads(text)
-    if not isinstance(data, dict) or set(data) != {"boot_id", "upto", "when"}:
-        raise ValueError("expected boot_id, upto and when")
+    if not isinstance(data, dict) or not {"boot_id", "upto", "when"} <= set(data) <= {
+        "boot_id", "upto", "when", "reboots"
+    }:  # fmt: skip
+        raise ValueError("expected boot_id, upto and when (and reboots)")
     maps = [data["upto"], data["when"]]
     if not isinstance(data["boot_id"], str) or not all(
         isinstance(m, dict) and set(m) <= set(KERNEL_LOG_IDS)
@@ -121,7 +157,11 @@ def from_text(text: str) -> Ack:
         for m in maps
     ):  # fmt: skip
         raise ValueError("expected a boot id and seconds per kernel-log id")
-    return Ack(data["boot_id"], data["upto"], data["when"])
+    reboots = data.get("reboots", {"asked": [], "before": []})
+    if not isinstance(reboots, dict) or set(reboots) != {"asked", "before"}:
+        raise ValueError("expected reboots: asked and before")
+    return Ack(data["boot_id"], data["upto"], data["when"], _codes(reboots["asked"]),
+               _codes(reboots["before"]))  # fmt: skip
 
 
 def boot_id() -> str:
@@ -139,44 +179,20 @@ def current() -> tuple[Mapping[str, float], Mapping[str, float]]:
     return limits, {fid: ack.when[fid] for fid in limits if ack is not None and fid in ack.when}
 
 
-def _trusted(info: os.stat_result, kind: int) -> bool:
-    """Root's (or the running account's) alone: no other account wrote it."""
-    owner = info.st_uid in (0, os.geteuid())
-    return stat.S_IFMT(info.st_mode) == kind and owner and not info.st_mode & 0o022
-
-
 def load(directory: Path | None = None) -> Ack | None:
     """The record, where there is one that root (or this account) alone could have written and
     that reads as a record; None otherwise (no acknowledgement: every event is reported)."""
-    directory = directory or STATE_DIR
+    text = record.read(directory or STATE_DIR, STATE_FILE, STATE_BYTES)
     try:
-        if not _trusted(os.lstat(directory), stat.S_IFDIR):
-            return None
-        fd = os.open(directory / STATE_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        return None if text is None else from_text(text)
+    except ValueError:
         return None
-    try:
-        if not _trusted(os.fstat(fd), stat.S_IFREG):
-            return None
-        return from_text(os.read(fd, STATE_BYTES + 1)[:STATE_BYTES].decode())
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    finally:
-        os.close(fd)
 
 
 def save(ack: Ack, directory: Path | None = None) -> Path:
     """Write the record, root-only (directory 0700, file 0600), replaced atomically; OSError
     where the directory is not root's alone."""
-    from gpurig.fsutil import atomic_write
-
-    directory = directory or STATE_DIR
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if not _trusted(os.lstat(directory), stat.S_IFDIR):
-        raise PermissionError(f"{directory}: not a directory only root may write")
-    path = directory / STATE_FILE
-    atomic_write(path, as_text(ack), 0o600)
-    return path
+    return record.write(directory or STATE_DIR, STATE_FILE, as_text(ack))
 
 
 def kernel_log() -> str:
@@ -204,8 +220,9 @@ def run(ids: Iterable[str], now: float, directory: Path | None = None) -> list[s
     """Acknowledge `ids` up to the kernel log's latest events now; what was done, per id."""
     seen = latest(parse_log(kernel_log()))
     wanted = list(ids)
-    ack = acknowledge(load(directory), boot_id(), seen, wanted, now)
-    path = save(ack, directory)
+    with record.locked(directory or STATE_DIR, STATE_FILE):
+        ack = acknowledge(load(directory), boot_id(), seen, wanted, now)
+        path = save(ack, directory)
     return [
         f"gpurig ack: {fid}: events up to {seen[fid]:.6f} s since boot are handled ({path})"
         if fid in seen

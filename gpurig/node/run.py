@@ -21,11 +21,13 @@ from gpurig.facts.gpurig_nvidia import KernelLog
 from gpurig.facts.round_trip import read_key
 from gpurig.node import ack as acks
 from gpurig.node import modes as node_modes
+from gpurig.node import over_time
 from gpurig.node.policy import governed, withheld
 from gpurig.node.read import read_local
 from gpurig.read.local import StartedRead
 from gpurig.report.node_actions import Policy, policy
 from gpurig.report.render import HostReport, render
+from gpurig.spec.finding import Finding
 from gpurig.spec.inventory import Host
 
 
@@ -72,7 +74,8 @@ def run_mode(
     pol = policy(host.spec)
     limits, acknowledged_at = acks.current()
     probed = read_local(host, scope(m), timeout=m.read_seconds, ahead=ahead)
-    report = governed(judge(acknowledged(probed, limits), scope(m)), pol, node_modes.UNCHECKED)
+    now_read, later, notes = over_time.judged(acknowledged(probed, limits), probed)
+    report = governed(with_findings(judge(now_read, scope(m)), later), pol, node_modes.UNCHECKED)
     if output is not None:
         output.write(render([report], fmt))
     result = node_modes.verdict(report)
@@ -84,6 +87,7 @@ def run_mode(
         # slurmd says which of the two runs it (and keeps an Epilog's output in its log).
         context = "epilog" if os.environ.get("SLURM_SCRIPT_CONTEXT") == "epilog_slurmd" else name
         lines = node_modes.detail_lines(report, f"gpurig {context}")
+        lines += [f"gpurig {context}: {note}" for note in notes]
         if drain:
             done, outcome = _act(report, drain, pol, resume=False)
             what = "refused the job" if context == "prolog" else "problem after the job"
@@ -96,6 +100,7 @@ def run_mode(
         _say(lines, syslog.LOG_INFO if result == "ok" else syslog.LOG_ERR)
     else:
         lines = node_modes.detail_lines(report, "gpurig healthcheck")
+        lines += [f"gpurig healthcheck: {note}" for note in notes]
         done, outcome = _act(report, drain, pol, resume=True)
         if result == "problem" and not drain:
             done += f"; {_reported(report, pol)}"
@@ -113,6 +118,13 @@ def run_mode(
         extra = contract_families(withheld, acknowledged_at)
         written(textfile, [report], time.monotonic() - started, False, ids, extra)
     return status
+
+
+def with_findings(report: HostReport, later: list[Finding]) -> HostReport:
+    """The report with the findings judged over time (gpurig.node.over_time) added."""
+    if not later or not report.reachable:
+        return report
+    return report._replace(findings=[*report.findings, *later])
 
 
 def acknowledged(probed: Probed, limits: Mapping[str, float]) -> Probed:

@@ -18,6 +18,7 @@ from gpurig.checks import fabric as fabric_checks
 from gpurig.checks import gpu as gpu_checks
 from gpurig.checks import interconnect as interconnect_checks
 from gpurig.checks import node as node_checks
+from gpurig.checks import over_time
 from gpurig.checks.all import CHECK_IDS, check, compat, compat_checks
 from gpurig.checks.judge import SUDO_PASSWORD, Probed, report
 from gpurig.checks.node import key_changed, unreachable
@@ -42,7 +43,7 @@ from gpurig.report import fleet
 from gpurig.spec.finding import Finding
 from gpurig.spec.inventory import Host, SshSettings
 from gpurig.spec.model import normalise
-from tests.unit import test_fabric, test_interconnect
+from tests.unit import test_fabric, test_interconnect, test_over_time
 from tests.unit.fact_values import gpu_values, h100_vm, reader
 from tests.unit.gpu_fixtures import read_fixture
 from tests.unit.test_gpu_checks import FIRES_ON_RECORDING, NO_RECORDING
@@ -256,6 +257,7 @@ DOMAINS: dict[str, tuple[tuple[str, ...], Collection[str]]] = {
     "gpu": (gpu_checks.IDS, {**FIRES_ON_RECORDING, **NO_RECORDING}),
     "interconnect": (interconnect_checks.IDS, test_interconnect.FIRES_ON_RECORDING),
     "fabric": (fabric_checks.IDS, {**test_fabric.FIRES_ON_RECORDING, **test_fabric.NO_RECORDING}),
+    "over_time": (over_time.IDS, test_over_time.CASES),
 }
 
 
@@ -274,7 +276,7 @@ def test_every_check_id_is_in_one_domain() -> None:
 def test_one_table_row_per_id_with_a_remediation_and_a_source() -> None:
     """Every domain's ids, and nothing else, have a row in gpurig/data/checks.yaml."""
     domains = [node_checks.IDS, container_checks.IDS, gpu_checks.IDS, compat.IDS, fleet.IDS,
-               interconnect_checks.IDS, fabric_checks.IDS]  # fmt: skip
+               interconnect_checks.IDS, fabric_checks.IDS, over_time.IDS]  # fmt: skip
     assert set(rules()["checks"]) == {i for ids in domains for i in ids}
     assert sum(len(ids) for ids in domains) == len(rules()["checks"])
     for check_id, row in rules()["checks"].items():
