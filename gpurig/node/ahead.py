@@ -25,16 +25,20 @@ VARIES = "varies"
 
 
 class Ahead:
-    """The read started for contract `mode` of host `as_host` in the file whose bytes are
-    `source` (a spec file, or an inventory), if a command was kept for them."""
+    """The read started for contract `mode` (or `up`) of host `as_host` in the file whose
+    bytes are `source` (a spec file, or an inventory), if a command was kept for them; bounded
+    by the mode's read time, or `seconds`."""
 
-    def __init__(self, source: bytes, as_host: str | None, mode: str) -> None:
+    def __init__(
+        self, source: bytes, as_host: str | None, mode: str, seconds: float | None = None
+    ) -> None:
         self.name = runtime.named("read", mode, str(os.geteuid()), str(as_host), source)
         self.kept: Any = runtime.kept(self.name)
         self.proc: subprocess.Popen[bytes] | None = None
         self.deadline = 0.0
         if isinstance(self.kept, list) and self.kept and all(isinstance(a, str) for a in self.kept):
-            seconds = table("node_modes.yaml")["modes"][mode]["read_seconds"]
+            if seconds is None:
+                seconds = table("node_modes.yaml")["modes"][mode]["read_seconds"]
             self.deadline = time.monotonic() + seconds
             try:
                 self.proc = start(self.kept)

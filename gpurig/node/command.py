@@ -109,9 +109,14 @@ def up_here(inventories: list[str], as_host: str | None, spec_file: str | None) 
         _say(f"{', '.join(inventories) or 'no inventory'}: no host named {as_host}")
         return 2
     from gpurig.node.up import UpError, up
+    from gpurig.spec.text_file import YamlRefused, read_bytes
 
     try:
-        ready = up(host, _say)
+        source = read_bytes(spec_file or inventories[0]) if len(inventories) < 2 else None
+    except (YamlRefused, IndexError):
+        source = None
+    try:
+        ready = up(host, _say, source)
     except UpError as exc:
         _say(f"gpurig up: {exc}")
         return 1

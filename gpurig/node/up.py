@@ -21,22 +21,23 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from gpurig import DEPLOY_ROOT
-from gpurig.checks.judge import Probed, report
-from gpurig.facts.gpurig_user import UserPodman
-from gpurig.facts.round_trip import ROOT_PATH, Snapshot
-from gpurig.node.read import read_local
-from gpurig.plans import CHANGE_IDS
-from gpurig.plans.engine import PODMAN_SOCKET
-from gpurig.report.render import HostReport
+from gpurig.facts.round_trip import ROOT_PATH
+from gpurig.node.ahead import Ahead
 from gpurig.safe_path import walk
-from gpurig.spec.inventory import Host
 from gpurig.spec.model import normalise
 from gpurig.spec.user_scope import is_user
 
+if TYPE_CHECKING:
+    from gpurig.checks.judge import Probed
+    from gpurig.report.render import HostReport
+    from gpurig.spec.inventory import Host
+
 LOCK_WAIT = 300.0  # seconds one `up` waits for another's converge on this node
+# Seconds for the read (drift's own bound over SSH: gpurig.checks.judge.PROBE_TIMEOUT).
+READ_SECONDS = 120.0
 
 
 class UpError(Exception):
@@ -185,6 +186,10 @@ def converge_local(spec: Mapping[str, Any]) -> Failed | None:
 
 def socket_of(spec: Mapping[str, Any], probed: Probed) -> str | None:
     """The Podman API socket the spec declares, as this node has it; None when none."""
+    from gpurig.facts.gpurig_user import UserPodman
+    from gpurig.facts.round_trip import Snapshot
+    from gpurig.plans.engine import PODMAN_SOCKET
+
     if spec["engine"] != "podman" or not spec["podman_socket"]:
         return None
     if not is_user(spec):
@@ -212,9 +217,11 @@ def reason(result: HostReport) -> str | None:
     return f"{first.id}: {first.message}{detail}"
 
 
-def up(host: Host, say: Callable[[str], None]) -> Ready:
+def up(host: Host, say: Callable[[str], None], source: bytes | None = None) -> Ready:
     """Converge this machine as `host` when its read shows a change, then judge it; raises
-    UpError naming why the node cannot serve the job."""
+    UpError naming why the node cannot serve the job. `source`: the bytes of the file `host`
+    came from, for the read its spec made last time (gpurig.node.ahead), started under the
+    lock while the judge is loaded: on a converged node that read is most of `up`."""
     spec = normalise(host.spec)
     if not is_user(spec) and os.geteuid() != 0:
         raise UpError(
@@ -223,7 +230,12 @@ def up(host: Host, say: Callable[[str], None]) -> Ready:
         )
     scoped = contextlib.nullcontext() if is_user(spec) else root_environment()
     with scoped, node_lock(spec):
-        probed = read_local(host)
+        ahead = Ahead(source, host.name, "up", READ_SECONDS) if source is not None else None
+        from gpurig.checks.judge import report
+        from gpurig.node.read import read_local
+        from gpurig.plans import CHANGE_IDS
+
+        probed = read_local(host, ahead=ahead.take if ahead is not None else None)
         result = report(probed)
         pending = [f.id for f in result.findings if f.id in CHANGE_IDS]
         converged = bool(pending)

@@ -98,3 +98,22 @@ def test_a_kept_command_that_can_no_longer_start_is_replaced_by_the_one_built(
     assert ahead.proc is None
     assert ahead.take(ECHO) is None
     assert kept_reads(run_dir) == [ECHO]
+
+
+def test_up_starts_the_read_its_spec_made_last_time(run_dir: Path, tmp_path: Path) -> None:
+    """`gpurig up --local` (a job's first line) reads ahead too, under its lock: the command
+    kept by the first run is the one later runs build, so each later run used the started
+    read (a command built otherwise would have marked the spec VARIES)."""
+    spec, home = tmp_path / "node.yaml", tmp_path / "home"
+    spec.write_text("scope: user\nengine: none\ncore_dumps: disabled\n")
+    home.mkdir(mode=0o700)
+    argv = [sys.executable, "-I", "-m", "gpurig", "up", "--local", "--spec", str(spec)]
+    env = {**os.environ, "HOME": str(home)}
+    said = []
+    for _ in range(3):
+        done = subprocess.run(argv, env=env, cwd="/", capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        said.append(done.stderr.strip().splitlines()[-1])
+    assert said[1:] == [f"gpurig up: {os.uname().nodename} ready (already as declared)"] * 2
+    kept = kept_reads(run_dir)
+    assert VARIES not in kept and [r for r in kept if isinstance(r, list)]

@@ -134,13 +134,13 @@ def test_system_scope_resets_the_callers_environment(
     monkeypatch.chdir(tmp_path)
     seen = {}
 
-    def read_local(host: object) -> None:
+    def read_local(host: object, ahead: object = None) -> None:
         names = ("PATH", "BASH_ENV", "ENV", "HOME", *callers)
         seen.update({k: os.environ.get(k) for k in names})
         seen["cwd"] = os.getcwd()
         raise UpError("read")
 
-    monkeypatch.setattr("gpurig.node.up.read_local", read_local)
+    monkeypatch.setattr("gpurig.node.read.read_local", read_local)
     spec = tmp_path / "node.yaml"
     spec.write_text("core_dumps: disabled\n")
     with pytest.raises(UpError, match="read"):
