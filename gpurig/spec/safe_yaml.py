@@ -244,6 +244,17 @@ def _copy(value: Any) -> Any:
     return value
 
 
+def _key(value: Any) -> Any:
+    """A key as a dict can hold it: a list as a tuple (`? [a, b]`), and what cannot be hashed
+    (`? {a: 1}`) as its text, so that it can still be refused as a key."""
+    value = tuple(value) if isinstance(value, list) else value
+    try:
+        hash(value)
+    except TypeError:
+        return str(value)
+    return value
+
+
 class _Composer:
     """The document, built from the parser's events one at a time, under Bounds."""
 
@@ -330,7 +341,7 @@ class _Composer:
                 event.tag == _MERGE or (event.implicit[0] and event.value == "<<")
             )
             key, _, _, below = self.node(event, depth + 1, path)
-            key = key if not isinstance(key, (dict, list)) else str(key)  # `? {a: 1}`: refused
+            key = _key(key)
             value_event = get()
             value, sub, _, deeper = self.node(value_event, depth + 1, (*path, key))
             height = max(height, below, deeper)
