@@ -179,6 +179,8 @@ def resolve(value: str) -> str | None:
     """The tag YAML 1.2 gives a plain scalar, None for a string (the first match wins, in the
     order of ruamel's resolvers: float before int, a timestamp last)."""
     first = value[:1]
+    if not value:
+        return _NULL
     if first in _NUMERIC_START:
         if _FLOAT_RE.match(value):
             return _FLOAT
@@ -188,7 +190,7 @@ def resolve(value: str) -> str | None:
             return _TIMESTAMP
     elif first in "tTfF":
         return _BOOL if _BOOL_RE.match(value) else None
-    elif first in "~nN" or not value:
+    elif first in "~nN":
         return _NULL if _NULL_RE.match(value) else None
     elif value == "<<":
         return _MERGE
@@ -216,8 +218,9 @@ def _to_timestamp(value: str) -> Any:
     return SafeConstructor().construct_yaml_timestamp(ScalarNode(_TIMESTAMP, value))
 
 
-_MATCHES = {_INT: _INT_RE, _FLOAT: _FLOAT_RE, _BOOL: _BOOL_RE, _NULL: _NULL_RE,
-            _TIMESTAMP: _TIMESTAMP_RE}  # fmt: skip
+# What an explicit tag accepts: `!!float 1` is 1.0, as ruamel reads it.
+_MATCHES = {_INT: _INT_RE, _FLOAT: re.compile(rf"{_FLOAT_RE.pattern}|^[-+]?[0-9][0-9_]*$", re.X),
+            _BOOL: _BOOL_RE, _NULL: _NULL_RE, _TIMESTAMP: _TIMESTAMP_RE}  # fmt: skip
 _BUILD = {_INT: _to_int, _FLOAT: _to_float, _BOOL: lambda v: v.lower() == "true",
           _NULL: lambda v: None, _TIMESTAMP: _to_timestamp}  # fmt: skip
 
@@ -230,9 +233,12 @@ def scalar(value: str, tag: str | None, line: int) -> Any:
         return value
     if tag == _INT and len(value) > MAX_INT_CHARS:
         raise YamlRefused(line, f"an integer of {len(value)} characters is too long")
-    if not _MATCHES[tag].match(value):
-        raise YamlRefused(line, f"{value!r} is not a {tag.rpartition(':')[2]}")
-    return _BUILD[tag](value)
+    try:
+        if _MATCHES[tag].match(value):
+            return _BUILD[tag](value)
+    except ValueError:  # `!!int -_`, a timestamp of month 13
+        pass
+    raise YamlRefused(line, f"{value!r} is not a valid {tag.rpartition(':')[2]}")
 
 
 def _copy(value: Any) -> Any:
