@@ -70,6 +70,14 @@ class PureParser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):
         yaml.scanner.Scanner.__init__(self)
         yaml.parser.Parser.__init__(self)
 
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:
+        """Refuses flow nesting (`[[[...`) past MAX_DEPTH as it reads it: each open bracket
+        may start a key, and the look-ahead over them (1,024 characters) is quadratic here
+        (0.4 s before the first event; libyaml's, in C, takes milliseconds)."""
+        if self.flow_level >= MAX_DEPTH:
+            raise YamlRefused(self.line + 1, f"nested deeper than {MAX_DEPTH} levels")
+        super().fetch_flow_collection_start(TokenClass)
+
 
 class Bounds:
     """The counts of one document as it is composed: values written, values once every alias
