@@ -1,7 +1,8 @@
 """At fleet scale: `gpurig validate` on generated inventories of hundreds to thousands of hosts,
 and `gpurig drift` on that many sandbox fleet hosts beside a bare parallel `ssh host true`.
 
-    .venv/bin/python benchmarks/fleet_scale.py validate [--hosts 100,500,1000,5000] [--repeat 3]
+    .venv/bin/python benchmarks/fleet_scale.py validate [--hosts 100,500,1000,5000,10000]
+        [--repeat 3]
     sudo .venv/bin/python benchmarks/fleet_scale.py drift [--hosts 100,500,1000] [--repeat 1]
         [--converge]
 
@@ -156,7 +157,8 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:
         if args.what == "validate":
-            rows = time_validate(args.hosts or [100, 500, 1000, 5000], args.repeat or 3, Path(tmp))
+            sizes = args.hosts or [100, 500, 1000, 5000, 10000]
+            rows = time_validate(sizes, args.repeat or 3, Path(tmp))
             for row in rows:
                 print(row, flush=True)
         else:

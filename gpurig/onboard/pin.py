@@ -25,7 +25,7 @@ from ruamel.yaml import YAML
 
 from gpurig.fsutil import atomic_write
 from gpurig.spec.container import DOCKER_HUB, ImageRef
-from gpurig.spec.safe_yaml import bounded_yaml, load
+from gpurig.spec.roundtrip_yaml import bounded_yaml, load
 from gpurig.spec.text_file import YamlRefused, read_text
 
 MANIFEST_TYPES = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cache, reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -19,12 +19,13 @@ from gpurig.spec.hostkeys import key_problem
 from gpurig.spec.model import normalise
 from gpurig.spec.schema_check import passes
 from gpurig.spec.secret_use import leaked_secrets
-from gpurig.spec.text_file import YamlRefused, check_text, read_text
+from gpurig.spec.text_file import YamlRefused, read_text
 from gpurig.spec.user_scope import root_only
 
 if TYPE_CHECKING:  # jsonschema is loaded only to explain a document that does not pass
     from jsonschema import Draft202012Validator, TypeChecker, ValidationError
-    from ruamel.yaml.nodes import Node
+
+    from gpurig.spec.safe_yaml import Lines, Parsed
 
 SCHEMA_PATH = Path(DEPLOY_ROOT, "schemas", "inventory.schema.json")
 
@@ -247,57 +248,50 @@ def _load_file(file: str) -> tuple[list[Problem], list[Host]]:
     return _load_text(file, text)
 
 
-def _parse(file: str, text: str) -> tuple[list[Problem], Any]:
-    """Syntax problems (every duplicate key at once), or none and the round-trip document."""
-    from ruamel.yaml.error import YAMLError
+def _parse(file: str, text: str) -> tuple[list[Problem], Parsed | None]:
+    """Syntax problems (every duplicate key at once), or none and the parsed document."""
+    from gpurig.spec.safe_yaml import parse
 
-    from gpurig.spec.safe_yaml import bounded_yaml, syntax_refusal
-
-    yaml = bounded_yaml()
     try:
-        check_text(text)
-        # Compose first: ruamel stops at the first duplicate key, we want them all.
-        node = yaml.compose(text)
-        duplicates = list(_duplicate_keys(file, node, ()))
-        if duplicates:
-            return duplicates, None
-        return [], yaml.constructor.construct_document(node) if node is not None else None
-    except YAMLError as exc:
-        refusal = syntax_refusal(exc)
-        return [Problem(file, refusal.line, (), refusal.message)], None
+        parsed = parse(text)
     except YamlRefused as exc:
         return [Problem(file, exc.line, (), exc.message)], None
+    duplicates = [
+        Problem(file, line, path, f"duplicate key {key!r}; first defined at line {first}")
+        for line, path, key, first in parsed.duplicates
+    ]
+    return (duplicates, None) if duplicates else ([], parsed)
 
 
 def _schema_problems(
-    file: str, doc: Any, data: Any, validator: Any, ref: str | None = None
+    file: str, lines: Lines, data: Any, validator: Any, ref: str | None = None
 ) -> list[Problem]:
     """None where the document passes (schema_check, no jsonschema: the node contracts load a
     spec at every job start); otherwise jsonschema's problems, at their lines."""
     if passes(schema(), data, ref):
         return []
     validator = validator()
-    problems = [p for err in validator.iter_errors(data) for p in _explain(file, doc, err)]
+    problems = [p for err in validator.iter_errors(data) for p in _explain(file, lines, err)]
     return list(dict.fromkeys(problems))  # `required` reports each missing key per error
 
 
 def _load_text(file: str, text: str) -> tuple[list[Problem], list[Host]]:
-    problems, doc = _parse(file, text)
-    if problems:
+    problems, parsed = _parse(file, text)
+    if problems or parsed is None:
         return problems, []
-    data = _plain(doc)
-    problems = _schema_problems(file, doc, data, _validator)
-    checks = list(_semantic_problems(file, doc, data))
+    data, lines = parsed.data, parsed.lines
+    problems = _schema_problems(file, lines, data, _validator)
+    checks = list(_semantic_problems(file, lines, data))
     if problems or checks:
         return problems + checks, []
-    hosts = [_merge_host(file, doc, data, name) for name in data["hosts"]]
+    hosts = [_merge_host(file, lines, data, name) for name in data["hosts"]]
     missing = [
         p
         for host in hosts
-        for p in _missing_images(file, doc, ("hosts", host.name, "spec"), host.spec)
+        for p in _missing_images(file, lines, ("hosts", host.name, "spec"), host.spec)
     ]
-    missing += [p for host in hosts for p in _scope_problems(file, doc, data, host)]
-    missing += [p for host in hosts for p in _secret_problems(file, doc, data, host)]
+    missing += [p for host in hosts for p in _scope_problems(file, lines, data, host)]
+    missing += [p for host in hosts for p in _secret_problems(file, lines, data, host)]
     missing = list(dict.fromkeys(missing))  # one level's item, refused for two hosts: once
     return missing, hosts if not missing else []
 
@@ -319,83 +313,38 @@ def load_spec_file(path: str | Path, name: str) -> Host:
     data = runtime.kept_parse(text)
     if data is not None and not _spec_problems(file, None, data):
         return Host(name, "localhost", SshSettings(), (), normalise(data), file, 1)
-    try:
-        problems, doc = _parse(file, text)
-    except YamlRefused as exc:
-        problems, doc = [Problem(file, exc.line, (), exc.message)], None
-    if problems:
+    problems, parsed = _parse(file, text)
+    if problems or parsed is None:
         raise InventoryError(problems)
-    data = _plain(doc)
-    problems = _spec_problems(file, doc, data)
+    data, lines = parsed.data, parsed.lines
+    problems = _spec_problems(file, lines, data)
     if problems:
         raise InventoryError(sorted(problems, key=lambda p: p.line or 0))
     runtime.keep_parse(text, data)
     return Host(name, "localhost", SshSettings(), (), normalise(data), file, 1)
 
 
-def _spec_problems(file: str, doc: Any, data: Any) -> list[Problem]:
-    """What is wrong with one host's spec, at the lines of `doc` (line 1 without one)."""
-    problems = _schema_problems(file, doc, data, _spec_validator, "#/$defs/spec")
-    problems += _mount_problems(file, doc, (), data)
+def _spec_problems(file: str, lines: Lines, data: Any) -> list[Problem]:
+    """What is wrong with one host's spec, at its lines (line 1 without a document)."""
+    problems = _schema_problems(file, lines, data, _spec_validator, "#/$defs/spec")
+    problems += _mount_problems(file, lines, (), data)
     if not problems:
-        problems += _missing_images(file, doc, (), data, merged=False)
+        problems += _missing_images(file, lines, (), data, merged=False)
         problems += [
-            Problem(file, _line(doc, path), path, why) for path, why in root_only(normalise(data))
+            Problem(file, _line(lines, path), path, why) for path, why in root_only(normalise(data))
         ]
     return problems
 
 
-def _duplicate_keys(file: str, node: Node | None, path: KeyPath) -> Iterator[Problem]:
-    from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
-
-    if isinstance(node, MappingNode):
-        first_lines: dict[Any, int] = {}
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, ScalarNode):
-                continue  # a mapping or list used as a key: the schema refuses it
-            key = key_node.value
-            line = key_node.start_mark.line + 1
-            if key in first_lines and key != "<<":
-                yield Problem(
-                    file,
-                    line,
-                    (*path, key),
-                    f"duplicate key {key!r}; first defined at line {first_lines[key]}",
-                )
-            first_lines.setdefault(key, line)
-            yield from _duplicate_keys(file, value_node, (*path, key))
-    elif isinstance(node, SequenceNode):
-        for index, item in enumerate(node.value):
-            yield from _duplicate_keys(file, item, (*path, index))
-
-
-def _plain(value: Any) -> Any:
-    """ruamel's round-trip types as plain Python, so jsonschema sees what YAML said."""
-    if isinstance(value, Mapping):
-        return {_plain_key(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    for kind in (bool, int, float, str):
-        if isinstance(value, kind):
-            return kind(value)
-    return value
-
-
-def _plain_key(key: Any) -> Any:
-    """A key as _plain has it; a mapping used as a key (`? {a: 1}`) as its text, so it can
-    still be a key and be refused as one."""
-    plain = _plain(key)
-    return plain if isinstance(plain, Hashable) else str(plain)
-
-
-def _line(doc: Any, path: KeyPath) -> int:
-    """Line of the deepest key or list item along `path` that the document has."""
-    line, node = 1, doc
+def _line(lines: Lines, path: KeyPath) -> int:
+    """Line of the deepest key or list item along `path` that the document has (`lines` is
+    gpurig.spec.safe_yaml's, None where there is no document)."""
+    line = 1
     for step in path:
-        position = getattr(node, "lc", None) and node.lc.data.get(step)
-        if not position:
+        try:
+            line, lines = lines[step]
+        except (KeyError, IndexError, TypeError):
             break
-        line, node = position[0] + 1, node[step]
     return line
 
 
@@ -409,7 +358,7 @@ def _show(value: Any) -> str:
     return repr(value)
 
 
-def _explain(file: str, doc: Any, err: ValidationError) -> Iterator[Problem]:
+def _explain(file: str, lines: Lines, err: ValidationError) -> Iterator[Problem]:
     """Turn one jsonschema error into problems at the offending key's line."""
     path: KeyPath = tuple(err.absolute_path)
     if "propertyNames" in err.absolute_schema_path:
@@ -421,15 +370,15 @@ def _explain(file: str, doc: Any, err: ValidationError) -> Iterator[Problem]:
             if key not in err.schema.get("properties", {}):
                 where = (*path, key)
                 yield Problem(
-                    file, _line(doc, where), where, f"unknown key {key!r}; allowed: {allowed}"
+                    file, _line(lines, where), where, f"unknown key {key!r}; allowed: {allowed}"
                 )
         return
     if err.validator == "required":
         for key in err.validator_value:
             if key not in err.instance:
-                yield Problem(file, _line(doc, path), path, f"missing required key {key!r}")
+                yield Problem(file, _line(lines, path), path, f"missing required key {key!r}")
         return
-    yield Problem(file, _line(doc, path), path, _expectation(err) + _nearest(err))
+    yield Problem(file, _line(lines, path), path, _expectation(err) + _nearest(err))
 
 
 def _nearest(err: ValidationError) -> str:
@@ -482,7 +431,7 @@ def _levels(data: Any) -> Iterator[tuple[KeyPath, Mapping[str, Any]]]:
                     yield (section, name), level
 
 
-def _semantic_problems(file: str, doc: Any, data: Any) -> Iterator[Problem]:
+def _semantic_problems(file: str, lines: Lines, data: Any) -> Iterator[Problem]:
     """Checks the schema cannot express: group references, mount syntax, host key contents."""
     groups = data.get("groups") if isinstance(data, Mapping) else None
     defined = list(groups) if isinstance(groups, Mapping) else []
@@ -494,14 +443,14 @@ def _semantic_problems(file: str, doc: Any, data: Any) -> Iterator[Problem]:
                 where = (*prefix, "groups", index)
                 known = ", ".join(defined) or "none"
                 yield Problem(
-                    file, _line(doc, where), where, f"undefined group {group!r}; defined: {known}"
+                    file, _line(lines, where), where, f"undefined group {group!r}; defined: {known}"
                 )
         for where, host_key in _host_keys(prefix, level.get("ssh")):
             if isinstance(host_key, str) and re.search(key_pattern, host_key):
                 reason = key_problem(host_key)
                 if reason:
-                    yield Problem(file, _line(doc, where), where, reason)
-        yield from _mount_problems(file, doc, (*prefix, "spec"), level.get("spec"))
+                    yield Problem(file, _line(lines, where), where, reason)
+        yield from _mount_problems(file, lines, (*prefix, "spec"), level.get("spec"))
 
 
 def _host_keys(prefix: KeyPath, ssh: Any) -> Iterator[tuple[KeyPath, Any]]:
@@ -514,8 +463,8 @@ def _host_keys(prefix: KeyPath, ssh: Any) -> Iterator[tuple[KeyPath, Any]]:
         yield (*prefix, "ssh", "jump", "host_key"), jump.get("host_key")
 
 
-def _mount_problems(file: str, doc: Any, path: KeyPath, spec: Any) -> Iterator[Problem]:
-    """Mount syntax in the spec at `path` of `doc`."""
+def _mount_problems(file: str, lines: Lines, path: KeyPath, spec: Any) -> Iterator[Problem]:
+    """Mount syntax in the spec at `path` of the document."""
     containers = spec.get("containers") if isinstance(spec, Mapping) else None
     if not isinstance(containers, Mapping):
         return
@@ -525,10 +474,10 @@ def _mount_problems(file: str, doc: Any, path: KeyPath, spec: Any) -> Iterator[P
             reason = mount_problem(mount) if isinstance(mount, str) else None
             if reason:
                 where = (*path, "containers", name, "mounts", index)
-                yield Problem(file, _line(doc, where), where, f"{reason}; got {mount!r}")
+                yield Problem(file, _line(lines, where), where, f"{reason}; got {mount!r}")
 
 
-def _merge_host(file: str, doc: Any, data: Mapping[str, Any], name: str) -> Host:
+def _merge_host(file: str, lines: Lines, data: Mapping[str, Any], name: str) -> Host:
     entry = data["hosts"][name]
     groups = tuple(entry.get("groups", ()))
     levels = [data.get("defaults", {}), *(data["groups"][g] for g in groups), entry]
@@ -544,7 +493,7 @@ def _merge_host(file: str, doc: Any, data: Mapping[str, Any], name: str) -> Host
         groups=groups,
         spec=normalise(spec),
         source=file,
-        line=_line(doc, ("hosts", name)),
+        line=_line(lines, ("hosts", name)),
     )
 
 
@@ -576,27 +525,31 @@ def _declaring(data: Mapping[str, Any], host: Host, path: KeyPath) -> KeyPath:
     return next((p for p, level in levels if _declared(level, path)), levels[0][0])
 
 
-def _scope_problems(file: str, doc: Any, data: Mapping[str, Any], host: Host) -> Iterator[Problem]:
+def _scope_problems(
+    file: str, lines: Lines, data: Mapping[str, Any], host: Host
+) -> Iterator[Problem]:
     """Root-only items of a user-scope host, each at the line of the level that declares it."""
     for path, why in root_only(host.spec):
         prefix = _declaring(data, host, path)
         where = (*prefix, "spec", *path)
         note = "" if prefix[0] == "hosts" else f" (host {host.name} has scope: user)"
-        yield Problem(file, _line(doc, where), where, why + note)
+        yield Problem(file, _line(lines, where), where, why + note)
 
 
-def _secret_problems(file: str, doc: Any, data: Mapping[str, Any], host: Host) -> Iterator[Problem]:
+def _secret_problems(
+    file: str, lines: Lines, data: Mapping[str, Any], host: Host
+) -> Iterator[Problem]:
     """A declared secret's value in a container's command or env would be on the engine's
     command line and in its inspect output for every account that may ask: refused, pointing
     at the secret's own file. A credential in a repo URL's query: refused (git would hold it
     in its argv and .git/config)."""
     for path, why in leaked_secrets(host.spec):
         where = (*_declaring(data, host, path), "spec", *path)
-        yield Problem(file, _line(doc, where), where, why)
+        yield Problem(file, _line(lines, where), where, why)
 
 
 def _missing_images(
-    file: str, doc: Any, path: KeyPath, spec: Mapping[str, Any], merged: bool = True
+    file: str, lines: Lines, path: KeyPath, spec: Mapping[str, Any], merged: bool = True
 ) -> Iterator[Problem]:
     """Every container needs an image, but any level may supply it: check after merging."""
     after = " after merging defaults, groups and host" if merged else ""
@@ -606,7 +559,7 @@ def _missing_images(
             where = (*path, "containers", name)
             yield Problem(
                 file,
-                _line(doc, where),
+                _line(lines, where),
                 where,
                 f"no image{after}; expected {expected}",
             )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
+from functools import cache
 from pathlib import Path
 
 from gpurig.spec.inventory import Host
@@ -37,28 +38,36 @@ def _keys(host: Host) -> Iterator[tuple[str, str]]:
         yield "ssh.jump.key", jump.key
 
 
+def _key_problems(key: str, root: Path) -> list[str]:
+    """What is wrong with private key path `key` for an inventory in repository `root`."""
+    full = Path(os.path.expanduser(key))
+    problems = []
+    if key.startswith("/") and not full.resolve().is_relative_to(root):
+        problems.append(
+            f"{key} is an absolute path outside this repository, so another machine "
+            "(a CI runner) looks for it there: write it under the home as ~/... (each "
+            "machine's own)"
+        )
+    if not full.is_file():
+        problems.append(
+            f"no private key file at {full} on this machine: drift reports the host "
+            "unreachable and the converge cannot log in from here"
+        )
+    return problems
+
+
 def key_warnings(hosts: Sequence[Host]) -> list[str]:
     """One line per key path that is absolute outside the inventory's repository (found on
     this machine only), and per key file missing here; a key many hosts share (the defaults')
-    is said once, at its first host, with how many others use it."""
+    is said once, at its first host, with how many others use it. Each file's repository and
+    each key are looked at once (a fleet of thousands shares a few)."""
+    root_of = cache(lambda source: repository(Path(source).resolve().parent))
+    problems = cache(_key_problems)
     found: dict[tuple[str, str], list[str]] = {}
     for host in hosts:
         where = f"{host.source}:{host.line}: hosts.{host.name}"
-        root = repository(Path(host.source).resolve().parent)
         for field, key in _keys(host):
-            full = Path(os.path.expanduser(key))
-            if key.startswith("/") and not full.resolve().is_relative_to(root):
-                said = (
-                    f"{key} is an absolute path outside this repository, so another machine "
-                    "(a CI runner) looks for it there: write it under the home as ~/... (each "
-                    "machine's own)"
-                )
-                found.setdefault((field, said), []).append(where)
-            if not full.is_file():
-                said = (
-                    f"no private key file at {full} on this machine: drift reports the host "
-                    "unreachable and the converge cannot log in from here"
-                )
+            for said in problems(key, root_of(host.source)):
                 found.setdefault((field, said), []).append(where)
     return [
         f"{wheres[0]}.{field}: {said}"

@@ -1,7 +1,7 @@
 """Sizes as the inventory declares them (`512g`) and as reports print them (`512 GiB`).
 
 Pure and free of third-party imports, so the judges that compare sizes do not load the
-inventory's validator (jsonschema, ruamel) to do it.
+inventory's validator (jsonschema, a YAML parser) to do it.
 """
 
 from __future__ import annotations

@@ -39,7 +39,8 @@ from gpurig.spec.inventory import (
     load_spec_file,
     schema,
 )
-from gpurig.spec.safe_yaml import MAX_DEPTH, bounded_yaml, load
+from gpurig.spec.roundtrip_yaml import bounded_yaml, load
+from gpurig.spec.safe_yaml import MAX_DEPTH, Bounds, parse
 from gpurig.spec.text_file import MAX_BYTES, YamlRefused
 from gpurig.spec.textsafe import UNSAFE, visible
 
@@ -308,11 +309,23 @@ FILES: list[tuple[str, Callable[[Path], Path], int | None, str]] = [
 ]  # fmt: skip
 
 
+@pytest.fixture(params=["libyaml", "pure Python"])
+def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test that takes it runs on libyaml's parser and again on PyYAML's pure-Python one
+    (what a PyYAML built without libyaml has)."""
+    if request.param == "pure Python":
+        monkeypatch.setattr(safe_yaml, "FAST_PARSER", None)
+    else:
+        assert safe_yaml.FAST_PARSER is not None, "this PyYAML has no libyaml"
+    return request.param
+
+
 @pytest.mark.parametrize(("name", "make", "line", "fragment"), FILES, ids=[f[0] for f in FILES])
 def test_hostile_file_is_refused_within_a_second(
-    faults: Any, tmp_path: Path, name: str, make: Callable[[Path], Path], line: int | None,
-    fragment: str,
+    faults: Any, tmp_path: Path, parser: str, name: str, make: Callable[[Path], Path],
+    line: int | None, fragment: str,
 ) -> None:  # fmt: skip
+    name = f"{name} ({parser})"
     path = make(tmp_path)
     error = faults.attempt(name, lambda: load_inventory([path]), InventoryError)
     assert isinstance(error, InventoryError), f"{name} was accepted"
@@ -332,9 +345,10 @@ SPEC_FILES = [f for f in FILES if f[0] not in ("python object tag", "mapping as 
     ("name", "make", "line", "fragment"), SPEC_FILES, ids=[f[0] for f in SPEC_FILES]
 )
 def test_hostile_spec_file_is_refused_within_a_second(
-    faults: Any, tmp_path: Path, name: str, make: Callable[[Path], Path], line: int | None,
-    fragment: str,
+    faults: Any, tmp_path: Path, parser: str, name: str, make: Callable[[Path], Path],
+    line: int | None, fragment: str,
 ) -> None:  # fmt: skip
+    name = f"{name} ({parser})"
     path = make(tmp_path)
     error = faults.attempt(f"spec {name}", lambda: load_spec_file(path, "here"), InventoryError)
     assert isinstance(error, InventoryError), f"{name} was accepted"
@@ -387,25 +401,43 @@ def _amplified(written: int, aliases: int) -> str:
             f"uses: [{'*b,' * aliases}]\n")  # fmt: skip
 
 
-def test_aliases_may_add_ten_values_for_each_written() -> None:
-    """The bound on aliases grows with what the document writes, and holds once past it."""
+def _roundtrip(text: str) -> tuple[Any, Bounds]:
     yaml = bounded_yaml()
-    document = load(_amplified(3000, 300), yaml)  # adds 30,300 to 3,107 written
-    assert len(document["uses"]) == 300 and yaml.composer.expanded == 3107 + 300 * 101
+    return load(text, yaml), yaml.composer.bounds
+
+
+# Every loader under the bounds: validation's, on libyaml and on PyYAML's pure Python, and pin's.
+LOADERS: dict[str, Callable[[str], tuple[Any, Bounds]]] = {
+    "libyaml": lambda text: (lambda p: (p.data, p.bounds))(parse(text)),
+    "pure Python": lambda text: (lambda p: (p.data, p.bounds))(parse(text, fast=False)),
+    "round trip": _roundtrip,
+}
+
+
+@pytest.mark.parametrize("loader", LOADERS.values(), ids=LOADERS.keys())
+def test_aliases_may_add_ten_values_for_each_written(
+    loader: Callable[[str], tuple[Any, Bounds]],
+) -> None:
+    """The bound on aliases grows with what the document writes, and holds once past it."""
+    document, bounds = loader(_amplified(3000, 300))  # adds 30,300 to 3,107 written
+    assert len(document["uses"]) == 300 and bounds.expanded == 3107 + 300 * 101
     for written, aliases, bound in [(1000, 300, 1107 + 20_000), (3000, 320, 3107 * 11)]:
         with pytest.raises(YamlRefused, match=f"expand the {written + 107} values written to "
                            f"more than {bound}$") as refused:  # fmt: skip
-            load(_amplified(written, aliases), yaml)
+            loader(_amplified(written, aliases))
         assert refused.value.line == 3
 
 
-def test_values_written_are_bounded_by_count(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("loader", LOADERS.values(), ids=LOADERS.keys())
+def test_values_written_are_bounded_by_count(
+    monkeypatch: pytest.MonkeyPatch, loader: Callable[[str], tuple[Any, Bounds]]
+) -> None:
     """A file at the size limit could write millions of values; past MAX_WRITTEN (half a
-    million: a minute to reach) it is refused, shown here with a bound of 1,000."""
+    million) it is refused, shown here with a bound of 1,000."""
     monkeypatch.setattr(safe_yaml, "MAX_WRITTEN", 1000)
-    assert len(load(_amplified(800, 0), bounded_yaml())["plain"]) == 800  # 907 written
+    assert len(loader(_amplified(800, 0))[0]["plain"]) == 800  # 907 written
     with pytest.raises(YamlRefused, match="more than 1000 values written") as refused:
-        load(_amplified(1000, 0), bounded_yaml())
+        loader(_amplified(1000, 0))
     assert refused.value.line == 1
 
 
