@@ -29,6 +29,7 @@ from typing import Any
 import click
 import yaml
 
+from gpurig.checks.rules import rules
 from gpurig.report import explain
 from gpurig.report.render import HostReport
 from gpurig.report.textfile import SEVERITIES, contract_families, families, render
@@ -362,9 +363,27 @@ def finding_page(found: explain.Entry) -> str:
     remedy = _linked(found.remediation, found.id)
     lines += [f"- Severity: `{found.severity}`", f"- Remediation: {remedy}",
               *([f"- Node contracts: {action}"] if action else []),
-              f"- Source: {found.source}", "",
-              "All ids: [the findings catalogue](../reference/findings.md)."]  # fmt: skip
+              f"- Source: {found.source}", ""]  # fmt: skip
+    lines += _by_input_lines(found)
+    lines.append("All ids: [the findings catalogue](../reference/findings.md).")
     return "\n".join(lines) + "\n"
+
+
+def _by_input_lines(found: explain.Entry) -> list[str]:
+    """Where the reading decides the severity or remediation: which readings give which, the
+    rows the check itself judges by."""
+    if not found.by_input:
+        return []
+    lines = [
+        "## Severity by input",
+        "",
+        "| severity | remediation | given by |",
+        "| --- | --- | --- |",
+    ]
+    remedies = rules()["remediations"]
+    lines += [f"| `{row.severity}` | `{row.remediation}`: {_cell(remedies[row.remediation])} | "
+              f"{_cell(row.when)} |" for row in found.by_input]  # fmt: skip
+    return [*lines, ""]
 
 
 def _linked(text: str, own: str) -> str:
