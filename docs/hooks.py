@@ -259,7 +259,13 @@ def _refused(kind: str, dotted: str) -> str:
 
 
 def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """`text` on one line for a table cell or a list item: its pipes escaped, and its angle
+    brackets outside code spans too (`'<type> <base64>'` would be read as HTML, and vanish)."""
+    parts = re.split(r"(`[^`]*`)", " ".join(str(text).split()).replace("|", "\\|"))
+    return "".join(
+        part if part.startswith("`") else part.replace("<", "&lt;").replace(">", "&gt;")
+        for part in parts
+    )
 
 
 def spec_reference() -> str:
@@ -363,7 +369,7 @@ def finding_page(found: explain.Entry) -> str:
     remedy = _linked(found.remediation, found.id)
     lines += [f"- Severity: `{found.severity}`", f"- Remediation: {remedy}",
               *([f"- Node contracts: {action}"] if action else []),
-              f"- Source: {found.source}", ""]  # fmt: skip
+              f"- Source: {_cell(found.source)}", ""]  # fmt: skip
     lines += _by_input_lines(found)
     lines.append("All ids: [the findings catalogue](../reference/findings.md).")
     return "\n".join(lines) + "\n"
