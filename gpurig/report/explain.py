@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpurig.checks import gpu, interconnect, node
+from gpurig.checks import compat, gpu, interconnect, node
 from gpurig.checks.rules import ByInput, rules
 from gpurig.data.tables import table
 from gpurig.plans import CHANGE_IDS
@@ -28,6 +28,8 @@ GROUPED = ".differs"
 # The ids whose severity or remediation the reading decides, each with the rows its check
 # judges by, built from the same tables: the page and `gpurig explain` show them all.
 BY_INPUT: dict[str, Callable[[], list[ByInput]]] = {
+    "compat.driver_cuda": compat.driver_cuda_by_input,
+    "compat.torch_arch": compat.torch_arch_by_input,
     "gpu.xid": gpu.xid_by_input,
     "gpu.recovery_action": gpu.recovery_by_input,
     "gpu.sxid": interconnect.sxid_by_input,

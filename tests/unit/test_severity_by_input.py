@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpurig.checks import gpu, interconnect, node
+from gpurig.checks import compat, gpu, interconnect, node
 from gpurig.checks.rules import ByInput, rules
 from gpurig.data.tables import table
 from gpurig.facts.gpurig_nvidia import KernelLog
@@ -105,3 +105,22 @@ def test_recovery_actions_give_their_remediation() -> None:
         if action != "None":
             assert action in row_for(list(rows), "error", remedy or "contact-provider").when
     assert explain.entry("gpu.recovery_action").severity == "error"
+
+
+def test_compat_ids_give_the_severities_their_rows_say() -> None:
+    rows = {r.severity: r for r in explain.entry("compat.driver_cuda").by_input}
+    assert "12.x: 525.60.13" in rows["error"].when
+    outcomes = {
+        "below the 12.x floor": compat.check_driver_cuda("525.60.12", "12.4"),
+        "between the floor and 12.4's own minimum": compat.check_driver_cuda("535.54.03", "12.4"),
+        "a release not in the table": compat.check_driver_cuda("999.0", "12.99"),
+    }
+    assert [f.severity for found in outcomes.values() for f in found] == ["error", "warn", "warn"]
+    rows = {r.severity: r for r in explain.entry("compat.torch_arch").by_input}
+    assert set(rows) == {"error", "warn"}
+    ptx_only = compat.check_torch_arch(["sm_80", "compute_80"], "9.0")
+    assert [f.severity for f in ptx_only] == ["warn"] and "only PTX fits" in rows["warn"].when
+    no_jit = compat.check_torch_arch(["sm_80", "compute_80"], "9.0", ptx_jit=False)
+    nothing = compat.check_torch_arch(["sm_80"], "9.0")
+    assert [f.severity for f in no_jit + nothing] == ["error", "error"]
+    assert explain.entry("compat.torch_arch").severity == "error or warn"
