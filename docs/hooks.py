@@ -29,6 +29,7 @@ from typing import Any
 import click
 import yaml
 
+from gpurig.checks.rules import rules
 from gpurig.report import explain
 from gpurig.report.render import HostReport
 from gpurig.report.textfile import SEVERITIES, contract_families, families, render
@@ -258,7 +259,13 @@ def _refused(kind: str, dotted: str) -> str:
 
 
 def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+    """`text` on one line for a table cell or a list item: its pipes escaped, and its angle
+    brackets outside code spans too (`'<type> <base64>'` would be read as HTML, and vanish)."""
+    parts = re.split(r"(`[^`]*`)", " ".join(str(text).split()).replace("|", "\\|"))
+    return "".join(
+        part if part.startswith("`") else part.replace("<", "&lt;").replace(">", "&gt;")
+        for part in parts
+    )
 
 
 def spec_reference() -> str:
@@ -362,9 +369,27 @@ def finding_page(found: explain.Entry) -> str:
     remedy = _linked(found.remediation, found.id)
     lines += [f"- Severity: `{found.severity}`", f"- Remediation: {remedy}",
               *([f"- Node contracts: {action}"] if action else []),
-              f"- Source: {found.source}", "",
-              "All ids: [the findings catalogue](../reference/findings.md)."]  # fmt: skip
+              f"- Source: {_cell(found.source)}", ""]  # fmt: skip
+    lines += _by_input_lines(found)
+    lines.append("All ids: [the findings catalogue](../reference/findings.md).")
     return "\n".join(lines) + "\n"
+
+
+def _by_input_lines(found: explain.Entry) -> list[str]:
+    """Where the reading decides the severity or remediation: which readings give which, the
+    rows the check itself judges by."""
+    if not found.by_input:
+        return []
+    lines = [
+        "## Severity by input",
+        "",
+        "| severity | remediation | given by |",
+        "| --- | --- | --- |",
+    ]
+    remedies = rules()["remediations"]
+    lines += [f"| `{row.severity}` | `{row.remediation}`: {_cell(remedies[row.remediation])} | "
+              f"{_cell(row.when)} |" for row in found.by_input]  # fmt: skip
+    return [*lines, ""]
 
 
 def _linked(text: str, own: str) -> str:

@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 # prometheus-node-exporter: tests/integration/test_node_exporter.py runs its binary on loopback.
 # strace: tests/unit/test_one_reader.py traces every fact's command.
 # prometheus: its promtool tests the shipped alerting rules (tests/unit/test_alert_rules.py).
-DEBS="podman runc debootstrap docker-registry busybox-static gnupg iproute2 openssh-client git ca-certificates python3-venv prometheus-node-exporter strace prometheus"
+# pipx: tests/unit/test_tool_install.py installs the wheelhouse with it, as the docs tell users.
+DEBS="podman runc debootstrap docker-registry busybox-static gnupg iproute2 openssh-client git ca-certificates python3-venv prometheus-node-exporter strace prometheus pipx"
 missing=""
 for pkg in $DEBS; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing="$missing $pkg"
@@ -32,3 +33,14 @@ fi
 # Exactly the lockfile; never a Python downloaded behind the user's back. The docs group too:
 # the test command builds the documentation (scripts/docs.sh).
 UV_PYTHON_DOWNLOADS=never uv sync --frozen --quiet --compile-bytecode --group docs
+
+# The locked dependencies' wheels (scripts/wheelhouse.sh), once per lockfile, in the user's cache:
+# tests/unit/test_tool_install.py builds a wheelhouse from them with no network, as a site
+# without PyPI would from its mirror, and installs it with `uv tool` and pipx.
+wheels="${XDG_CACHE_HOME:-$HOME/.cache}/gpurig/wheelhouse-$(sha256sum uv.lock | cut -c1-12)"
+if [ ! -f "$wheels/requirements.txt" ]; then
+    echo "setup: downloading the locked wheels into $wheels"
+    rm -rf "$wheels.part"
+    sh scripts/wheelhouse.sh "$wheels.part" >/dev/null
+    mv "$wheels.part" "$wheels"
+fi

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, NamedTuple
 
-from gpurig.checks.rules import found
+from gpurig.checks.rules import ByInput, found, rules
 from gpurig.data.tables import table
 from gpurig.spec.finding import Finding
 from gpurig.spec.pattern import lazy
@@ -114,6 +114,21 @@ def needs_minor_version_compat(driver: str, cuda: str) -> bool:
     return _key(parse_version(driver)) < _key(parse_version(release[1]))
 
 
+def driver_cuda_by_input() -> list[ByInput]:
+    """compat.driver_cuda's severity per reading, as check_driver_cuda judges it, with the
+    floors of cuda_drivers.yaml."""
+    remedy = rules()["checks"]["compat.driver_cuda"]["remediation"]
+    floors = ", ".join(
+        f"{row['cuda_major']}.x: {row['min_driver']}"
+        for row in table("cuda_drivers.yaml")["minor_version_compatibility"]
+    )
+    return [
+        ByInput("error", remedy, f"a driver below the CUDA major's minor-version floor ({floors})"),
+        ByInput("warn", remedy, "a driver at or above that floor but below the CUDA release's "
+                "own minimum, or a CUDA release not in gpurig's table (only the floor checked)"),
+    ]  # fmt: skip
+
+
 def check_driver_cuda(driver: str, cuda: str, subject: str = TORCH) -> list[Finding]:
     """Is the driver new enough for a torch built against `cuda` (torch.version.cuda)?
 
@@ -199,6 +214,16 @@ def _runs_on(target: Target, capability: tuple[int, int]) -> bool:
 
 def _by_capability(target: Target) -> tuple[int, int]:
     return target.capability
+
+
+def torch_arch_by_input() -> list[ByInput]:
+    """compat.torch_arch's severity per reading, as check_torch_arch judges it."""
+    remedy = rules()["checks"]["compat.torch_arch"]["remediation"]
+    return [
+        ByInput("error", remedy, "no cubin or PTX in the arch list fits the GPU's capability, "
+                "or only PTX fits and the driver is below the CUDA release's minimum (no JIT)"),
+        ByInput("warn", remedy, "only PTX fits: kernels are JIT-compiled at the first start"),
+    ]  # fmt: skip
 
 
 def check_torch_arch(

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from gpurig.checks.compat import DRIVER
-from gpurig.checks.rules import found, rules
+from gpurig.checks.rules import ByInput, by_input, found, rules
 from gpurig.facts.gpurig_nvidia import (
     GpuDevices,
     GpuHealth,
@@ -437,14 +437,52 @@ def _host(_spec: Spec, read: Read) -> Iterator[Finding]:
         )
 
 
+def _recovery_remedy(action: str) -> str:
+    """The remediation for a GPU Recovery Action (nvidia-smi -q, or Xid 154's message)."""
+    return rules()["recovery_actions"].get(action) or "contact-provider"
+
+
 def _xid_remedy(xid: int, message: str) -> tuple[str, str]:
     """(remediation, catalog name) for one Xid; Xid 154 names its action in the message."""
     mnemonic, bucket = rules()["xids"].get(xid, ["not in the catalog table", "RESTART_APP"])
     if xid == 154:
         action = re.findall(r"\(([^()]+)\)", message)
-        remedy = rules()["recovery_actions"].get(action[-1] if action else "")
-        return remedy or "contact-provider", mnemonic
+        return _recovery_remedy(action[-1] if action else ""), mnemonic
     return rules()["xid_buckets"][bucket], mnemonic
+
+
+def xid_severity(remedy: str) -> str:
+    """A gpu.xid finding's severity, by the remediation its code gets (checks.yaml)."""
+    return rules()["xid_severities"][remedy]
+
+
+def xid_by_input() -> list[ByInput]:
+    """gpu.xid's severity and remediation per Xid, judged as _kernel_log judges them: the
+    catalog table's codes (79 is gpu.fallen_off_bus), Xid 154 by the action it names, and a
+    code not in the table."""
+    rows = []
+    for xid in sorted(rules()["xids"]):
+        if xid not in (79, 154):
+            remedy = _xid_remedy(xid, "")[0]
+            rows.append(ByInput(xid_severity(remedy), remedy, f"Xid {xid}"))
+    for action in rules()["recovery_actions"]:
+        remedy = _xid_remedy(154, f"({action})")[0]
+        rows.append(ByInput(xid_severity(remedy), remedy, f"Xid 154 ({action})"))
+    remedy = _xid_remedy(0, "")[0]  # 0: no Xid has it
+    rows.append(ByInput(xid_severity(remedy), remedy, "an Xid not in the catalog table"))
+    return [row._replace(when=_codes(row.when)) for row in by_input(rows)]
+
+
+def _codes(joined: str) -> str:
+    """'Xid 8; Xid 13; Xid 154 (None)' as 'Xid 8, 13, 154 (None)'."""
+    return "Xid " + ", ".join(part.removeprefix("Xid ") for part in joined.split("; "))
+
+
+def recovery_by_input() -> list[ByInput]:
+    """gpu.recovery_action's remediation per action the driver can set ("None" sets none)."""
+    severity = rules()["checks"]["gpu.recovery_action"]["severity"]
+    return by_input(ByInput(severity, _recovery_remedy(action), action)
+                    for action in rules()["recovery_actions"] if action != "None")  # fmt: skip
 
 
 def _kernel_log(_spec: Spec, read: Read) -> Iterator[Finding]:
@@ -480,12 +518,12 @@ def _kernel_log(_spec: Spec, read: Read) -> Iterator[Finding]:
             _log(lines),
             f"NVIDIA's catalog action for Xid {xid}",
             remediation=remedy,
-            severity="warn" if remedy == "restart-job" else "error",
+            severity=xid_severity(remedy),
         )
     for health in _health(gpu):
         action = health.get("recovery_action")
         if action and action != "None":
-            remedy = rules()["recovery_actions"].get(action) or "contact-provider"
+            remedy = _recovery_remedy(action)
             yield found(
                 "gpu.recovery_action",
                 subject(health.get("pci")),

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from gpurig.checks.gpu import _log as log_excerpt
-from gpurig.checks.rules import found
+from gpurig.checks.rules import ByInput, by_input, found
 from gpurig.data.tables import table
 from gpurig.facts.gpurig_interconnect import PcieAcs
 from gpurig.facts.gpurig_nvidia import KernelLog, NvidiaGpus
@@ -33,6 +33,23 @@ def sxid_class(sxid: int, word: str) -> tuple[str, str]:
         name, category = data["sxids"][sxid]
         return name, category
     return "not in the table", data["unlisted"].get(word, "fatal")
+
+
+def sxid_by_input() -> list[ByInput]:
+    """gpu.sxid's severity and remediation per SXid, judged as _sxids judges them: the table's
+    codes by their category, a code not in it by the word the driver logged with it."""
+    data = table("interconnect.yaml")
+    codes: dict[str, list[str]] = {}
+    for sxid in sorted(data["sxids"]):
+        codes.setdefault(sxid_class(sxid, "")[1], []).append(str(sxid))
+    for word in (*data["unlisted"], ""):
+        said = f"logged {word}" if word else "logged with neither word"
+        codes.setdefault(sxid_class(0, word)[1], []).append(f"a code not in the table {said}")
+    judged = data["sxid_categories"]
+    return by_input(
+        ByInput(judged[c]["severity"], judged[c]["remediation"], f"{c}: SXid {', '.join(codes[c])}")
+        for c in codes
+    )
 
 
 def _sxids(_spec: Spec, read: Read) -> Iterator[Finding]:

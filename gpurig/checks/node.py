@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from gpurig.checks.rules import found, rules
+from gpurig.checks.rules import ByInput, found, rules
 from gpurig.facts.gpurig_node import (
     CgroupLeaks,
     CgroupMemory,
@@ -268,6 +268,15 @@ def _oom(_spec: Spec, read: Read) -> Iterator[Finding]:
             f"oom_kill {kills}",
             OOM_FIX,
         )
+
+
+def level_by_input(check_id: str, limits: str, unit: str) -> list[ByInput]:
+    """A thresholded id's severity per reading, as _level judges it (checks.yaml thresholds)."""
+    bound, remedy = rules()["thresholds"][limits], rules()["checks"][check_id]["remediation"]
+    return [
+        ByInput("error", remedy, f"more than {bound['error']} {unit}"),
+        ByInput("warn", remedy, f"more than {bound['warn']} {unit}, up to {bound['error']}"),
+    ]
 
 
 def _leaks(_spec: Spec, read: Read) -> Iterator[Finding]:

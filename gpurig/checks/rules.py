@@ -7,8 +7,8 @@ node, container and compatibility checks all build their findings with `found()`
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from gpurig.data.tables import table
 from gpurig.spec.finding import Finding, Severity
@@ -17,6 +17,25 @@ from gpurig.spec.finding import Finding, Severity
 def rules() -> dict[str, Any]:
     """gpurig/data/checks.yaml: rows, remediations, thresholds and the GPU tables, each sourced."""
     return table("checks.yaml")
+
+
+class ByInput(NamedTuple):
+    """One way an id's finding comes out where the reading decides it (an Xid's bucket, a
+    threshold): its severity and remediation, and which inputs give them, as the check judges."""
+
+    severity: Severity
+    remediation: str
+    when: str
+
+
+def by_input(rows: Iterable[ByInput]) -> list[ByInput]:
+    """`rows` with one severity and remediation joined into one row, errors first."""
+    joined: dict[tuple[str, str], list[str]] = {}
+    for row in rows:
+        joined.setdefault((row.severity, row.remediation), []).append(row.when)
+    order = sorted(joined, key=lambda key: (key[0] != "error", key[1]))
+    return [ByInput(severity, remedy, "; ".join(joined[severity, remedy]))  # type: ignore[arg-type]
+            for severity, remedy in order]  # fmt: skip
 
 
 def found(

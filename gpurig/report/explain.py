@@ -1,7 +1,8 @@
 """The findings catalogue: what each id means and what to do, for `gpurig explain` and the docs.
 
 The words are gpurig/data/findings.yaml's; every fact beside them comes from where it is kept:
-severity, remediation and source from gpurig/data/checks.yaml (checks and the fleet view), a
+severity, remediation and source from gpurig/data/checks.yaml (checks and the fleet view), or,
+where the reading decides them, from the rows the check itself judges by (BY_INPUT), a
 change's severity from its plan (gpurig.plans.severity), the ids from the lists the plans,
 checks and fleet view hold complete. So a new id without its text fails a test and the docs
 build, and no fact is written twice.
@@ -10,11 +11,12 @@ build, and no fact is written twice.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpurig.checks.rules import rules
+from gpurig.checks import compat, gpu, interconnect, node
+from gpurig.checks.rules import ByInput, rules
 from gpurig.data.tables import table
 from gpurig.plans import CHANGE_IDS
 from gpurig.plans import severity as change_severity
@@ -23,6 +25,17 @@ from gpurig.report.node_actions import default_action
 from gpurig.report.textfile import known_ids
 
 GROUPED = ".differs"
+# The ids whose severity or remediation the reading decides, each with the rows its check
+# judges by, built from the same tables: the page and `gpurig explain` show them all.
+BY_INPUT: dict[str, Callable[[], list[ByInput]]] = {
+    "compat.driver_cuda": compat.driver_cuda_by_input,
+    "compat.torch_arch": compat.torch_arch_by_input,
+    "gpu.xid": gpu.xid_by_input,
+    "gpu.recovery_action": gpu.recovery_by_input,
+    "gpu.sxid": interconnect.sxid_by_input,
+    "host.cgroup_leak": lambda: node.level_by_input("host.cgroup_leak", "cgroups", "cgroups"),
+    "host.percpu_memory": lambda: node.level_by_input("host.percpu_memory", "percpu_gb", "GB"),
+}
 # The words' keys in findings.yaml, with their headings, in the order a page shows them.
 SECTIONS = {
     "means": "What it means",
@@ -46,6 +59,7 @@ class Entry:
     example_from: str = ""  # where that input came from, or why no real input shows the id
     composed: bool = False  # the input joins several machines' recordings: no run saw it whole
     node_action: str = ""  # what a node contract does by default (drain, report); "" if none
+    by_input: tuple[ByInput, ...] = ()  # where the reading decides severity or remediation
 
 
 def example_label(found: Entry) -> str:
@@ -91,8 +105,8 @@ def _facts(finding_id: str) -> tuple[str, str, str]:
     """(severity, remediation, source) from the tables that hold them."""
     row = rules()["checks"].get(finding_id)
     if row is not None:
-        # The row's severity; where a reading changes it (a threshold, an Xid's bucket), the
-        # entry's words say how.
+        # The row's severity; where a reading changes it (a threshold, an Xid's bucket),
+        # BY_INPUT's rows say how.
         return row["severity"], _remedy(row["remediation"]), row["source"]
     if finding_id in CHANGE_IDS:
         concern = finding_id.split(".")[0]
@@ -123,8 +137,15 @@ def entry(finding_id: str) -> Entry:
     words = texts()["findings"].get(finding_id)
     if words is None or finding_id not in catalogue_ids():
         raise UnknownId(finding_id)
-    return Entry(finding_id, words["summary"], _words(words), *_facts(finding_id),
-                 *_example(finding_id), _node_action(finding_id))  # fmt: skip
+    severity, remediation, source = _facts(finding_id)
+    rows = tuple(BY_INPUT[finding_id]()) if finding_id in BY_INPUT else ()
+    if rows:
+        severity = " or ".join(dict.fromkeys(row.severity for row in rows))
+        remedies = dict.fromkeys(row.remediation for row in rows)
+        if len(remedies) > 1:
+            remediation = f"by the input (below): {', '.join(remedies)}"
+    return Entry(finding_id, words["summary"], _words(words), severity, remediation, source,
+                 *_example(finding_id), _node_action(finding_id), rows)  # fmt: skip
 
 
 def _node_action(finding_id: str) -> str:
@@ -180,11 +201,16 @@ def as_text(found: Entry, width: int = 88) -> str:
              ("Node contracts", node_action_text(found)), ("Source", found.source))  # fmt: skip
     for label, value in [(label, value) for label, value in facts if value]:
         lines.append(textwrap.fill(f"{label}: {value}", width, subsequent_indent="  "))
+    if found.by_input:
+        lines += ["", "By input (severity, remediation: which readings give them)"]
+        for row in found.by_input:
+            lines.append(textwrap.fill(f"{row.severity}, {row.remediation}: {row.when}", width,
+                                       initial_indent="  ", subsequent_indent="    "))  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
 def listing() -> str:
     """`gpurig explain --list`: every id, its severity and its one-line summary."""
     rows = [(e.id, e.severity, e.summary) for e in entries()]
-    width = max(len(i) for i, _, _ in rows)
-    return "".join(f"{i:<{width}}  {s:<5}  {summary}\n" for i, s, summary in rows)
+    width, level = (max(len(row[column]) for row in rows) for column in (0, 1))
+    return "".join(f"{i:<{width}}  {s:<{level}}  {summary}\n" for i, s, summary in rows)

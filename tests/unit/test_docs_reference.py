@@ -57,3 +57,18 @@ def test_every_key_in_the_spec_reference_says_what_it_means() -> None:
     assert len(rows) > 90
     empty = [key for key, cells in rows if not cells.split(" | ")[-1].strip()]
     assert empty == [], f"keys without a description in the schema: {empty}"
+
+
+def test_no_generated_text_is_read_as_html() -> None:
+    """Angle brackets in a table's or a page's plain text (`'<type> <base64>'`, `<iface>`) would
+    be taken for HTML tags and vanish from the page: outside code they are escaped."""
+    swallowed = []
+    for name, page in hooks.pages().items():
+        fenced = False
+        for line in page.splitlines():
+            fenced ^= line.startswith("```")
+            bare = re.sub(r"`[^`]*`", "", line)
+            if not fenced and not line.startswith(("<!--", "```")) and re.search("<[\\w]", bare):
+                swallowed.append(f"{name}: {line[:120]}")
+    assert swallowed == []
+    assert "a host key: '&lt;type&gt; &lt;base64&gt;'" in hooks.spec_reference()
