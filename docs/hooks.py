@@ -418,8 +418,10 @@ def _example_lines(found: explain.Entry) -> list[str]:
         )
     fence = "`" * max(3, 1 + max(len(run) for run in re.findall("`*", found.example)))
     label = explain.example_label(found).replace("gpurig drift", "`gpurig drift`")
-    return [f"**Example**, {label} ({_cell(found.example_from)}):", "",
-            f"{fence}text", found.example, fence, ""]  # fmt: skip
+    return [f"**Example**, {label}. {_cell(found.example_from)}:", "",
+            f"{fence}text", found.example, fence, "",
+            "<small>The recording it was judged from is named in "
+            "`gpurig/data/finding_examples.yaml`.</small>", ""]  # fmt: skip
 
 
 # ---- The command line -------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from gpurig.checks.judge import Probed, drift_reads, report
 from gpurig.checks.rules import one_per_cause
 from gpurig.facts.gpurig_fabric import Fabric
 from gpurig.facts.gpurig_files import SecretDigests
+from gpurig.facts.gpurig_packages import OsRelease
 from gpurig.facts.round_trip import FactFailed, Unreadable, read_key
 from gpurig.plans import secrets as secrets_plan
 from gpurig.report import explain
@@ -44,7 +45,8 @@ from gpurig.report.render import HostReport, finding_block
 from gpurig.spec.finding import Finding
 from gpurig.spec.inventory import Host
 from gpurig.spec.model import normalise
-from tests.unit.gpu_fixtures import read_fixture
+from tests.unit.gpu_fixtures import FIXTURES as GPU
+from tests.unit.gpu_fixtures import read_fixture, recorded_header
 
 ROOT = Path(__file__).resolve().parents[1]
 STATES = ROOT / "tests" / "fixtures" / "states"
@@ -55,8 +57,12 @@ HEADER = """\
 # `python -m tests.finding_examples` (tests/finding_examples.py): do not edit by hand.
 # tests/unit/test_finding_examples.py fails when this file no longer matches what the code
 # renders for the same inputs. Read by gpurig.report.explain (gpurig explain, the docs).
+# `recorded` says where an input came from in a user's words (what explain and the docs show);
+# `from` names the recording in this repository and the test that records or judges it.
 """
-RECORDED_HOST = "node-1"  # the recorded fixtures' host name in their reports
+RECORDED_HOST = "gpu-01"  # the recorded fixtures' host name in their reports (they name none)
+# The machine whose recordings stand for the rest of a GPU host (tests/unit/fact_values.py).
+H100_VM = "an H100 80GB VM rented by gpurig's developers (driver 580.159.04, 2026-11-22)"
 
 # Ids no recorded input shows (besides the GPU ids of test_gpu_checks.NO_RECORDING), and why.
 # An id that gets an example drops its reason by itself (examples() gives a reason only to an
@@ -70,23 +76,23 @@ _FLEET = (
 )
 NO_EXAMPLE: dict[str, str] = {
     "compat.driver_cuda": f"{_NEEDS_GPU_HOST}: it judges a container's torch against the "
-    "host's driver (`gpurig compat` judges recorded torch outputs offline: test_compat.py)",
+    "host's driver (`gpurig compat` judges recorded torch outputs offline)",
     "compat.kernel_module": f"{_NEEDS_GPU_HOST} whose kernel module differs from its driver "
     "(the recorded NVML mismatches are reported as gpu.nvml_mismatch, one cause said once)",
     "compat.torch_arch": f"{_NEEDS_GPU_HOST}: it judges a container's torch arch list against "
     "the host's GPUs",
     "container.gpus": "a container given GPUs cannot start on a host without one (sandbox)",
     "toolkit.cdi": "nvidia-ctk cdi generate needs an NVIDIA driver and GPU (sandbox)",
-    "gpurig.internal_error": "only a bug in gpurig while judging a host reports it; the fault "
-    "suite (test_faults_input.py) counts it as a traceback, and a real run must never show it",
-    "cleanup.editable_finders": "needs a venv with a stale editable finder on a host: tests/unit/"
-    "test_code_facts.py reads one here, no sandbox drift run shows it",
-    "cleanup.flashinfer_cache": "needs FlashInfer installed on a host: tests/unit/"
-    "test_code_facts.py reads a cache here, no sandbox drift run shows it",
-    "repo.writable": "refused before anything runs there; shown on real git as root here "
-    "(tests/unit/test_code_facts.py), not by a sandbox drift run",
+    "gpurig.internal_error": "only a bug in gpurig while judging a host reports it; gpurig's "
+    "fault tests count it as a traceback, and a real run must never show it",
+    "cleanup.editable_finders": "needs a venv with a stale editable finder on a host: gpurig's "
+    "unit tests read one made on their own machine, no sandbox drift run shows it",
+    "cleanup.flashinfer_cache": "needs FlashInfer installed on a host: gpurig's unit tests read "
+    "a cache made on their own machine, no sandbox drift run shows it",
+    "repo.writable": "refused before anything runs there; gpurig's unit tests show it on real "
+    "git run as root, not a sandbox drift run",
     "repo.credential": "needs an origin that asks for a credential; the sandbox's git daemon "
-    "asks none (tests/unit/test_repo_credentials.py uses a real HTTP server, not drift)",
+    "asks none (gpurig's unit tests use a real HTTP server that asks, outside a drift run)",
     "tools.missing": "a scope: user node lacking podman, curl or git; the sandbox's node has "
     "them all",
     "engine.rootless": "a scope: user account without a subuid range; the sandbox's user has one",
@@ -98,10 +104,10 @@ NO_EXAMPLE: dict[str, str] = {
         "engine.api", "env.imports", "env.imports_unchecked", "host.cgroup_leak",
         "host.not_root", "host.oom_kill", "host.percpu_memory", "repo.env", "shm.size",
     )},
-    "state.unreadable": "test_rental_faults.py cuts a host's link in the middle of its read "
-    "(state.unreadable or host.unreachable, by timing) with a drift runner of its own, which "
-    "the recorder does not wrap; the fault suite's unparsable outputs are fed to the readers "
-    "without a drift run (test_faults_input.py)",
+    "state.unreadable": "gpurig's fault tests cut a host's link in the middle of its read "
+    "(state.unreadable or host.unreachable, by timing) with a drift runner of their own, which "
+    "the recorder does not wrap, and feed their unparsable outputs to the readers without a "
+    "drift run",
 }  # fmt: skip
 
 _ERRORS = {"__unreadable__": Unreadable, "__fact_failed__": FactFailed}
@@ -223,8 +229,31 @@ def blocks(host: HostReport) -> list[str]:
     return ["\n".join(finding_block(host.name, f)) for f in host.by_subject]
 
 
-def sandbox_reports() -> Iterator[tuple[str, HostReport, bool]]:
-    """(where from, report, composed: False) for each recorded sandbox state, in file order."""
+_ENGINES = {
+    "docker": "Docker host",
+    "podman": "Podman host",
+    "none": "host without a container engine",
+}
+
+
+def sandbox_said(recorded: Mapping[str, Any]) -> str:
+    """Where a recorded sandbox state came from, in a user's words: the kind of host (its
+    engine, the release its /etc/os-release named, the account that read it) and how."""
+    spec = normalise(recorded["host"]["spec"])
+    host = f"a sandbox {_ENGINES[spec['engine']]}"
+    if recorded["state"] is None:
+        return "Recorded on a sandbox host by gpurig's test suite: its connection failed before any read"
+    release = recorded["state"].get(read_key(OsRelease, {}))
+    if isinstance(release, Mapping):
+        host += f" ({release['os_id'].capitalize()} {release['os_version']}, no GPU)"
+    if spec["scope"] == "user":
+        host += ", read as a plain account (scope: user)"
+    return f"Recorded on {host} by gpurig's test suite"
+
+
+def sandbox_reports() -> Iterator[tuple[str, str, HostReport, bool]]:
+    """(where from, said, report, composed: False) for each recorded sandbox state, in file
+    order."""
     for path in sorted(STATES.glob("*.json")):
         recorded = json.loads(path.read_text(encoding="utf-8"))
         where = f"tests/fixtures/states/{path.name}, read by {recorded['test']}"
@@ -232,7 +261,7 @@ def sandbox_reports() -> Iterator[tuple[str, HostReport, bool]]:
         if added:
             reads = "a read" if added == 1 else f"{added} reads"
             where += f" ({reads} added to gpurig since, answered as printing nothing)"
-        yield where, replay(recorded), False
+        yield where, sandbox_said(recorded), replay(recorded), False
 
 
 def _reading(read: list[str], name: str) -> str:
@@ -247,11 +276,32 @@ def _own(check_id: str, findings: list[Finding]) -> HostReport:
     return HostReport(RECORDED_HOST, True, [f for f in findings if check_id in f.ids])
 
 
-def gpu_reports() -> Iterator[tuple[str, HostReport, bool]]:
-    """(where from, report, composed) for each case on recorded outputs of the test modules
-    that judge GPU recordings (their FIRES_ON_RECORDING and check), naming the recordings it
-    read besides the H100 VM's (tests/unit/fact_values.py H100_VM); composed where they
-    are more than one machine's."""
+def _first_clause(text: str) -> str:
+    """`text` up to its first ';' outside parentheses."""
+    depth = 0
+    for index, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == ";" and depth == 0:
+            return text[:index]
+    return text
+
+
+def recording_said(path: Path) -> str:
+    """A recording in a user's words, from its own header: the command (a long argument cut
+    short), the machine it ran on (its header's first clause) and who recorded or published
+    it."""
+    header = recorded_header(path)
+    source = header["source"]
+    origin = f"published in {source.split('@')[0]}" if "@" in source.split()[0] else source
+    command = re.sub(r"=\S{25,}", "=...", header["command"].split(" (")[0])
+    return f"`{command}` on {_first_clause(header['machine'])}, {origin}"
+
+
+def gpu_reports() -> Iterator[tuple[str, str, HostReport, bool]]:
+    """(where from, said, report, composed) for each case on recorded outputs of the test
+    modules that judge GPU recordings (their FIRES_ON_RECORDING and check), naming the
+    recordings it read besides the H100 VM's (tests/unit/fact_values.py H100_VM); composed
+    where they are more than one machine's."""
     from tests.unit import fact_values, test_gpu_checks, test_interconnect
 
     lent = {v for v in fact_values.H100_VM.values() if isinstance(v, str) and v}
@@ -264,32 +314,41 @@ def gpu_reports() -> Iterator[tuple[str, HostReport, bool]]:
                 patch.object(module, "read_fixture", reading),
             ):
                 spec, values = case()
-            files = [f"tests/fixtures/gpu/{name}" for name in sorted(set(read) - lent)]
+            own = sorted(set(read) - lent)
+            files = [f"tests/fixtures/gpu/{name}" for name in own]
+            said = [recording_said(GPU / name) for name in own]
             if lent & set(read):
                 files.append("the H100 80GB VM's recordings (driver 580.159.04, 2026-11-22)")
+                said.append(f"the rest as recorded on {H100_VM}" if own else f"on {H100_VM}")
             what = " over ".join(files) or "no output (nvidia-smi absent, as on every sandbox host)"
             test = module.__name__.replace(".", "/")
             where = f"{what} ({test}.py FIRES_ON_RECORDING[{check_id!r}])"
+            told = "; ".join(said) or "judged with nvidia-smi absent, as on a host without a GPU"
             # Outputs of more than one machine: a state no drift run saw whole.
             composed = len(files) > 1
-            yield where, _own(check_id, one_per_cause(module.check(spec, values))), composed
+            findings = one_per_cause(module.check(spec, values))
+            yield where, f"Recorded {told}", _own(check_id, findings), composed
     # Judged over time: a recorded log as the log of the boot after one that asked for a reboot.
     from tests.unit import test_over_time
 
     after = "gpu.fault_after_reboot"
+    log = test_over_time.XID_79_SXID_20034
     where = (
-        f"tests/fixtures/gpu/{test_over_time.XID_79_SXID_20034.name}, as the log of the boot "
-        f"after one whose log asked for the same reboot (tests/unit/test_over_time.py "
-        f"CASES[{after!r}])"
+        f"tests/fixtures/gpu/{log.name}, as the log of the boot after one whose log asked for "
+        f"the same reboot (tests/unit/test_over_time.py CASES[{after!r}])"
     )
-    yield where, _own(after, test_over_time.CASES[after]({})), False
+    said = (
+        f"Recorded {recording_said(log)}, taken as the log of the boot after one whose log "
+        "asked for the same reboot"
+    )
+    yield where, said, _own(after, test_over_time.CASES[after]({})), False
 
 
-def fabric_reports() -> Iterator[tuple[str, HostReport, bool]]:
-    """(where from, report, composed: False) for each fabric case of tests/unit/test_fabric.py:
-    the Fabric fact's own command run over the recorded sysfs tree (tests/fixtures/fabric,
-    mounted on /sys/class in a mount namespace of its own: root), parsed by the fact, then
-    judged."""
+def fabric_reports() -> Iterator[tuple[str, str, HostReport, bool]]:
+    """(where from, said, report, composed: False) for each fabric case of
+    tests/unit/test_fabric.py: the Fabric fact's own command run over the recorded sysfs tree
+    (tests/fixtures/fabric, mounted on /sys/class in a mount namespace of its own: root),
+    parsed by the fact, then judged."""
     from tests.unit import test_fabric
 
     fact = Fabric()
@@ -297,9 +356,16 @@ def fabric_reports() -> Iterator[tuple[str, HostReport, bool]]:
         tree = test_fabric.recorded_tree(Path(top))
         reading = fact.process(test_fabric.run_fact(fact.command(), tree))
     recording = f"tests/fixtures/fabric/{test_fabric.TTAR.name}"
+    header = recorded_header(test_fabric.TTAR)
+    ports = _first_clause(header["machine"]).partition(": ")[2]
+    said = (
+        f"Recorded: a sysfs tree of RDMA ports ({ports}), published in "
+        f"{header['source'].split(',')[0]} (the machines it was copied from are not named), "
+        "read by gpurig's own fabric command"
+    )
     for check_id, spec in sorted(test_fabric.FIRES_ON_RECORDING.items()):
         where = f"{recording} (tests/unit/test_fabric.py FIRES_ON_RECORDING[{check_id!r}])"
-        yield where, _own(check_id, test_fabric.check(spec, reading)), False
+        yield where, said, _own(check_id, test_fabric.check(spec, reading)), False
     # Judged over time: the recorded reading, then again with one port advanced.
     from tests.unit import test_over_time
 
@@ -308,7 +374,8 @@ def fabric_reports() -> Iterator[tuple[str, HostReport, bool]]:
             f"{recording}, read twice, one port's counters or state advanced between as the "
             f"kernel prints them (tests/unit/test_over_time.py CASES[{check_id!r}])"
         )
-        yield where, _own(check_id, test_over_time.CASES[check_id](reading)), False
+        twice = f"{said}, twice, one port's counters or state advanced between as the kernel prints them"
+        yield where, twice, _own(check_id, test_over_time.CASES[check_id](reading)), False
 
 
 def no_example() -> dict[str, str]:
@@ -318,8 +385,8 @@ def no_example() -> dict[str, str]:
 
     gpu = {i: f"no recorded GPU output shows it: {why}" for i, (why, _) in NO_RECORDING.items()}
     fabric = {
-        i: f"{why} in the recorded sysfs tree (tests/fixtures/fabric; test_fabric.py sets them "
-        "by hand to show it), and the sandbox's hosts have no RDMA port"
+        i: f"{why} in the recorded sysfs tree (gpurig's unit tests set them by hand to show "
+        "it), and the sandbox's hosts have no RDMA port"
         for i, (why, _) in test_fabric.NO_RECORDING.items()
     }
     return {**gpu, **fabric, **NO_EXAMPLE}
@@ -345,15 +412,14 @@ def best(groups: Iterator[tuple[Any, list[str]]]) -> dict[str, Any]:
 
 
 def examples() -> dict[str, Any]:
-    """{"examples": {id: {source, from, report[, composed]}}, "none": {id: why}} over the
-    catalogue's ids (composed: the input joins outputs of several machines):
-    each id's block from the first source that shows it (best() of that source's blocks)."""
+    """{"examples": {id: {source, recorded, from, report[, composed]}}, "none": {id: why}} over
+    the catalogue's ids (composed: the input joins outputs of several machines): each id's block from the first source that shows it (best() of that source's blocks)."""
     found: dict[str, dict[str, str]] = {}
     for source, reports in SOURCES:
         shown = best(
-            ({"source": source, "from": where, "report": block} | ({"composed": True} if composed
-             else {}), list(finding.ids))
-            for where, host, composed in reports()
+            ({"source": source, "recorded": said, "from": where, "report": block}
+             | ({"composed": True} if composed else {}), list(finding.ids))
+            for where, said, host, composed in reports()
             for finding, block in zip(host.by_subject, blocks(host), strict=True)
         )  # fmt: skip
         found = {**shown, **found}

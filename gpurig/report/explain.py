@@ -56,7 +56,7 @@ class Entry:
     remediation: str  # "key: what it says", from checks.yaml's remediations
     source: str  # the check's source, or the plan that emits the change
     example: str = ""  # what `gpurig drift` printed for it on a real input; "" if none shows it
-    example_from: str = ""  # where that input came from, or why no real input shows the id
+    example_from: str = ""  # where that input came from in plain words, or why none shows the id
     composed: bool = False  # the input joins several machines' recordings: no run saw it whole
     node_action: str = ""  # what a node contract does by default (drain, report); "" if none
     by_input: tuple[ByInput, ...] = ()  # where the reading decides severity or remediation
@@ -88,7 +88,7 @@ def _example(finding_id: str) -> tuple[str, str, bool]:
     shows it, False)."""
     shown = examples()["examples"].get(finding_id)
     if shown is not None:
-        return shown["report"], f"{shown['source']}: {shown['from']}", bool(shown.get("composed"))
+        return shown["report"], shown["recorded"], bool(shown.get("composed"))
     return "", examples()["none"].get(finding_id, ""), False
 
 
@@ -187,9 +187,8 @@ def as_text(found: Entry, width: int = 88) -> str:
             lines += [heading, textwrap.fill(found.words[key], width, initial_indent="  ",
                                              subsequent_indent="  "), ""]  # fmt: skip
     if found.example:
-        # Paths and test ids stay whole, to be copied.
-        where = textwrap.fill(f"from {found.example_from}", width, initial_indent="  ",
-                              subsequent_indent="    ", break_long_words=False,
+        where = textwrap.fill(found.example_from, width, initial_indent="  ",
+                              subsequent_indent="  ", break_long_words=False,
                               break_on_hyphens=False)  # fmt: skip
         lines += [f"Example ({example_label(found)})", textwrap.indent(found.example, "  "),
                   where, ""]  # fmt: skip

@@ -23,13 +23,24 @@ def read_fixture(name: str) -> str:
     return recorded_output(FIXTURES / name)
 
 
+def recorded_header(path: Path) -> dict[str, str]:
+    """A recording's `# field: value` header lines (source, command, machine, note)."""
+    header = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("# "):
+            break
+        field, _, value = line.removeprefix("# ").partition(": ")
+        header.setdefault(field, value)
+    return header
+
+
 def recorded_command(name: str) -> str:
     """The command a fixture was recorded from (its `# command:` header line): a test can then
     hold that gpurig runs exactly what was recorded."""
-    for line in (FIXTURES / name).read_text(encoding="utf-8").splitlines():
-        if line.startswith("# command: "):
-            return line.removeprefix("# command: ")
-    raise ValueError(f"{name} names no '# command:'")
+    command = recorded_header(FIXTURES / name).get("command")
+    if command is None:
+        raise ValueError(f"{name} names no '# command:'")
+    return command
 
 
 def run_with_stand_in(tmp_path: Path, tool: str, output: str, command: str) -> list[str]:

@@ -104,9 +104,7 @@ def test_explain_prints_the_example_or_why_there_is_none() -> None:
                 else "what gpurig drift printed"
             )
             assert f"Example ({label})\n" in text, finding_id
-            assert " ".join(f"from {shown['source']}: {shown['from']}".split()) in " ".join(
-                text.split()
-            )
+            assert " ".join(shown["recorded"].split()) in " ".join(text.split())
             assert "\n".join("  " + line for line in shown["report"].splitlines()) in text
         else:
             assert "none recorded: " in text, finding_id
@@ -127,3 +125,19 @@ def test_a_backtick_fence_in_an_example_cannot_end_its_code_block() -> None:
     hostile = explain.Entry(**{**vars(entry), "example": "host  error  ```\n<script>x</script>"})
     lines = _example_lines(hostile)
     assert lines[2] == "````text" and lines[4] == "````"
+
+
+# A test suite's own names: a path under tests/, a pytest node id, a test module, a test table.
+_TEST_NAMES = re.compile(r"tests/|::|\btest_\w*\.py|FIRES_ON_RECORDING|NO_RECORDING|CASES\[")
+
+
+def test_no_user_facing_text_names_the_test_suites_files() -> None:
+    """What a user reads (`gpurig explain`, each findings page, the catalogue) says where an
+    example came from in plain words; the recording's path is kept in the data file."""
+    pages = hooks.pages()
+    texts = {"catalogue": findings_reference()}
+    for finding_id in explain.catalogue_ids():
+        texts[f"gpurig explain {finding_id}"] = explain.as_text(explain.entry(finding_id))
+        texts[f"findings/{finding_id}.md"] = pages[f"findings/{finding_id}.md"]
+    shown = {where: _TEST_NAMES.findall(text) for where, text in texts.items()}
+    assert {where: found for where, found in shown.items() if found} == {}
