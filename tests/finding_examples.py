@@ -242,7 +242,10 @@ def sandbox_said(recorded: Mapping[str, Any]) -> str:
     spec = normalise(recorded["host"]["spec"])
     host = f"a sandbox {_ENGINES[spec['engine']]}"
     if recorded["state"] is None:
-        return "Recorded on a sandbox host by gpurig's test suite: its connection failed before any read"
+        return (
+            "Recorded on a sandbox host by gpurig's test suite: its connection failed before "
+            "any read"
+        )
     release = recorded["state"].get(read_key(OsRelease, {}))
     if isinstance(release, Mapping):
         host += f" ({release['os_id'].capitalize()} {release['os_version']}, no GPU)"
@@ -374,7 +377,10 @@ def fabric_reports() -> Iterator[tuple[str, str, HostReport, bool]]:
             f"{recording}, read twice, one port's counters or state advanced between as the "
             f"kernel prints them (tests/unit/test_over_time.py CASES[{check_id!r}])"
         )
-        twice = f"{said}, twice, one port's counters or state advanced between as the kernel prints them"
+        twice = (
+            f"{said}, twice, one port's counters or state advanced between as the kernel "
+            "prints them"
+        )
         yield where, twice, _own(check_id, test_over_time.CASES[check_id](reading)), False
 
 
@@ -413,7 +419,9 @@ def best(groups: Iterator[tuple[Any, list[str]]]) -> dict[str, Any]:
 
 def examples() -> dict[str, Any]:
     """{"examples": {id: {source, recorded, from, report[, composed]}}, "none": {id: why}} over
-    the catalogue's ids (composed: the input joins outputs of several machines): each id's block from the first source that shows it (best() of that source's blocks)."""
+    the catalogue's ids (composed: the input joins outputs of several machines; recorded:
+    where it came from in a user's words): each id's block from the first source that shows
+    it (best() of that source's blocks)."""
     found: dict[str, dict[str, str]] = {}
     for source, reports in SOURCES:
         shown = best(
