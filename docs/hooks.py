@@ -420,8 +420,8 @@ def _example_lines(found: explain.Entry) -> list[str]:
     label = explain.example_label(found).replace("gpurig drift", "`gpurig drift`")
     return [f"**Example**, {label}. {_cell(found.example_from)}:", "",
             f"{fence}text", found.example, fence, "",
-            "<small>The recording it was judged from is named in "
-            "`gpurig/data/finding_examples.yaml`.</small>", ""]  # fmt: skip
+            "_The recording it was judged from is named in "
+            "`gpurig/data/finding_examples.yaml`._", ""]  # fmt: skip
 
 
 # ---- The command line -------------------------------------------------------------------------
