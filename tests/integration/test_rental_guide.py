@@ -201,7 +201,7 @@ def test_the_rental_guide_as_written(sandbox: Sandbox, tmp_path: Path):
         # Fixed as the output says, in its order: the command a fix names, answered at the
         # prompt as a user at a terminal would; for [reconverge], the guide's converge, which
         # fixes what it may and fails the host on what is still refused, saying so.
-        for n, (finding_id, fix) in enumerate(found):
+        for n, (_, fix) in enumerate(found):
             named = re.findall(r"`(pyinfra [^`]+)`", fix)
             if named:
                 user.ok(named[0], answer="\n")
