@@ -57,3 +57,12 @@ def test_every_key_in_the_spec_reference_says_what_it_means() -> None:
     assert len(rows) > 90
     empty = [key for key, cells in rows if not cells.split(" | ")[-1].strip()]
     assert empty == [], f"keys without a description in the schema: {empty}"
+
+
+def test_a_guide_test_marker_leaves_the_page_and_its_block_stays() -> None:
+    page = "Onboard:\n\n<!-- guide-test: onboard -->\n```sh\ngpurig onboard\n```\n"
+    assert hooks.on_page_markdown(page) == "Onboard:\n\n```sh\ngpurig onboard\n```\n"
+    steps = [
+        m["step"] for m in hooks.GUIDE_TEST.finditer((DOCS / "guides" / "rental.md").read_text())
+    ]
+    assert steps[:2] == ["given", "onboard"]
