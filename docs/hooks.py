@@ -14,6 +14,10 @@ Markdown file as it is, any other as a code block), one of the README's fenced b
 (`include README section: **Lead.**`): what the README's tests run is written once, in the
 README.
 
+A fenced block may be marked `<!-- guide-test: STEP -->` on the line before it: the rental
+guide's walkthrough, which tests/integration/test_rental_guide.py runs as written, in order,
+against a sandbox host. The marker is removed from the page.
+
 Only `on_files` needs MkDocs; the page functions are plain, so tests/unit/test_docs_reference.py
 calls them without a build.
 """
@@ -66,12 +70,18 @@ def on_files(files: Any, config: Any) -> Any:
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
-    """Each `<!-- include ... -->` replaced by what it names."""
+    """Each `<!-- include ... -->` replaced by what it names; the test markers removed."""
+    markdown = GUIDE_TEST.sub(lambda m: m["fence"], markdown)
     return INCLUDE.sub(lambda m: included(m["kind"], m["what"]), markdown)
 
 
 INCLUDE = re.compile(
     r"^<!-- include (?P<kind>FILE|README block|README section): (?P<what>.+?) -->$", re.M
+)
+# A block a test runs: the marker, then the fenced block (its language and body).
+GUIDE_TEST = re.compile(
+    r"^<!-- guide-test: (?P<step>[\w-]+) -->\n(?P<fence>```(?P<lang>\w*)\n(?P<body>.*?)^```$)",
+    re.M | re.S,
 )
 _FENCED = re.compile(r"^```(?P<lang>\w*)\n(?P<body>.*?)^```$", re.M | re.S)
 

@@ -1,11 +1,14 @@
 """What gpurig changes in pyinfra 3.10's run, so one host cannot stop the others or reach the
 operator. Installed by inventory.py (every converge) and by drift, onboarding and `up`.
 
-- A host that dies in the middle of an operation, or whose output an operation cannot read,
-  fails alone. pyinfra catches OSError and
-  SSHException around each shell command, but not what a host dying inside a file upload
-  raises: paramiko's EOFError, or pyinfra's own ConnectError when the SFTP channel cannot open.
-  It escapes the host's greenlet and `greenlet.get()` re-raises it for the whole run.
+- A host that dies in the middle of an operation, whose output an operation cannot read, or
+  whose operation refuses while the run executes (with -y pyinfra builds each operation's
+  commands then: a running container with drift raises OperationError there), fails alone.
+  pyinfra catches OSError and SSHException around each shell command, but not what a host
+  dying inside a file upload raises: paramiko's EOFError, or pyinfra's own ConnectError when
+  the SFTP channel cannot open, nor an OperationError. It escapes the host's greenlet
+  (printed as a traceback) and `greenlet.get()` re-raises it, which ends the run for every
+  host. (A refusal raised while pyinfra prepares is the deploy's own: deploys/gpu_host.py.)
 - pyinfra asks the operator for a sudo password whenever a command fails printing `sudo: a
   password is required`: any host can print that line, get the answer (sent back to it in
   PYINFRA_SUDO_PASSWORD), and on a terminal every host waits at the prompt; in CI getpass ends
@@ -28,7 +31,7 @@ from typing import Any
 from paramiko.ssh_exception import SSHException
 from pyinfra import logger
 from pyinfra.api import operations
-from pyinfra.api.exceptions import ConnectError
+from pyinfra.api.exceptions import ConnectError, OperationError
 from pyinfra.connectors import local, ssh, util
 
 from gpurig.checks.node import sudo_refused_message
@@ -65,6 +68,9 @@ def _guard_operations() -> None:
                 fg="red",
                 log_func=logger.error,
             )
+            return False
+        except OperationError as exc:  # a refusal, in the words of the prepared one
+            host.log_styled(f"gpurig: refused: {exc}", fg="red", log_func=logger.error)
             return False
         except (EOFError, ConnectError, SSHException, OSError) as exc:
             host.log_styled(

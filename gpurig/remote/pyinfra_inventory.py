@@ -168,8 +168,8 @@ def _ssh_block(name: str, address: str, port: int, user: str | None, key: str | 
     lines = [f"Host {name}", f"  HostName {address}", f"  Port {port}"]
     if user:
         lines.append(f"  User {user}")
-    if key:
-        lines += [f'  IdentityFile "{key}"', "  IdentitiesOnly yes"]
+    if key:  # ~ from $HOME, as the converge and drift read it (OpenSSH: the passwd home)
+        lines += [f'  IdentityFile "{os.path.expanduser(key)}"', "  IdentitiesOnly yes"]
     lines.append(f'  UserKnownHostsFile "{known_hosts or USER_KNOWN_HOSTS}"')
     lines.append("  StrictHostKeyChecking yes")
     if jump:

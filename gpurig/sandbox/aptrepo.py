@@ -4,7 +4,8 @@ runs for real: same flat layout (`deb [signed-by=...] URL /`), same package name
 dependencies, two versions so a pin is observable. The packages hold small scripts, not the
 toolkit: nothing here touches a GPU. Beside them: stand-ins for two of Ubuntu's NVIDIA driver
 packages (what a rental's image comes with; the driver concern holds them) and for Docker's
-compose plugin release binary, at the path GitHub serves it from."""
+compose plugin release binary, at the path GitHub serves it from; and, when a test asks
+(publish_docker_ce), Docker's own engine packages in a flat repository of their own."""
 
 from __future__ import annotations
 
@@ -53,8 +54,11 @@ DOCKER_CE = {
 }
 
 
+DOCKER_CE_DIR = "docker-ce"  # below the repository's URL: its flat repository
+
+
 def docker_ce_repack() -> str:
-    """Shell for a Debian host: download docker.io, containerd and runc from its apt sources
+    """Shell for a Debian machine: download docker.io, containerd and runc from its apt sources
     and repack them, files, maintainer scripts and all, as docker-ce (the daemon),
     docker-ce-cli (the docker CLI) and containerd.io (containerd and runc), each with Docker's
     control fields (DOCKER_CE), Docker's epoch and Docker's dependencies between them, into
@@ -84,8 +88,9 @@ def docker_ce_repack() -> str:
         "> docker-ce-cli/DEBIAN/control\n"
         'ctl containerd.io containerd_*.deb "" "Depends: $(deps containerd_*.deb)\n" '
         f"{control['containerd.io']} > containerd.io/DEBIAN/control\n"
+        # Uncompressed: gzip over their 250 MB took a minute of CPU, for a local download.
         "for p in docker-ce docker-ce-cli containerd.io; do\n"
-        '  dpkg-deb --root-owner-group -Zgzip -b "$p" "$p.deb" >/dev/null\ndone\n'
+        '  dpkg-deb --root-owner-group -Znone -b "$p" "$p.deb" >/dev/null\ndone\n'
     )
 
 
@@ -164,10 +169,10 @@ def _build_deb(package: str, version: str, staging: Path, pool: Path) -> str:
     )
 
 
-def _release(repo: Path, files: list[str]) -> str:
+def _release(repo: Path, files: list[str], label: str = "libnvidia-container") -> str:
     lines = [
         "Origin: gpurig sandbox",
-        "Label: gpurig sandbox stand-in for libnvidia-container",
+        f"Label: gpurig sandbox stand-in for {label}",
         f"Date: {formatdate(usegmt=True)}",
         "SHA256:",
     ]
@@ -219,6 +224,33 @@ def build(top: Path) -> Path:
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(staging, ignore_errors=True)
     return repo
+
+
+def publish_docker_ce(top: Path) -> str:
+    """The stand-ins for Docker's packages (docker_ce_repack), built once here from this
+    machine's apt sources (Debian 12, the full hosts' release) and served by the repository
+    in `DOCKER_CE_DIR`, a flat repository of their own (Docker's is one per release), so a
+    host's apt resolves them and what they conflict with as it resolves Docker's. Returns
+    that directory's path below the repository's URL."""
+    dest = build(top) / DOCKER_CE_DIR
+    if (dest / "Release").exists():
+        return DOCKER_CE_DIR
+    with tempfile.TemporaryDirectory(prefix="docker-ce.", dir=top) as out:
+        run(["sh", "-c", docker_ce_repack()], env={"out": out})
+        staging = Path(out, "repo")
+        staging.mkdir()
+        index = ""
+        for name in DOCKER_CE:
+            deb = Path(out, f"{name}.deb").rename(staging / f"{name}.deb")
+            data = deb.read_bytes()
+            index += (
+                f"{run(['dpkg-deb', '-f', str(deb)]).stdout}Filename: ./{deb.name}\n"
+                f"Size: {len(data)}\nSHA256: {hashlib.sha256(data).hexdigest()}\n\n"
+            )
+        atomic_write(staging / "Packages", index)
+        atomic_write(staging / "Release", _release(staging, ["Packages"], "Docker's packages"))
+        staging.rename(dest)
+    return DOCKER_CE_DIR
 
 
 def key_fingerprint(repo: Path) -> str:

@@ -1,8 +1,9 @@
 """A host running Docker Engine from Docker's own packages (docker-ce, docker-ce-cli,
 containerd.io; stand-ins repacked from Debian's docker.io, containerd and runc with Docker's
-control fields, so the engine is real), with a container running under it: `engine: docker`
-is that engine, a package it provides is installed, and no converge removes it, not even one
-that names docker.io: the container runs on, untouched."""
+control fields, so the engine is real, served by the sandbox's apt repository), with a
+container running under it: `engine: docker` is that engine, a package it provides is
+installed, and no converge removes it, not even one that names docker.io: the container runs
+on, untouched."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from support import FULL, Sandbox, remote, write_inventory
 
 from gpurig.remote.converge import converge
-from gpurig.sandbox.aptrepo import DOCKER_CE, docker_ce_repack
+from gpurig.sandbox.aptrepo import DOCKER_CE, publish_docker_ce
 
 pytestmark = pytest.mark.late  # a host of its own, kept by later ups
 HOST = f"full-{FULL + 1}"
@@ -39,17 +40,19 @@ def container(sandbox: Sandbox) -> dict:
 
 @pytest.fixture(scope="module")
 def docker_ce(sandbox: Sandbox) -> dict:
-    """Docker's packages installed (the registry trusted in daemon.json first), dockerd
-    running, and a container `keep` running under it."""
+    """Docker's packages installed from their repository, as Docker's install guide does (the
+    registry trusted in daemon.json first), dockerd running, and a container `keep` running
+    under it."""
     assert sandbox.up(full=FULL + 1).returncode == 0
+    where = publish_docker_ce(sandbox.top / "aptrepo")
+    source = f"deb [trusted=yes] {sandbox.apt_url}/{where} /"
     host = remote(sandbox, HOST)
     daemon = json.dumps({"insecure-registries": [sandbox.registry]})
     host.check_output(
         f"mkdir -p /etc/docker && printf '%s' {shlex.quote(daemon)} > /etc/docker/daemon.json && "
-        "apt-get update -q >/dev/null && out=$(mktemp -d) && export out && "
-        f"sh -c {shlex.quote(docker_ce_repack())} && cd $out && "
-        "DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "
-        "./containerd.io.deb ./docker-ce-cli.deb ./docker-ce.deb >/dev/null 2>&1 && "
+        f"echo {shlex.quote(source)} > /etc/apt/sources.list.d/docker.list && "
+        "apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
+        f"--no-install-recommends {' '.join(DOCKER_CE)} >/dev/null 2>&1 && "
         "systemctl is-active docker"
     )
     assert dpkg_installed(sandbox, [*DOCKER_CE, "docker.io"]) == {
@@ -92,8 +95,11 @@ def test_an_install_that_would_remove_the_engine_is_refused_and_removes_nothing(
     done = converge([inventory], limit=[HOST])
     assert done.returncode != 0  # the only host failed: pyinfra writes no JSON then
     said = done.stderr + done.stdout
-    assert "gpurig: refused: apt would remove these packages to install docker.io:" in said
-    assert "docker-ce" in said.split("gpurig: refused:", 1)[1]
+    # With Docker's packages in a repository apt reads (as on a real host), apt's resolver
+    # gives up rather than propose removing them, and says which package conflicts; where it
+    # would remove them (packages no source offers), gpurig's refusal names them
+    # (tests/unit/test_apt_no_remove.py).
+    assert "containerd.io : Conflicts: containerd" in said, said
     assert dpkg_installed(sandbox, [*DOCKER_CE, "docker.io"]) == {
         **dict.fromkeys(DOCKER_CE, True), "docker.io": False,
     }  # fmt: skip

@@ -72,3 +72,12 @@ def test_no_generated_text_is_read_as_html() -> None:
                 swallowed.append(f"{name}: {line[:120]}")
     assert swallowed == []
     assert "a host key: '&lt;type&gt; &lt;base64&gt;'" in hooks.spec_reference()
+
+
+def test_a_guide_test_marker_leaves_the_page_and_its_block_stays() -> None:
+    page = "Onboard:\n\n<!-- guide-test: onboard -->\n```sh\ngpurig onboard\n```\n"
+    assert hooks.on_page_markdown(page) == "Onboard:\n\n```sh\ngpurig onboard\n```\n"
+    steps = [
+        m["step"] for m in hooks.GUIDE_TEST.finditer((DOCS / "guides" / "rental.md").read_text())
+    ]
+    assert steps[:2] == ["given", "onboard"]

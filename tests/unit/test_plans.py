@@ -601,6 +601,15 @@ def test_dockers_own_engine_packages_are_the_engine(release: str):
     assert found.data["packages"][0] == "docker.io"
 
 
+def test_microsofts_moby_engine_is_the_engine():
+    """Azure's Ubuntu images run Microsoft's moby-engine, which conflicts with docker.io: it
+    is the engine, as docker-ce is."""
+    state = converged("docker")
+    del state["packages"]["docker.io"]
+    state["packages"]["moby-engine"] = {"version": "25.0.3-ubuntu22.04u1", "held": False}
+    assert not [c for c in plan_host(state["spec"], reader(state)) if c.id == "packages.missing"]
+
+
 def test_a_package_another_one_provides_is_installed():
     """containerd.io provides (and conflicts with) runc: a spec asking for runc is served."""
     state = converged("docker")
