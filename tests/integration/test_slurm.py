@@ -835,11 +835,16 @@ def test_the_deb_s_wrappers_drain_and_resume_a_node(installed: Sandbox, tmp_path
     ctl = node(installed, CONTROLLER)
     python = sh(node(installed, NODES[0]), "python3 -c 'import sys; print(*sys.version_info[:2], "
                 "sep=\".\")'").strip()  # fmt: skip
+    began = time.monotonic()
     deb = build_deb(tmp_path / "deb", python)
+    built = time.monotonic()
     shutil.copy(deb, slurm.shared_dir(installed.top) / deb.name)
     with ThreadPoolExecutor(len(NODES)) as pool:
         list(pool.map(lambda name: sh(node(installed, name),
                                       f"dpkg -i {slurm.SHARED}/{deb.name}"), NODES))  # fmt: skip
+    ready = time.monotonic()
+    print(f"\n.deb for Python {python} built in {built - began:.1f} s, installed on "
+          f"{', '.join(NODES)} in {ready - built:.1f} s")  # fmt: skip
     lines = (EXAMPLES / "slurm" / "slurm.conf").read_text().splitlines()
     packaged = "".join(line.replace("/etc/slurm", PACKAGED).replace("=300", f"={HEALTH_INTERVAL}")
                        + "\n" for line in lines if not line.startswith("#"))  # fmt: skip
@@ -854,7 +859,10 @@ def test_the_deb_s_wrappers_drain_and_resume_a_node(installed: Sandbox, tmp_path
         set_slurm_conf(installed, packaged)
         inventory = write_inventory(installed, tmp_path / "inventory.yaml",
                                     dict.fromkeys(NODES, SPEC))  # fmt: skip
+        drained = time.monotonic()
         fixed_and_resumed(installed, NODES[0], inventory, job, "packaged")
+        print(f"drained in {drained - ready:.1f} s, fixed, resumed and the job ran in "
+              f"{time.monotonic() - drained:.1f} s")  # fmt: skip
     finally:
         set_slurm_conf(installed, "")
         for name in NODES:
