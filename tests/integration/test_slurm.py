@@ -4,7 +4,9 @@ installed on each node as an operator would (its wheel and the locked dependenci
 pip-installed offline into a root-owned venv with the node's own python3), and the node
 contracts run by slurmd itself: the Prolog refusing alice's job on a drifted node, the
 HealthCheckProgram draining and resuming with its `gpurig:` reason, the textfile on the node,
-NPD's contract run as NPD runs it, and nothing of another account's run as root.
+NPD's contract run as NPD runs it, and nothing of another account's run as root. Then the
+same drain and resume through the offline .deb's wrappers (scripts/node_deb.sh), and a node
+finding for test_node_py39.py's hand-made faults the ids its Debian 11 and 13 hosts find.
 
 Alice's own side, as the README shows it: from the login node (slurm-ctl, over SSH as
 alice) she submits the README's job script with `sbatch`; on the node the job runs the
