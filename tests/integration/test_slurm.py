@@ -4,7 +4,9 @@ installed on each node as an operator would (its wheel and the locked dependenci
 pip-installed offline into a root-owned venv with the node's own python3), and the node
 contracts run by slurmd itself: the Prolog refusing alice's job on a drifted node, the
 HealthCheckProgram draining and resuming with its `gpurig:` reason, the textfile on the node,
-NPD's contract run as NPD runs it, and nothing of another account's run as root.
+NPD's contract run as NPD runs it, and nothing of another account's run as root. Then the
+same drain and resume through the offline .deb's wrappers (scripts/node_deb.sh), and a node
+finding for test_node_py39.py's hand-made faults the ids its Debian 11 and 13 hosts find.
 
 Alice's own side, as the README shows it: from the login node (slurm-ctl, over SSH as
 alice) she submits the README's job script with `sbatch`; on the node the job runs the
@@ -38,6 +40,7 @@ import testinfra
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from support import REPO_ROOT, Sandbox, remote, write_inventory
+from test_node_py39 import CORE_LIMITS, FAULTS, NODE_SPEC, build_deb, judged_here, over_ssh
 
 from gpurig.fsutil import xdg_dir
 from gpurig.remote.converge import converge
@@ -51,7 +54,6 @@ EXAMPLES = REPO_ROOT / "examples"
 VENV = "/opt/gpurig"
 SPEC_PATH = "/etc/gpurig/node.yaml"
 TEXTFILE = "/var/lib/prometheus/node-exporter/gpurig_drift.prom"
-CORE_LIMITS = "/etc/security/limits.d/90-gpurig-core.conf"  # one of the core_dumps files
 # What each node declares: the converge makes it so, the contracts check it.
 SPEC = {
     "engine": "none",
@@ -545,7 +547,41 @@ def test_each_mode_finishes_within_its_engine_s_time(installed: Sandbox) -> None
         assert max(seconds) < limit
 
 
-def test_drift_drains_refuses_jobs_and_the_fix_resumes(installed: Sandbox) -> None:
+def refused_and_drained(box: Sandbox, name: str, marker: str) -> str:
+    """Drift on node `name` (its core-dump limits file removed), then alice's job there: the
+    Prolog refuses it, drains the node with its reason, SLURM requeues the job held; it never
+    ran (it would write ~/`marker`). The job's id."""
+    ctl, host = node(box, CONTROLLER), node(box, name)
+    since = sh(host, "date +%s").strip()
+    sh(host, f"rm {CORE_LIMITS}")
+    job = sh(ctl, as_user(f"sbatch --parsable -w {name} -o /dev/null "
+                          f"--wrap 'hostname > ~/{marker}'")).strip()  # fmt: skip
+    held = wait_for("job held", lambda: (lambda st: st[0] == "PENDING" and "held" in st[1] and st)(
+        job_state(ctl, job)))  # fmt: skip
+    assert held == ("PENDING", "launch failed requeued held")
+    state, reason = node_state(ctl, name)
+    assert "DRAIN" in state.split("+") and reason == "gpurig: core_dumps.file"
+    assert host.run(f"test -e {HOME}/{marker}").rc != 0
+    journal = sh(host, f"journalctl -q -t gpurig --since @{since} --no-pager -o cat")
+    assert f"gpurig prolog: refused the job: drained {name}: gpurig: core_dumps.file" in journal
+    return job
+
+
+def fixed_and_resumed(box: Sandbox, name: str, inventory: Path, job: str, marker: str) -> None:
+    """The fix (gpurig's converge of `inventory`) on node `name`: its next health check
+    resumes it, and the held `job` runs there once released."""
+    ctl, host = node(box, CONTROLLER), node(box, name)
+    fixed = converge([inventory], limit=[name])
+    assert fixed.returncode == 0, fixed.stderr
+    wait_for("node resumed", lambda: "DRAIN" not in node_state(ctl, name)[0].split("+"))
+    assert node_state(ctl, name)[1] is None
+    # Released by hand; SLURM makes a requeued job eligible again only after about 2 minutes.
+    sh(ctl, f"scontrol release {job} && scontrol update JobId={job} StartTime=now")
+    wait_for("held job ran", lambda: host.run(f"test -s {HOME}/{marker}").rc == 0)
+    assert sh(ctl, f"cat {HOME}/{marker}").strip() == name
+
+
+def test_drift_drains_refuses_jobs_and_the_fix_resumes(installed: Sandbox, tmp_path: Path) -> None:
     """Item 4 end to end: slurmd runs gpurig's Prolog and HealthCheckProgram on a drifted node
     (its core-dump limits file removed) while alice submits jobs."""
     ctl, bad, good = (
@@ -565,19 +601,7 @@ def test_drift_drains_refuses_jobs_and_the_fix_resumes(installed: Sandbox) -> No
     # sbatch --wait returns before the Epilog has run: let it pass on the clean node first.
     wait_for("epilog done", lambda: node_state(ctl, NODES[0]) == ("IDLE", None))
 
-    # The drift, then a job there: the Prolog refuses it, drains the node with its reason,
-    # SLURM requeues the job held; it never ran.
-    sh(bad, f"rm {CORE_LIMITS}")
-    job = sh(ctl, as_user(f"sbatch --parsable -w {NODES[0]} -o /dev/null "
-                          "--wrap 'hostname > ~/after'")).strip()  # fmt: skip
-    held = wait_for("job held", lambda: (lambda st: st[0] == "PENDING" and "held" in st[1] and st)(
-        job_state(ctl, job)))  # fmt: skip
-    assert held == ("PENDING", "launch failed requeued held")
-    state, reason = node_state(ctl, NODES[0])
-    assert "DRAIN" in state.split("+") and reason == "gpurig: core_dumps.file"
-    assert bad.run(f"test -e {HOME}/after").rc != 0
-    journal = sh(bad, "journalctl -q -t gpurig --no-pager -o cat")
-    assert f"gpurig prolog: refused the job: drained {NODES[0]}: gpurig: core_dumps.file" in journal
+    job = refused_and_drained(installed, NODES[0], "after")
 
     # The health check joins (every 10 s): it keeps its own reason, and its textfile on the
     # node shows the finding; the clean node's shows 0.
@@ -595,17 +619,9 @@ def test_drift_drains_refuses_jobs_and_the_fix_resumes(installed: Sandbox) -> No
     assert node_state(ctl, NODES[0])[1] == "gpurig: core_dumps.file"
 
     # The fix (gpurig's converge) and the next health check resumes the node; the job runs.
-    inventory = Path(tempfile.mkdtemp()) / "inventory.yaml"
-    write_inventory(installed, inventory, dict.fromkeys(NODES, SPEC))
-    fixed = converge([inventory], limit=[NODES[0]])
-    assert fixed.returncode == 0, fixed.stderr
-    wait_for("node resumed", lambda: "DRAIN" not in node_state(ctl, NODES[0])[0].split("+"))
-    assert node_state(ctl, NODES[0])[1] is None
+    inventory = write_inventory(installed, tmp_path / "inventory.yaml", dict.fromkeys(NODES, SPEC))
+    fixed_and_resumed(installed, NODES[0], inventory, job, "after")
     wait_for("textfile back to 0", lambda: core_dumps_findings(bad) == 0)
-    # Released by hand; SLURM makes a requeued job eligible again only after about 2 minutes.
-    sh(ctl, f"scontrol release {job} && scontrol update JobId={job} StartTime=now")
-    wait_for("held job ran", lambda: bad.run(f"test -s {HOME}/after").rc == 0)
-    assert sh(ctl, f"cat {HOME}/after").strip() == NODES[0]
 
     # An operator's drain is never lifted by the health check, even on a clean node.
     sh(ctl, f"scontrol update NodeName={NODES[1]} State=DRAIN Reason='fan check'")
@@ -783,6 +799,76 @@ def test_an_acknowledged_xid_is_not_reported_again_and_the_node_resumes(
     finally:
         sh(host, f"rm -f {FAKE_DMESG} /root/kernel.log /var/lib/gpurig/ack.json")
         resume(ctl, name)
+
+
+COMPARED = "/root/compared.yaml"  # test_node_py39's NODE_SPEC, beside the node's own
+
+
+def test_a_debian_12_node_finds_what_the_deb_finds_on_debian_11_and_13(
+    installed: Sandbox, tmp_path: Path
+) -> None:
+    """test_node_py39.py's hand-made FAULTS made on a Debian 12 node, judged by the normal
+    install (drift --local of the venv the fixture made) and by drift over SSH: the ids the
+    .deb's node contracts give for the same faults on Debian 11 and 13."""
+    host = node(installed, NODES[1])
+    sh(host, "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
+             f"tmux >/dev/null && printf %s {shlex.quote(yaml.safe_dump(NODE_SPEC))} "
+             f">{COMPARED} && cp {CORE_LIMITS} /root/core-limits.saved")  # fmt: skip
+    try:
+        assert judged_here(host, COMPARED) == (0, set())
+        assert over_ssh(installed, NODES[1], tmp_path) == set()
+        for command, ids in FAULTS:
+            sh(host, command)
+            assert judged_here(host, COMPARED) == (1, ids), command
+            assert over_ssh(installed, NODES[1], tmp_path) == ids, command
+    finally:
+        sh(host, f"mv /root/core-limits.saved {CORE_LIMITS} && rm -f {COMPARED}")
+
+
+PACKAGED = "/usr/lib/gpurig"  # where the .deb puts its Prolog and HealthCheckProgram wrappers
+
+
+def test_the_deb_s_wrappers_drain_and_resume_a_node(installed: Sandbox, tmp_path: Path) -> None:
+    """The node's offline .deb (scripts/node_deb.sh, for the nodes' python3) installed with
+    dpkg on both nodes, in place of the venv the fixture made from the same wheels, and
+    slurm.conf's gpurig lines naming its wrappers: the Prolog refuses a drifted node's job and
+    drains it, the health check resumes it once the converge has fixed it, the held job runs.
+    The package stays installed: its /opt/gpurig is what the fixture promises."""
+    ctl = node(installed, CONTROLLER)
+    python = sh(node(installed, NODES[0]), "python3 -c 'import sys; print(*sys.version_info[:2], "
+                "sep=\".\")'").strip()  # fmt: skip
+    began = time.monotonic()
+    deb = build_deb(tmp_path / "deb", python)
+    built = time.monotonic()
+    shutil.copy(deb, slurm.shared_dir(installed.top) / deb.name)
+    with ThreadPoolExecutor(len(NODES)) as pool:
+        list(pool.map(lambda name: sh(node(installed, name),
+                                      f"dpkg -i {slurm.SHARED}/{deb.name}"), NODES))  # fmt: skip
+    ready = time.monotonic()
+    print(f"\n.deb for Python {python} built in {built - began:.1f} s, installed on "
+          f"{', '.join(NODES)} in {ready - built:.1f} s")  # fmt: skip
+    lines = (EXAMPLES / "slurm" / "slurm.conf").read_text().splitlines()
+    packaged = "".join(line.replace("/etc/slurm", PACKAGED).replace("=300", f"={HEALTH_INTERVAL}")
+                       + "\n" for line in lines if not line.startswith("#"))  # fmt: skip
+    assert packaged.count(f"{PACKAGED}/gpurig-") == 3, packaged
+    # The Prolog first: a health check between the drift and the job would drain the node
+    # before the job reaches it.
+    set_slurm_conf(installed, "".join(line + "\n" for line in packaged.splitlines()
+                                      if line.startswith(("Prolog=", "Epilog="))))  # fmt: skip
+    try:
+        wait_for("nodes idle", lambda: all(node_state(ctl, n) == ("IDLE", None) for n in NODES))
+        job = refused_and_drained(installed, NODES[0], "packaged")
+        set_slurm_conf(installed, packaged)
+        inventory = write_inventory(installed, tmp_path / "inventory.yaml",
+                                    dict.fromkeys(NODES, SPEC))  # fmt: skip
+        drained = time.monotonic()
+        fixed_and_resumed(installed, NODES[0], inventory, job, "packaged")
+        print(f"drained in {drained - ready:.1f} s, fixed, resumed and the job ran in "
+              f"{time.monotonic() - drained:.1f} s")  # fmt: skip
+    finally:
+        set_slurm_conf(installed, "")
+        for name in NODES:
+            resume(ctl, name)
 
 
 @pytest.mark.disruptive
