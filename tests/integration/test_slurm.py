@@ -381,6 +381,14 @@ def test_alice_s_sbatch_job_converges_its_node_and_runs_a_container(installed: S
     assert (second.state, second.exit_code) == ("COMPLETED", "0:0"), second
     assert second.gpurig() == [f"gpurig up: {NODES[0]} ready (already as declared)"]
     assert second.lines[-1] == f"hello from job {second.id} on {NODES[0]}"
+    # Where a converged node's `gpurig up` spends its time, in a job as she runs it (printed:
+    # a benchmark, not a timed test).
+    at_login(
+        box, "cat > up_breakdown.py", (REPO_ROOT / "benchmarks" / "up_breakdown.py").read_text()
+    )
+    breakdown = at_login(box, f"srun -w {NODES[0]} {VENV}/bin/python -I up_breakdown.py "
+                              "~/node.yaml --runs 5")  # fmt: skip
+    print(f"\ngpurig up --local in a job on {NODES[0]}, by phase:\n{breakdown}")
 
     # Her home (profile, spec, storage.conf) is shared; the other node starts its own service.
     other = submit(box, NODES[1], image)
