@@ -69,10 +69,18 @@ def on_files(files: Any, config: Any) -> Any:
     return files
 
 
-def on_page_markdown(markdown: str, **_: Any) -> str:
-    """Each `<!-- include ... -->` replaced by what it names; the test markers removed."""
+def on_page_markdown(markdown: str, config: Any = None, **_: Any) -> str:
+    """Each `<!-- include ... -->` replaced by what it names; the test markers removed; the
+    repository's address where the site was built with one (mkdocs.yml's repo_url)."""
     markdown = GUIDE_TEST.sub(lambda m: m["fence"], markdown)
+    repo = config.get("repo_url") if config is not None else None
+    if repo:
+        markdown = markdown.replace(REPOSITORY_URL, repo)
     return INCLUDE.sub(lambda m: included(m["kind"], m["what"]), markdown)
+
+
+# What the pages say where the repository's address goes, when the site is built without one.
+REPOSITORY_URL = "REPOSITORY-URL"
 
 
 INCLUDE = re.compile(

@@ -81,3 +81,13 @@ def test_a_guide_test_marker_leaves_the_page_and_its_block_stays() -> None:
         m["step"] for m in hooks.GUIDE_TEST.finditer((DOCS / "guides" / "rental.md").read_text())
     ]
     assert steps[:2] == ["given", "onboard"]
+
+
+def test_a_site_built_with_the_repository_s_address_names_it() -> None:
+    """Whoever publishes the site sets GPURIG_REPO_URL (mkdocs.yml's repo_url): the quick
+    start's clone line then names it; without it, the placeholder stays for a reader to fill."""
+    home = (Path(hooks.__file__).parent / "index.md").read_text()
+    url = "https://git.example/team/gpurig"
+    built = hooks.on_page_markdown(home, config={"repo_url": url})
+    assert f"git clone {url} gpurig" in built and hooks.REPOSITORY_URL not in built
+    assert hooks.REPOSITORY_URL in hooks.on_page_markdown(home, config={"repo_url": None})
