@@ -97,29 +97,30 @@ def time_drift(
     inventory = yaml.safe_load(paths.inventory.read_text())["hosts"]
     names = [f"fleet-{i:03d}" for i in range(1, max(sizes) + 1)]
     direct = {name: (inventory[name]["address"], 22) for name in names}
-    methods = [bench.DRIFT, *([bench.CONVERGE] if converge else []), bench.SSH]
+    methods = [bench.DRIFT, *([bench.CONVERGE] if converge else []), bench.SSH, bench.SSH_POOLED]
     args = argparse.Namespace(methods=methods, repeat=repeat, ansible_repeat=0)
     unused = scratch / "unused.yml"  # the Ansible playbook: not among the methods
     if converge:  # the converge timed is a no-op: bring every host to the spec first
         everyone = bench.write_fleet(paths, bench.FLEET_SPEC, direct, names, scratch / "all")
         [(argv, env, ok)] = bench.commands(everyone, unused, scratch, [bench.CONVERGE]).values()
         bench.measure(argv, env, ok)
-    yield "| hosts | method | seconds | x ssh | CPU ms/host | largest process MiB |"
-    yield "|---:|---|---:|---:|---:|---:|"
+    yield "| hosts | method | seconds | x ssh | x ssh pooled | CPU ms/host | largest process MiB |"
+    yield "|---:|---|---:|---:|---:|---:|---:|"
     for size in sizes:
         fleet = bench.write_fleet(paths, bench.FLEET_SPEC, direct, names[:size],
                                   scratch / str(size))  # fmt: skip
         cells = bench.time_fleet(fleet, unused, scratch, args, {})
         for method, cell in cells.items():
             if cell.skipped:
-                yield f"| {size} | {method} | {cell.skipped} | | | |"
+                yield f"| {size} | {method} | {cell.skipped} | | | | |"
                 continue
-            ratio = cell.seconds / cells[bench.SSH].seconds if cells[bench.SSH].runs else 0
+            ratios = " | ".join(
+                f"{cell.seconds / cells[floor].seconds:.2f}" if cells[floor].runs else ""
+                for floor in (bench.SSH, bench.SSH_POOLED)
+            )
             cpu = statistics.median(r.cpu for r in cell.runs) / size * 1000
             rss = max(r.max_rss_kib for r in cell.runs) / 1024
-            yield (
-                f"| {size} | {method} | {cell.seconds:.2f} | {ratio:.2f} | {cpu:.0f} | {rss:.0f} |"
-            )
+            yield f"| {size} | {method} | {cell.seconds:.2f} | {ratios} | {cpu:.0f} | {rss:.0f} |"
 
 
 NEIGHBOURS = Path("/proc/sys/net/ipv4/neigh/default/gc_thresh3")
