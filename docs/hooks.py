@@ -306,7 +306,12 @@ def spec_reference() -> str:
         node = document if kind == "inventory" else document["$defs"][kind]
         lines += [f"## {kind}", "", f"{_cell(node.get('description', ''))} Where: {where}.", ""]
         sample = next((s for s in seen[kind] if isinstance(s, Mapping) and s), None)
-        if sample is not None and kind != "inventory":
+        if kind == "inventory":  # a whole file, the shortest, as it is written
+            short = min(EXAMPLES, key=lambda path: len(path.read_text(encoding="utf-8")))
+            shown = short.read_text(encoding="utf-8").rstrip()
+            where_from = f"`{short.relative_to(ROOT)}`"
+            lines += [f"Example, {where_from}:", "", "```yaml", shown, "```", ""]
+        elif sample is not None:
             shown = yaml.safe_dump(sample, sort_keys=False, width=90).rstrip()
             lines += ["Example, from `inventories/examples/`:", "", "```yaml", shown, "```", ""]
         lines += ["| key | type | default | what it means |", "| --- | --- | --- | --- |"]
