@@ -98,13 +98,7 @@ class ContainerTorch(Sectioned[Optional[dict[str, Any]]]):
 
     def command(self, engine: str, container: str) -> str:
         run = f"{engine} exec {shlex.quote(container)} python3 -c {shlex.quote(TORCH_PY)}"
-        return self.sectioned(
-            {"torch": f"{self.gate(container)}{BOUNDED}\nbounded {run} 2>/dev/null"}
-        )
-
-    def gate(self, container: str) -> str:
-        """Shell run before the exec that may end the part early (nothing to ask)."""
-        return ""
+        return self.sectioned({"torch": f"{BOUNDED}\nbounded {run} 2>/dev/null"})
 
     @staticmethod
     def parse(parts: Mapping[str, str]) -> dict[str, Any] | None:
@@ -152,19 +146,7 @@ class CpuQuota(Sectioned[dict[str, Any]]):
 
 
 class UserContainerTorch(ThroughUserSocket, ContainerTorch):
-    """ContainerTorch through the user's Podman API socket, asked only where the service does
-    not answer that there is no such container: in a SLURM job the declared container is
-    usually not there (the job runs it with --rm), and an exec of none costs a podman client's
-    start, about 75 ms of every job's `up` (benchmarks/up_breakdown.py). Any other answer, or
-    none, and the exec is run as before."""
-
-    def gate(self, container: str) -> str:
-        url = f"http://d/containers/{container}/json"  # a schema name: URL-safe
-        return (
-            'code=$(curl -s -o /dev/null -w "%{http_code}" --max-time 2 '
-            f'--unix-socket "${{CONTAINER_HOST#unix://}}" {shlex.quote(url)} 2>/dev/null)\n'
-            '[ "$code" != 404 ] || exit 0\n'
-        )
+    """ContainerTorch through the user's Podman API socket."""
 
 
 # Each container fact's scope: user variant (gpurig.plans.containers.container_reads).
