@@ -106,8 +106,10 @@ def test_uv_tool_install_from_the_wheelhouse_offline(wheels: Path, tmp_path: Pat
 def test_pipx_install_from_the_wheelhouse_offline(wheels: Path, tmp_path: Path):
     if not shutil.which("pipx", path=SYSTEM_PATH):
         pytest.fail("pipx missing: `sh scripts/setup.sh` installs Debian's pipx")
+    # pipx first upgrades its shared pip from the index, whatever --pip-args say; offline that
+    # fails and the install goes on. PIP_RETRIES=0: it fails at once, not after pip's retries.
     env = fresh_env(tmp_path, PIPX_HOME=str(tmp_path / "pipx"), PIPX_BIN_DIR=str(tmp_path / "bin"),
-                    PIP_CONFIG_FILE=os.devnull)  # fmt: skip
+                    PIP_CONFIG_FILE=os.devnull, PIP_RETRIES="0")  # fmt: skip
     proc = offline(PIPX, wheels, env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     check_installed(tmp_path / "bin" / "gpurig", tmp_path)
