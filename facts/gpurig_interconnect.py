@@ -10,7 +10,7 @@ from typing import Any
 
 from gpurig.facts.round_trip import BOUNDED, Sectioned
 from gpurig.read import interconnect_parse
-from gpurig.spec.record import asdict
+from gpurig.spec.tuples import asdict
 
 # A multi-GPU host prints a few thousand lines of `lspci -vvv`; only device, bridge bus range
 # and ACSCtl lines are kept, and at most this many.

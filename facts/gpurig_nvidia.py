@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from gpurig.facts.round_trip import BOUNDED, LINES, START, Sectioned, part_text, section
 from gpurig.read import gpu_parse, interconnect_parse
-from gpurig.spec.record import asdict
+from gpurig.spec.tuples import asdict
 
 
 def _tool(tool: str, *args: str) -> str:

@@ -38,7 +38,7 @@ from gpurig.spec.hostkeys import is_mismatch
 from gpurig.spec.inventory import Host
 from gpurig.spec.model import normalise, toolkit_wanted
 
-PROBE_TIMEOUT = 120  # seconds for the whole command; engines and GPUs can be slow to answer
+PROBE_TIMEOUT = bounds.PROBE_TIMEOUT  # here too: a test shortens drift's at call time
 
 
 class Scope(NamedTuple):

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from gpurig.node import record
 from gpurig.read.gpu_parse import parse_fallen_off_bus, parse_xid_lines
 from gpurig.read.interconnect_parse import parse_hung_tasks, parse_sxid_lines
-from gpurig.spec.record import asdict
+from gpurig.spec.tuples import asdict
 
 STATE_DIR = Path("/var/lib/gpurig")
 STATE_FILE = "ack.json"

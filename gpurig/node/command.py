@@ -81,10 +81,18 @@ def _ahead(source: str, as_host: str | None, mode: str) -> Ahead | None:
     """The read of `mode` for the file `source`, started if one was kept; None where the file
     cannot be read (its load says why)."""
     from gpurig.node.ahead import Ahead
+
+    data = _bytes(source)
+    return None if data is None else Ahead(data, as_host, mode)
+
+
+def _bytes(path: str | None) -> bytes | None:
+    """The bytes of the file a host came from, which key the read kept for it; None where
+    there is no one file or it cannot be read (its load says why)."""
     from gpurig.spec.text_file import YamlRefused, read_bytes
 
     try:
-        return Ahead(read_bytes(source), as_host, mode)
+        return read_bytes(path) if path is not None else None
     except YamlRefused:
         return None
 
@@ -109,14 +117,10 @@ def up_here(inventories: list[str], as_host: str | None, spec_file: str | None) 
         _say(f"{', '.join(inventories) or 'no inventory'}: no host named {as_host}")
         return 2
     from gpurig.node.up import UpError, up
-    from gpurig.spec.text_file import YamlRefused, read_bytes
 
+    one_file = spec_file or (inventories[0] if len(inventories) == 1 else None)
     try:
-        source = read_bytes(spec_file or inventories[0]) if len(inventories) < 2 else None
-    except (YamlRefused, IndexError):
-        source = None
-    try:
-        ready = up(host, _say, source)
+        ready = up(host, _say, _bytes(one_file))
     except UpError as exc:
         _say(f"gpurig up: {exc}")
         return 1

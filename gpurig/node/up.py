@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from gpurig import DEPLOY_ROOT
 from gpurig.facts.round_trip import ROOT_PATH
 from gpurig.node.ahead import Ahead
+from gpurig.read.bounds import PROBE_TIMEOUT
 from gpurig.safe_path import walk
 from gpurig.spec.model import normalise
 from gpurig.spec.user_scope import is_user
@@ -36,8 +37,6 @@ if TYPE_CHECKING:
     from gpurig.spec.inventory import Host
 
 LOCK_WAIT = 300.0  # seconds one `up` waits for another's converge on this node
-# Seconds for the read (drift's own bound over SSH: gpurig.checks.judge.PROBE_TIMEOUT).
-READ_SECONDS = 120.0
 
 
 class UpError(Exception):
@@ -230,7 +229,7 @@ def up(host: Host, say: Callable[[str], None], source: bytes | None = None) -> R
         )
     scoped = contextlib.nullcontext() if is_user(spec) else root_environment()
     with scoped, node_lock(spec):
-        ahead = Ahead(source, host.name, "up", READ_SECONDS) if source is not None else None
+        ahead = Ahead(source, host.name, "up", PROBE_TIMEOUT) if source is not None else None
         from gpurig.checks.judge import report
         from gpurig.node.read import read_local
         from gpurig.plans import CHANGE_IDS

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 MAX_OUTPUT_BYTES = 64 << 20
 MAX_OUTPUT_LINES = 1 << 18
 FLOOD_PREFIX = "the host printed more than"
+# Seconds for a host's whole read (the one command): engines and GPUs can be slow to answer.
+PROBE_TIMEOUT = 120
 
 
 class OutputFlood(OSError):

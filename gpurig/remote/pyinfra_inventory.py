@@ -23,7 +23,7 @@ from gpurig.spec.inventory import (
     SshSettings,
     load_inventory,
 )
-from gpurig.spec.record import asdict
+from gpurig.spec.tuples import asdict
 from gpurig.spec.user_scope import is_user
 
 ENV_VAR = "GPURIG_INVENTORY"

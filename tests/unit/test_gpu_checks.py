@@ -12,7 +12,7 @@ from gpurig.checks import gpu as gpu_checks
 from gpurig.checks.rules import rules
 from gpurig.facts.gpurig_nvidia import GpuHealth, NvidiaGpus
 from gpurig.read import gpu_parse
-from gpurig.spec.record import asdict
+from gpurig.spec.tuples import asdict
 from tests.unit.fact_values import gpu_values, h100_vm, reader
 from tests.unit.gpu_fixtures import read_fixture
 

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 from gpurig.read.gpu_parse import parse_smi_list
 from gpurig.spec.pattern import lazy
-from gpurig.spec.record import asdict
+from gpurig.spec.tuples import asdict
 from tests.unit.gpu_fixtures import read_fixture
 
 
