@@ -12,8 +12,6 @@ waited for."""
 from __future__ import annotations
 
 import contextlib
-import io
-import logging
 import os
 import pwd
 import shlex
@@ -132,6 +130,9 @@ def converge_local(spec: Mapping[str, Any]) -> Failed | None:
     (after a failure the one line `up` says is the job's to see). The node's read came first
     without pyinfra; only now, with something to change, is it loaded (gevent's patch first,
     as the console script does for SSH commands)."""
+    import io
+    import logging
+
     from gpurig.remote.cooperative import patch
 
     patch()

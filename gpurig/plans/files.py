@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from gpurig.facts.gpurig_files import FileDigests
 from gpurig.plans.change import Change
+from gpurig.spec.digest import sha256_hex
 
 
 def managed(
@@ -33,7 +33,7 @@ def managed(
                     )
                 )
             continue
-        digest = hashlib.sha256(content.encode()).hexdigest()
+        digest = sha256_hex(content.encode())
         if seen is None:
             actual = "missing"
         elif seen["sha256"] != digest:

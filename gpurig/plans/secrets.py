@@ -6,8 +6,6 @@ as an upload (deploys/secrets.py)."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 from collections.abc import Callable, Mapping
 from functools import cache
@@ -56,6 +54,9 @@ def _content(src: str) -> bytes | None:
 def local_digest(src: str, key: bytes) -> str | None:
     """HMAC-SHA256 of the local source under `key`, or None when it cannot be read."""
     content = _content(src)
+    import hashlib
+    import hmac
+
     return None if content is None else hmac.new(key, content, hashlib.sha256).hexdigest()
 
 

@@ -9,7 +9,6 @@ recognise those here and say the same thing: what it may mean and what to do.
 from __future__ import annotations
 
 import base64
-import hashlib
 import re
 
 from gpurig.spec.pattern import lazy
@@ -82,6 +81,8 @@ def _field_ok(value: bytes, want: int | bytes | None) -> bool:
 
 def fingerprint(host_key: str) -> str:
     """`SHA256:...` as `ssh-keygen -lf` and ssh's first-connection prompt print it."""
+    import hashlib
+
     blob = base64.b64decode(host_key.split()[1])
     return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 

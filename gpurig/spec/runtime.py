@@ -3,11 +3,13 @@ the running account's runtime directory, cleared at boot (root: /run/gpurig; oth
 $XDG_RUNTIME_DIR/gpurig), or GPURIG_RUNTIME_DIR (for root, only where root alone can change
 it). A contract at every job start then loads no YAML parser for a spec that has not changed
 (the spec's parse), and starts its read before its checks are loaded (gpurig.node.ahead). A
-copy is trusted only as the account's own."""
+copy is trusted only as the account's own, and holds what it was worked out from: it is used
+only where that is the same, byte for byte (a checksum in its name only places it: no digest
+module is loaded for it, which cost a contract more than reading the copy does)."""
 
 from __future__ import annotations
 
-import hashlib
+import binascii
 import os
 import stat
 from pathlib import Path
@@ -41,19 +43,27 @@ def directory() -> Path | None:
     return parent / "gpurig" if kept_copy.trusted(parent, uid, stat.S_IFDIR) else None
 
 
-def named(kind: str, *parts: str | bytes) -> str:
-    """A copy's name: its kind and a digest of what it was worked out from, and of this
-    gpurig (what one version worked out is that version's)."""
-    digest = hashlib.sha256(__version__.encode())
-    for part in parts:
-        digest.update(b"\0" + (part.encode() if isinstance(part, str) else part))
-    return f"{kind}.{digest.hexdigest()[:32]}"
+# A copy's name (its kind and a checksum of its key) and its key: all that it was worked out
+# from, and this gpurig's version (what one version worked out is that version's).
+Name = tuple[str, bytes]
 
 
-def kept(name: str) -> Any | None:
-    """What was kept as `name` on an earlier run, or None."""
+def named(kind: str, *parts: str | bytes) -> Name:
+    """The name and key of the copy of `kind` worked out from `parts`."""
+    key = b"\0".join(
+        [__version__.encode(), *(p.encode() if isinstance(p, str) else p for p in parts)]
+    )
+    return f"{kind}.{binascii.crc32(key):08x}{len(key):x}", key
+
+
+def kept(name: Name) -> Any | None:
+    """What was kept as `name` on an earlier run, or None (also where the copy of that name
+    was worked out from something else)."""
     where = directory()
-    return None if where is None else kept_copy.read(where, name, os.geteuid())
+    found = None if where is None else kept_copy.read(where, name[0], os.geteuid())
+    if isinstance(found, tuple) and len(found) == 2 and found[0] == name[1]:
+        return found[1]
+    return None
 
 
 # Copies of each kind a directory keeps: a node's contracts share one spec file, but an
@@ -61,11 +71,12 @@ def kept(name: str) -> Any | None:
 KEPT_COPIES = 8
 
 
-def keep(name: str, value: Any, stale: str) -> None:
+def keep(name: Name, value: Any, stale: str) -> None:
     """Keep `value` as `name` for the next run, with the last few others `stale` names."""
     where = directory()
     if where is not None:
-        kept_copy.keep(where, name, value, stale, mode=0o700, others=KEPT_COPIES - 1)
+        copy = (name[1], value)
+        kept_copy.keep(where, name[0], copy, stale, mode=0o700, others=KEPT_COPIES - 1)
 
 
 def kept_parse(text: str) -> Any | None:

@@ -11,16 +11,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gpurig.data import kept
 from gpurig.node.ahead import VARIES, Ahead
 from gpurig.read.local import collect
-from gpurig.spec import runtime
 
 SPEC = b"engine: none\ncore_dumps: disabled\n"
 ECHO = ["/bin/sh", "-c", "echo read-ahead"]
 
 
 def kept_reads(where: Path) -> list[object]:
-    return [runtime.kept(p.name.rsplit(".", 1)[0]) for p in sorted(where.glob("read.*"))]
+    """What each read copy in `where` holds (a copy is its key and its value)."""
+    copies = [
+        kept.read(where, p.name.rsplit(".", 1)[0], os.geteuid()) for p in where.glob("read.*")
+    ]
+    return [copy[1] for copy in copies if isinstance(copy, tuple)]
 
 
 def test_the_first_run_keeps_its_command_and_the_next_starts_it(run_dir: Path) -> None:

@@ -26,8 +26,9 @@ def test_a_passing_spec_is_kept_and_read_back_the_same(tmp_path: Path, run_dir: 
     spec.write_text(SPEC)
     first = load_spec_file(spec, "n")
     [copy] = copies(run_dir)
-    assert marshal.loads(copy.read_bytes()) == {"engine": "none", "core_dumps": "disabled",
-                                                 "checks": {"disk_free_min": "1g"}}  # fmt: skip
+    key = runtime.named("spec", SPEC)[1]
+    data = {"engine": "none", "core_dumps": "disabled", "checks": {"disk_free_min": "1g"}}
+    assert marshal.loads(copy.read_bytes()) == (key, data)
     assert run_dir.stat().st_mode & 0o777 == 0o700
     assert load_spec_file(spec, "n") == first
     spec.write_text(SPEC.replace("1g", "2g"))  # a new content: a new parse, the old one kept
@@ -64,8 +65,27 @@ def test_a_kept_parse_that_no_longer_passes_is_parsed_again_for_its_lines(
     spec.write_text(SPEC)
     load_spec_file(spec, "n")
     [copy] = copies(run_dir)
-    copy.write_bytes(marshal.dumps({"engine": "none", "core_dumps": "sometimes"}))
+    key = runtime.named("spec", SPEC)[1]
+    copy.write_bytes(marshal.dumps((key, {"engine": "none", "core_dumps": "sometimes"})))
     assert load_spec_file(spec, "n").spec["core_dumps"] == "disabled"
+
+
+def test_a_copy_of_the_same_name_worked_out_from_another_text_is_not_taken(
+    tmp_path: Path, run_dir: Path
+) -> None:
+    """A copy's name is a checksum of what it was worked out from; two texts of one checksum
+    (or a copy of an older format) must not hand one's parse to the other: the whole text kept
+    in the copy is compared."""
+    spec = tmp_path / "node.yaml"
+    spec.write_text(SPEC)
+    load_spec_file(spec, "n")
+    [copy] = copies(run_dir)
+    other = SPEC.replace("1g", "9g")
+    copy.write_bytes(marshal.dumps((runtime.named("spec", other)[1], {"engine": "none"})))
+    assert runtime.kept_parse(SPEC) is None
+    assert load_spec_file(spec, "n").spec["checks"]["disk_free_min"] == "1g"
+    copy.write_bytes(marshal.dumps({"engine": "none"}))  # a copy without its key
+    assert runtime.kept_parse(SPEC) is None
 
 
 def test_a_copy_another_account_may_write_is_not_read(tmp_path: Path, run_dir: Path) -> None:
@@ -73,7 +93,8 @@ def test_a_copy_another_account_may_write_is_not_read(tmp_path: Path, run_dir: P
     spec.write_text(SPEC)
     load_spec_file(spec, "n")
     [copy] = copies(run_dir)
-    copy.write_bytes(marshal.dumps({"engine": "none", "core_dumps": "unlimited"}))
+    key = runtime.named("spec", SPEC)[1]
+    copy.write_bytes(marshal.dumps((key, {"engine": "none", "core_dumps": "unlimited"})))
     for where in (copy, run_dir):
         where.chmod(where.stat().st_mode | 0o002)
         assert runtime.kept_parse(SPEC) is None
