@@ -264,13 +264,17 @@ class KernelLog(Sectioned[dict[str, Any]]):
     the fallback."""
 
     def command(self) -> str:
+        # The log is piped to the filter, never held in a shell variable: dash copying a
+        # whole kernel log (100 KB and more) into one cost a node contract ~10 ms. dmesg
+        # refused (restricted to root) prints nothing, so journalctl's log is the only one.
         log = (
             f"{BOUNDED}\n"
-            "if command -v dmesg >/dev/null 2>&1 && log=$(dmesg 2>/dev/null); then :\n"
-            "elif command -v journalctl >/dev/null 2>&1 && "
-            "log=$(bounded journalctl -k -b --no-pager -q 2>/dev/null); then :\n"
-            "else exit 0; fi\n"
-            "printf '%s\\n' \"$log\" | sed -n -e '/NVRM: Xid/{p;d;}' "
+            "gpurig_klog() {\n"
+            "if command -v dmesg >/dev/null 2>&1 && dmesg 2>/dev/null; then :\n"
+            "elif command -v journalctl >/dev/null 2>&1; then "
+            "bounded journalctl -k -b --no-pager -q 2>/dev/null; fi\n"
+            "}\n"
+            "gpurig_klog | sed -n -e '/NVRM: Xid/{p;d;}' "
             "-e '/fallen off the bus/{p;d;}' -e '/NVRM: The NVIDIA GPU/{p;d;}' "
             f"-e '/{interconnect_parse.HUNG_TASK_SED}/,+{interconnect_parse.hung_task_lines()}"
             "{p;d;}' "

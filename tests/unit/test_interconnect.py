@@ -238,3 +238,15 @@ def test_acs_on_a_multi_gpu_host_is_a_warning_naming_the_bridges() -> None:
 def test_no_acs_finding_without_a_peer_or_with_acs_off(listing: str | None, acs: str) -> None:
     raw = {"acs": acs} | ({"listing": listing} if listing else {})
     assert judge(h100_vm(**raw)) == []
+
+
+def test_where_dmesg_is_refused_the_journal_s_kernel_log_is_read(tmp_path: Path) -> None:
+    """dmesg restricted to root (kernel.dmesg_restrict) prints nothing and fails: the kernel
+    log is then journalctl's, filtered the same way, and read once (nothing of a refused dmesg)."""
+    refused = tmp_path / "dmesg"
+    refused.write_text("#!/bin/sh\necho 'dmesg: read kernel buffer failed' >&2\nexit 1\n")
+    refused.chmod(0o755)
+    fact = KernelLog()
+    lines = run_with_stand_in(tmp_path, "journalctl", read_fixture(SXID_20034), fact.command())
+    assert (tmp_path / "args").read_text().split() == ["-k", "-b", "--no-pager", "-q"]
+    assert len(fact.process(lines)["sxids"]) == 8
