@@ -8,7 +8,6 @@ recognise those here and say the same thing: what it may mean and what to do.
 
 from __future__ import annotations
 
-import base64
 import re
 
 from gpurig.spec.pattern import lazy
@@ -54,6 +53,8 @@ def key_problem(host_key: str) -> str | None:
     A key cut short in copying still decodes when it ends on a 4-character boundary; paramiko
     then loads it as a different key, and every connection reports a changed host key.
     """
+    import base64  # only for an inventory that records host keys
+
     key_type, _, blob = host_key.partition(" ")
     try:
         fields = _ssh_strings(base64.b64decode(blob, validate=True))
@@ -81,6 +82,7 @@ def _field_ok(value: bytes, want: int | bytes | None) -> bool:
 
 def fingerprint(host_key: str) -> str:
     """`SHA256:...` as `ssh-keygen -lf` and ssh's first-connection prompt print it."""
+    import base64
     import hashlib
 
     blob = base64.b64decode(host_key.split()[1])

@@ -6,7 +6,6 @@ converge, the drift check and onboarding read the same values and none re-derive
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
@@ -69,13 +68,24 @@ def _repo(path: str, declared: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _copied(value: Any) -> Any:
+    """A copy of plain data (what a spec parses to: mappings, lists, scalars) that shares
+    nothing mutable with it; `copy.deepcopy` did this at the cost of loading `copy` and
+    `weakref` at every node contract's start."""
+    if isinstance(value, Mapping):
+        return {key: _copied(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copied(item) for item in value)
+    return value
+
+
 def normalise(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The spec with defaults applied; idempotent (normalise(normalise(s)) == normalise(s))."""
     # A user's rootless Podman is reached through its API socket (gpurig.spec.user_scope), so a
     # user-scope Podman has one unless the spec says otherwise.
     user = spec.get("scope") == "user"
     top = {**_TOP, "podman_socket": user and spec.get("engine") == "podman"}
-    out = {**copy.deepcopy(top), **copy.deepcopy(dict(spec))}
+    out = {**_copied(top), **_copied(spec)}
     out["containers"] = {n: _container(c) for n, c in out["containers"].items()}
     out["repos"] = {p: _repo(p, r) for p, r in out["repos"].items()}
     out["secrets"] = [{"mode": "0600", **s} for s in out["secrets"]]
