@@ -37,6 +37,7 @@ from pyinfra.connectors import local, ssh, util
 from gpurig.checks.node import sudo_refused_message
 from gpurig.facts.round_trip import Unreadable
 from gpurig.read import bounds
+from gpurig.remote import paramiko_mac
 
 # The lines sudo prints when it would have to ask (pyinfra's own list).
 SUDO_PASSWORD_LINES = util.SUDO_PASSWORD_REQUIRED_LINES
@@ -142,9 +143,10 @@ def bounded_read_buffer(
 
 
 def install() -> None:
-    """Install the guards once."""
+    """Install the guards once (and paramiko's MAC check in C: gpurig.remote.paramiko_mac)."""
     if getattr(util, "gpurig_guarded", False):
         return
+    paramiko_mac.install()
     _guard_operations()
     ssh.execute_command_with_sudo_retry = never_prompt
     local.execute_command_with_sudo_retry = never_prompt
