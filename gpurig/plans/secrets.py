@@ -53,10 +53,10 @@ def _content(src: str) -> bytes | None:
 
 def local_digest(src: str, key: bytes) -> str | None:
     """HMAC-SHA256 of the local source under `key`, or None when it cannot be read."""
-    content = _content(src)
     import hashlib
     import hmac
 
+    content = _content(src)
     return None if content is None else hmac.new(key, content, hashlib.sha256).hexdigest()
 
 

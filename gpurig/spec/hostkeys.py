@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from gpurig.spec.digest import sha256
 from gpurig.spec.pattern import lazy
 
 # What paramiko (BadHostKeyException) and pyinfra (its ConnectError, its CLI log) say.
@@ -83,10 +84,9 @@ def _field_ok(value: bytes, want: int | bytes | None) -> bool:
 def fingerprint(host_key: str) -> str:
     """`SHA256:...` as `ssh-keygen -lf` and ssh's first-connection prompt print it."""
     import base64
-    import hashlib
 
     blob = base64.b64decode(host_key.split()[1])
-    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+    return "SHA256:" + base64.b64encode(sha256(blob).digest()).decode().rstrip("=")
 
 
 def is_mismatch(error: BaseException | str) -> bool:

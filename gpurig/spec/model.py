@@ -85,7 +85,7 @@ def normalise(spec: Mapping[str, Any]) -> dict[str, Any]:
     # user-scope Podman has one unless the spec says otherwise.
     user = spec.get("scope") == "user"
     top = {**_TOP, "podman_socket": user and spec.get("engine") == "podman"}
-    out = {**_copied(top), **_copied(spec)}
+    out = _copied({**top, **spec})
     out["containers"] = {n: _container(c) for n, c in out["containers"].items()}
     out["repos"] = {p: _repo(p, r) for p, r in out["repos"].items()}
     out["secrets"] = [{"mode": "0600", **s} for s in out["secrets"]]
