@@ -6,13 +6,14 @@ import os
 from pathlib import Path
 
 
-def atomic_write(path: Path, data: str | bytes, mode: int = 0o644) -> None:
+def atomic_write(path: str | os.PathLike[str], data: str | bytes, mode: int = 0o644) -> None:
     """Write via a temp file + rename so an interrupted run never leaves half a file."""
     import tempfile  # only where something is written: a node contract's read loads none
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    parent, name = os.path.split(os.fspath(path))
+    os.makedirs(parent or ".", exist_ok=True)
     raw = data.encode() if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    fd, tmp = tempfile.mkstemp(dir=parent or ".", prefix=f".{name}.")
     try:
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:

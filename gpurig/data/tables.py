@@ -15,14 +15,16 @@ owner writes or trusts a copy; where none can be kept, the YAML is parsed each t
 from __future__ import annotations
 
 import os
-from functools import cache
-from pathlib import Path
-from typing import Any
 
 from gpurig.data import kept
 
-HERE = Path(__file__).resolve().parent
-CACHE = HERE / "__pycache__"
+TYPE_CHECKING = False  # a node contract reads a table before its read starts: no typing there
+if TYPE_CHECKING:
+    from typing import Any
+
+HERE = os.path.dirname(os.path.realpath(__file__))
+CACHE = os.path.join(HERE, "__pycache__")
+_PARSED: dict[str, Any] = {}
 
 
 def _parse(text: str) -> Any:
@@ -31,20 +33,24 @@ def _parse(text: str) -> Any:
     return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
-@cache
 def table(name: str) -> Any:
-    """`gpurig/data/<name>`, parsed; shared between callers, so read it, never change it."""
-    return load(HERE / name, CACHE)
+    """`gpurig/data/<name>`, parsed once a process; shared between callers, so read it, never
+    change it."""
+    if name not in _PARSED:
+        _PARSED[name] = load(os.path.join(HERE, name), CACHE)
+    return _PARSED[name]
 
 
-def load(source: Path, cache_dir: Path) -> Any:
+def load(source: str | os.PathLike[str], cache_dir: str | os.PathLike[str]) -> Any:
     """The YAML file `source` parsed, through its copy in `cache_dir` where one is kept."""
-    st = source.stat()
-    name = f"{source.name}.{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}-{st.st_ctime_ns:x}"
+    st = os.stat(source)
+    base = os.path.basename(source)
+    name = f"{base}.{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}-{st.st_ctime_ns:x}"
     found = kept.read(cache_dir, name, st.st_uid)
     if found is not None:
         return found
-    parsed = _parse(source.read_text(encoding="utf-8"))
+    with open(source, encoding="utf-8") as f:
+        parsed = _parse(f.read())
     if os.geteuid() == st.st_uid:
-        kept.keep(cache_dir, name, parsed, f"{source.name}.*")
+        kept.keep(cache_dir, name, parsed, f"{base}.")
     return parsed

@@ -1,7 +1,9 @@
 """A node contract's read started before gpurig's checks are loaded: the read (a shell script of
 about 40 ms) and the import of the checks and plans (about 60 ms) then run side by side rather
 than one after the other, which was most of what a contract cost beside NHC
-(benchmarks/node_contracts.py).
+(benchmarks/node_contracts.py). Before the read starts nothing is loaded that the contract
+could load beside it (subprocess, typing, pathlib, re: tests/unit/test_node_ahead.py): the
+read is forked from `os` (gpurig.read.forked), the kept command found with `os` alone.
 
 The command is the one this contract ran last time for the same spec file's text, kept in the
 account's runtime directory (gpurig.spec.runtime: the account's own, trusted as bytecode is).
@@ -12,13 +14,14 @@ whose command differs from run to run is marked so, and read ahead no more."""
 from __future__ import annotations
 
 import os
-import subprocess
 import time
-from typing import Any
 
-from gpurig.data.tables import table
-from gpurig.read.bounded import start, stop
+from gpurig.read.forked import alone, fork_exec
 from gpurig.spec import runtime
+
+TYPE_CHECKING = False  # typing itself is not loaded before the read starts
+if TYPE_CHECKING:
+    from gpurig.read.bounded import Started
 
 # What is kept for a spec whose command differs from run to run (one with a fresh key in it).
 VARIES = "varies"
@@ -33,30 +36,46 @@ class Ahead:
         self, source: bytes, as_host: str | None, mode: str, seconds: float | None = None
     ) -> None:
         self.name = runtime.named("read", mode, str(os.geteuid()), str(as_host), source)
-        self.kept: Any = runtime.kept(self.name)
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.kept: object = runtime.kept(self.name)
+        self.proc: Started | None = None
         self.deadline = 0.0
         if isinstance(self.kept, list) and self.kept and all(isinstance(a, str) for a in self.kept):
             if seconds is None:
+                from gpurig.data.tables import table
+
                 seconds = table("node_modes.yaml")["modes"][mode]["read_seconds"]
             self.deadline = time.monotonic() + seconds
             try:
-                self.proc = start(self.kept)
+                self.proc = _start(self.kept)
             except OSError:  # gone since (a sudo removed): the command built now is run
                 self.proc = None
 
     def cancel(self) -> None:
         """No read is wanted after all (the spec was refused): the started one is stopped."""
         if self.proc is not None:
+            from gpurig.read.bounded import stop
+
             stop(self.proc)
 
-    def take(self, argv: list[str]) -> tuple[subprocess.Popen[bytes], float] | None:
+    def take(self, argv: list[str]) -> tuple[Started, float] | None:
         """The started read, where it is `argv`; else None (it is stopped, and what to start
         next time kept)."""
         if self.proc is not None and argv == self.kept:
             return self.proc, self.deadline
         if self.proc is not None:
+            from gpurig.read.bounded import stop
+
             stop(self.proc)
         if self.kept != VARIES:
-            runtime.keep(self.name, VARIES if self.proc is not None else argv, "read.*")
+            runtime.keep(self.name, VARIES if self.proc is not None else argv, "read.")
         return None
+
+
+def _start(argv: list[str]) -> Started:
+    """Forked at a contract's start, where nothing has loaded threading (gpurig.read.forked);
+    else (`up`, a test's process) through subprocess, which is safe anywhere."""
+    if alone():
+        return fork_exec(argv)
+    from gpurig.read.bounded import start
+
+    return start(argv)

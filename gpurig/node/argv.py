@@ -8,8 +8,6 @@ error (tests/unit/test_node_argv.py holds the two to the same reading)."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import NamedTuple
 
 from gpurig.report.formats import FORMATS
 
@@ -21,14 +19,24 @@ MODES = ("prolog", "healthcheck", "npd")
 _VALUED = {"drift": ("--spec", "--as", "--mode", "--format", "--textfile"), "up": ("--spec",)}
 
 
-class NodeCall(NamedTuple):
-    command: str
-    inventory: str | None = None
-    as_host: str | None = None
-    spec_file: str | None = None
-    mode: str | None = None
-    fmt: str = "table"
-    textfile: Path | None = None
+class NodeCall:
+    """A node call's words. A plain class: the contract's read starts before typing (or
+    pathlib, for the textfile's directory) is loaded (gpurig.node.ahead)."""
+
+    __slots__ = ("as_host", "command", "fmt", "inventory", "mode", "spec_file", "textfile")
+
+    def __init__(
+        self,
+        command: str,
+        inventory: str | None = None,
+        as_host: str | None = None,
+        spec_file: str | None = None,
+        mode: str | None = None,
+        fmt: str = "table",
+        textfile: str | None = None,
+    ) -> None:
+        self.command, self.inventory, self.as_host = command, inventory, as_host
+        self.spec_file, self.mode, self.fmt, self.textfile = spec_file, mode, fmt, textfile
 
 
 def parse(argv: list[str]) -> NodeCall | None:
@@ -61,10 +69,10 @@ def _checked(command: str, values: dict[str, str], positional: list[str]) -> Nod
         usable = spec and not positional and not os.path.isdir(spec)
         return NodeCall("up", spec_file=spec) if usable else None
     mode, fmt = values.get("--mode"), values.get("--format", "table")
-    textfile = Path(values["--textfile"]) if "--textfile" in values else None
+    textfile = values.get("--textfile")
     if (mode is not None and mode not in MODES) or fmt not in FORMATS or len(positional) > 1:
         return None
-    if textfile is not None and not (textfile.is_dir() and os.access(textfile, os.W_OK)):
+    if textfile is not None and not (os.path.isdir(textfile) and os.access(textfile, os.W_OK)):
         return None
     inventory = positional[0] if positional else None
     if any(path is not None and os.path.isdir(path) for path in (spec, inventory)):

@@ -134,7 +134,8 @@ def judged(
         boot_id = boot()
     except OSError:
         return probed, [], ["over time: the boot id cannot be read: nothing judged or kept"]
-    found, notes = fabric(probed, boot_id, clock(), runtime.directory())
+    where = runtime.directory()
+    found, notes = fabric(probed, boot_id, clock(), None if where is None else Path(where))
     full_log = (full.state or {}).get(read_key(KernelLog, {}))
     probed, back = reboots(probed, full_log, boot_id, state_dir)
     return probed, found + back, notes

@@ -11,14 +11,23 @@ import signal
 import subprocess
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from gpurig.read import bounds
+
+if TYPE_CHECKING:
+    from typing import Union
+
+    from gpurig.read.forked import Forked
+
+    # A read started here, or forked ahead (gpurig.read.forked): collected and stopped alike.
+    Started = Union[subprocess.Popen[bytes], Forked]
 
 # After the shell has exited, how long what its children still write is waited for.
 GRACE_SECONDS = 0.2
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def _stop(proc: Started) -> None:
     """TERM, then KILL, the read's whole process group (sudo relays TERM to its command)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
@@ -45,7 +54,7 @@ def start(argv: Sequence[str]) -> subprocess.Popen[bytes]:
     )
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
+def stop(proc: Started) -> None:
     """A started command no longer wanted: its group stopped, its pipe closed."""
     _stop(proc)
     if proc.stdout is not None:
@@ -59,7 +68,7 @@ def run_bounded(argv: Sequence[str], timeout: float) -> bytes | None:
     return collect(start(argv), time.monotonic() + timeout)
 
 
-def collect(proc: subprocess.Popen[bytes], deadline: float) -> bytes | None:
+def collect(proc: Started, deadline: float) -> bytes | None:
     """run_bounded's reading of a started command, until the `deadline` (time.monotonic)."""
     assert proc.stdout is not None
     chunks: list[bytes] = []

@@ -6,14 +6,16 @@ and its output in lines."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpurig.facts.round_trip import HostState, Read
 from gpurig.read import bounds
 from gpurig.read.bounded import collect, start
+
+if TYPE_CHECKING:
+    from gpurig.read.bounded import Started
 
 
 def lines(output: bytes) -> list[str]:
@@ -29,7 +31,7 @@ def lines(output: bytes) -> list[str]:
 
 # What a read started ahead (gpurig.node.ahead) is asked with the command wanted: the started
 # command and its deadline where it is that command, else None (then it is run now).
-StartedRead = Callable[[list[str]], "tuple[subprocess.Popen[bytes], float] | None"]
+StartedRead = Callable[[list[str]], "tuple[Started, float] | None"]
 
 
 def read_argv(state: HostState, reads: list[Read], sudo: bool, bound: int | None) -> list[str]:

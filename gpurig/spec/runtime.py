@@ -12,15 +12,16 @@ from __future__ import annotations
 import binascii
 import os
 import stat
-from pathlib import Path
-from typing import Any
 
 from gpurig import __version__
 from gpurig.data import kept as kept_copy
-from gpurig.safe_path import walk
+
+TYPE_CHECKING = False  # typing is not loaded before a contract's read starts
+if TYPE_CHECKING:
+    from typing import Any
 
 
-def directory() -> Path | None:
+def directory() -> str | None:
     """As root, GPURIG_RUNTIME_DIR counts only where root alone can change it and every
     directory on its way (gpurig.safe_path), and as the path that was walked: what root keeps
     there is run (the read started ahead) and trusted at the next job start; elsewhere
@@ -32,20 +33,23 @@ def directory() -> Path | None:
     explicit = os.environ.get("GPURIG_RUNTIME_DIR")
     uid = os.geteuid()
     if explicit and uid == 0:
+        from gpurig.safe_path import walk
+
         walked = walk(explicit)
-        return Path(walked.checked) if walked.root_only else None
+        return walked.checked if walked.root_only else None
     if explicit:
-        return Path(explicit)
+        return explicit
     if uid == 0:
-        return Path("/run/gpurig")
+        return "/run/gpurig"
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    parent = Path(runtime) if runtime and os.path.isdir(runtime) else Path(f"/tmp/podman-run-{uid}")
-    return parent / "gpurig" if kept_copy.trusted(parent, uid, stat.S_IFDIR) else None
+    parent = runtime if runtime and os.path.isdir(runtime) else f"/tmp/podman-run-{uid}"
+    return os.path.join(parent, "gpurig") if kept_copy.trusted(parent, uid, stat.S_IFDIR) else None
 
 
 # A copy's name (its kind and a checksum of its key) and its key: all that it was worked out
 # from, and this gpurig's version (what one version worked out is that version's).
-Name = tuple[str, bytes]
+if TYPE_CHECKING:
+    Name = tuple[str, bytes]
 
 
 def named(kind: str, *parts: str | bytes) -> Name:
@@ -72,7 +76,8 @@ KEPT_COPIES = 8
 
 
 def keep(name: Name, value: Any, stale: str) -> None:
-    """Keep `value` as `name` for the next run, with the last few others `stale` names."""
+    """Keep `value` as `name` for the next run, with the last few others whose names start
+    with `stale`."""
     where = directory()
     if where is not None:
         copy = (name[1], value)
@@ -86,4 +91,4 @@ def kept_parse(text: str) -> Any | None:
 
 def keep_parse(text: str, data: Any) -> None:
     """Keep the data `text` parses to for the next run."""
-    keep(named("spec", text), data, "spec.*")
+    keep(named("spec", text), data, "spec.")

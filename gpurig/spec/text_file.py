@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
 
-from gpurig.spec.textsafe import escape_char, first_unsafe
+TYPE_CHECKING = False  # a node contract reads its spec's bytes before its read starts
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # Ten thousand hosts, each with its address, SSH port, pinned host key and a four-key spec
 # written out, are 4.4 MiB. At this size a comment or a scalar takes 0.2 s to parse with libyaml
@@ -68,6 +69,8 @@ def read_text(path: str | Path) -> str:
 
 def check_text(text: str) -> None:
     """Refuse text too long or carrying control characters (tab, newline and CR are fine)."""
+    from gpurig.spec.textsafe import escape_char, first_unsafe  # re: not before the read
+
     if len(text) > MAX_BYTES:
         raise YamlRefused(None, _TOO_LARGE)
     bad = first_unsafe(text)

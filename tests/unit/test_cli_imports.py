@@ -32,9 +32,12 @@ PROBE = """
 import json, sys
 from gevent_state import patched
 sys.argv = ["gpurig", *json.loads(sys.argv[1])]
-from gpurig.cli.entry import main
+from gpurig.cli import entry
+def done(status):  # the contract's own exit skips the teardown, and this line's report
+    raise SystemExit(status)
+entry.done = done
 try:
-    main()
+    entry.main()
     code = 0
 except SystemExit as exit:
     code = exit.code or 0

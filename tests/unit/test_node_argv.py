@@ -47,7 +47,7 @@ def same_call(call: NodeCall, params: dict[str, Any]) -> bool:
         and params["spec_file"] == call.spec_file
         and params["mode"] == call.mode
         and params["fmt"] == call.fmt
-        and params["textfile"] == call.textfile
+        and params["textfile"] == (None if call.textfile is None else Path(call.textfile))
         and params["output"] is None
         and params["local"]
     )

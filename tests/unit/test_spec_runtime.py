@@ -134,7 +134,7 @@ def test_root_takes_a_runtime_directory_only_where_root_alone_can_change_it(
         (theirs / "run", None),  # her link to root's own directory
         (theirs / "mine", None),
         (Path("/tmp/gpurig-run"), None),  # anyone could make it first
-        (private_dir / "link", private_dir / "roots"),  # root's link: the walked path
+        (private_dir / "link", str(private_dir / "roots")),  # root's link: the walked path
     ):
         monkeypatch.setenv("GPURIG_RUNTIME_DIR", str(where))
         assert runtime.directory() == found
@@ -166,7 +166,7 @@ def test_a_job_without_its_runtime_directory_keeps_in_podman_s_own(
         assert runtime.directory() is None  # not made yet: nothing kept
         podman.mkdir(mode=0o700)
         os.chown(podman, uid, uid)
-        assert runtime.directory() == podman / "gpurig"
+        assert runtime.directory() == str(podman / "gpurig")
         os.chown(podman, 65534, 65534)  # another account's: not used
         assert runtime.directory() is None
         os.chown(podman, uid, uid)

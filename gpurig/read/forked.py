@@ -1,0 +1,114 @@
+"""A node contract's read started by fork and exec from `os` alone, before anything else of the
+contract loads (gpurig.node.ahead): `subprocess` loads `signal`, `locale`, `re` and `enum`, about
+15 ms of a contract's start, which would then come before its read rather than beside it
+(benchmarks/node_contracts.py). The child is started as gpurig.read.bounded starts a read (a
+session of its own, from `/`, stdin and stderr on /dev/null, the signals Python ignores back to
+their defaults, no descriptor but its three), and is collected and stopped by bounded's own
+functions, which take a Forked as they take a Popen.
+
+Only before anything has loaded `threading`: fork copies the calling thread alone, the child
+runs Python code until its exec, and a library that patches threads (gevent) patches fork too
+(gpurig.node.ahead falls back to subprocess otherwise)."""
+
+from __future__ import annotations
+
+import _signal
+import os
+import sys
+import time
+
+
+def alone() -> bool:
+    """Whether nothing has loaded `threading` yet (a contract's start): then no thread runs but
+    this one and no library (gevent) has patched `os` or the thread primitives under it."""
+    return "threading" not in sys.modules
+
+
+class Forked:
+    """A started command, with as much of subprocess.Popen as bounded's collect and stop use."""
+
+    def __init__(self, pid: int, stdout_fd: int) -> None:
+        self.pid = pid
+        self.stdout = open(stdout_fd, "rb", buffering=0)  # noqa: SIM115 (closed by collect)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Popen.wait's answer: the exit status, or TimeoutExpired past `timeout` seconds
+        (polled as Popen polls, from half a millisecond up to 50)."""
+        if timeout is None:
+            if self.returncode is None:
+                self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+            return self.returncode
+        deadline, delay = time.monotonic() + timeout, 0.0005
+        while self.poll() is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                import subprocess  # loaded by then: bounded, which waits, imports it
+
+                raise subprocess.TimeoutExpired(self.pid, timeout)
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, 0.05)
+        return self.returncode
+
+
+def fork_exec(argv: list[str]) -> Forked:
+    """`argv` started (found on PATH as Popen finds it); OSError where it cannot be executed."""
+    out_read, out_write = os.pipe()
+    err_read, err_write = os.pipe()
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (the child: exec, or report why not and exit)
+            _exec(argv, null, out_write, err_write)
+    finally:
+        for fd in (out_write, err_write, null):
+            os.close(fd)
+    failed = b""
+    while chunk := os.read(err_read, 16):  # end of file: the exec closed it
+        failed += chunk
+    os.close(err_read)
+    if failed:
+        os.close(out_read)
+        os.waitpid(pid, 0)
+        code = int(failed) if failed.isdigit() else 0
+        raise OSError(code, os.strerror(code), argv[0])
+    return Forked(pid, out_read)
+
+
+def _exec(argv: list[str], null: int, out: int, err: int) -> None:  # pragma: no cover
+    try:
+        os.setsid()
+        os.chdir("/")
+        os.dup2(null, 0)
+        os.dup2(out, 1)
+        os.dup2(null, 2)
+        for name in ("SIGPIPE", "SIGXFSZ"):  # Python's ignored signals, as Popen restores them
+            if hasattr(_signal, name):
+                _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
+        _close_from_3(but=err)
+        os.execvp(argv[0], argv)
+    except OSError as exc:
+        os.write(err, str(exc.errno or 0).encode())
+    finally:
+        os._exit(127)
+
+
+def _close_from_3(but: int) -> None:
+    """Every descriptor past stderr closed but `but` (which the exec closes itself), as Popen's
+    close_fds does: the read inherits nothing of what started it."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except (OSError, ValueError):
+        os.closerange(3, but)
+        os.closerange(but + 1, os.sysconf("SC_OPEN_MAX"))
+        return
+    for fd in fds:
+        if fd > 2 and fd != but:
+            os.closerange(fd, fd + 1)  # one descriptor, any error ignored (the listing's own)
