@@ -9,10 +9,11 @@ in `gpurig/data/` (each row names its source), never from this file.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, NamedTuple
+from typing import Literal
 
 from gpurig.checks.rules import ByInput, found, rules
 from gpurig.data.tables import table
+from gpurig.named_tuple import NamedTuple
 from gpurig.spec.finding import Finding
 from gpurig.spec.pattern import lazy
 

@@ -9,7 +9,7 @@ never a crash: a CI job must see the whole fleet's report even when one box is d
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpurig.checks import fabric
 from gpurig.checks.all import ODD_OUTPUT, check
@@ -26,6 +26,7 @@ from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.gpurig_packages import DebStatus, OsRelease
 from gpurig.facts.gpurig_repo import RepoState
 from gpurig.facts.round_trip import Read, Snapshot, required_reads
+from gpurig.named_tuple import NamedTuple
 from gpurig.plans import PLANS
 from gpurig.plans.change import Change, findings
 from gpurig.plans.containers import container_reads

@@ -15,7 +15,7 @@ Thresholds and sources: gpurig/data/checks.yaml (`fabric_rates`, and each id's r
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpurig.checks.fabric import ports_of
 from gpurig.checks.gpu import _log as log_excerpt
@@ -23,6 +23,7 @@ from gpurig.checks.gpu import _xid_remedy as xid_remedy
 from gpurig.checks.interconnect import sxid_class
 from gpurig.checks.rules import found, rules
 from gpurig.data.tables import table
+from gpurig.named_tuple import NamedTuple
 from gpurig.read.interconnect_parse import sxid_severity_word
 from gpurig.spec.finding import Finding
 

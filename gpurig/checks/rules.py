@@ -8,9 +8,10 @@ node, container and compatibility checks all build their findings with `found()`
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpurig.data.tables import table
+from gpurig.named_tuple import NamedTuple
 from gpurig.spec.finding import Finding, Severity
 
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
+from gpurig.named_tuple import NamedTuple
 from gpurig.node import record
 from gpurig.read.gpu_parse import parse_fallen_off_bus, parse_xid_lines
 from gpurig.read.interconnect_parse import parse_hung_tasks, parse_sxid_lines

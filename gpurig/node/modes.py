@@ -24,10 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
-from typing import Literal, NamedTuple, Optional
+from typing import Literal, Optional
 
 from gpurig.checks.all import CHECK_IDS
 from gpurig.data.tables import table
+from gpurig.named_tuple import NamedTuple
 from gpurig.node.policy import Held
 from gpurig.plans import CHANGE_IDS, PLANS
 from gpurig.report.node_actions import CONNECT_CHECKS, UNCHECKED, NodeAction, Policy

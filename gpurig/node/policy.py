@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
 
+from gpurig.named_tuple import NamedTuple
 from gpurig.report.node_actions import Policy
 from gpurig.report.render import HostReport
 

@@ -19,10 +19,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from gpurig import DEPLOY_ROOT
 from gpurig.facts.round_trip import ROOT_PATH
+from gpurig.named_tuple import NamedTuple
 from gpurig.node.ahead import Ahead
 from gpurig.read.bounds import PROBE_TIMEOUT
 from gpurig.safe_path import walk

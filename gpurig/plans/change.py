@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
+from gpurig.named_tuple import NamedTuple
 from gpurig.spec.finding import Difference, Finding, Severity
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from gpurig.data.tables import table
+from gpurig.named_tuple import NamedTuple
 from gpurig.spec.pattern import lazy
 
 if TYPE_CHECKING:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from typing import NamedTuple
 
 from gpurig.data.tables import table
+from gpurig.named_tuple import NamedTuple
 from gpurig.read.gpu_parse import kernel_stamp
 from gpurig.spec.pattern import lazy
 

@@ -10,9 +10,10 @@ family's (`gpu.*`: every id of that first word).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from gpurig.data.tables import table
+from gpurig.named_tuple import NamedTuple
 from gpurig.report import textfile
 
 NodeAction = Literal["drain", "report", "off"]

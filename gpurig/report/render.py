@@ -15,8 +15,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
+from gpurig.named_tuple import NamedTuple
 from gpurig.spec.finding import ACTIONS, Finding, as_dict
 from gpurig.spec.pattern import lazy
 from gpurig.spec.textsafe import visible

@@ -25,11 +25,12 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple, get_args
+from typing import get_args
 
 from gpurig import __version__
 from gpurig.checks.all import CHECK_IDS
 from gpurig.fsutil import atomic_write
+from gpurig.named_tuple import NamedTuple
 from gpurig.plans import CHANGE_IDS
 from gpurig.report.render import HostReport
 from gpurig.safe_path import walk

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
+from gpurig.named_tuple import NamedTuple
 from gpurig.spec.pattern import lazy
 from gpurig.spec.redact import redacted
 from gpurig.spec.units import format_size, parse_size

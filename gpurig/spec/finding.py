@@ -8,7 +8,9 @@ The record sits below the plans and the checks that both make it.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
+
+from gpurig.named_tuple import NamedTuple
 
 Severity = Literal["error", "warn"]
 # What the converge does about it: makes it right ("converge"), will not without an opt-in or

@@ -12,9 +12,10 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cache, reduce
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from gpurig import DEPLOY_ROOT
+from gpurig.named_tuple import NamedTuple
 from gpurig.spec.hostkeys import key_problem
 from gpurig.spec.model import normalise
 from gpurig.spec.schema_check import passes
