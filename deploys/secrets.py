@@ -11,7 +11,7 @@ from gpurig.deploys.changes import start
 from gpurig.deploys.snapshot import read
 from gpurig.deploys.writes import put
 from gpurig.plans import secrets as plan
-from gpurig.plans.secrets import local_path
+from gpurig.plans.secrets import local_bytes
 
 
 @operation()
@@ -25,7 +25,7 @@ def secret_file(spec: dict[str, Any], dest: str):
         return
     item = changes[0].data  # one secret: every change carries the same item
     try:
-        data = local_path(item["src"]).read_bytes()
+        data = local_bytes(item["src"])
     except OSError as exc:  # the message names the path, never content
         raise OperationError(f"secret source {item['src']}: {exc.strerror}") from None
     yield from put(data, item["dest"], item["mode"], item["owner"])

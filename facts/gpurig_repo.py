@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from gpurig.facts.reader import Reader
 from gpurig.facts.round_trip import BOUNDED, START, Sectioned, part_text
-from gpurig.facts.safe_path import SAFE_PATH
+from gpurig.facts.safe_path import SAFE_PATH, script
 from gpurig.read import node_parse
 
-GIT_CHANGES = Path(__file__).with_name("git_changes.sh").read_text(encoding="utf-8")
-WRITERS = SAFE_PATH + Path(__file__).with_name("writers.sh").read_text(encoding="utf-8")
+GIT_CHANGES = script("git_changes.sh")
+WRITERS = SAFE_PATH + script("writers.sh")
 # Written into a venv after a successful install: the lockfile's sha256 and the kept packages.
 LOCK_MARKER = ".gpurig-lock.sha256"
 # Lines gpurig owns in the checkout's .git/info/attributes (untracked, so the tree stays clean).
@@ -111,7 +110,7 @@ class RepoState(Reader[dict[str, Any]]):
         return state
 
 
-ENV_IMPORTS = Path(__file__).with_name("env_imports.sh").read_text(encoding="utf-8")
+ENV_IMPORTS = script("env_imports.sh")
 
 
 def _clean_path(path: str) -> str:

@@ -3,6 +3,13 @@ root on a host path starts with: safe_path.sh's `walk` and `checked`."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
-SAFE_PATH = Path(__file__).with_name("safe_path.sh").read_text(encoding="utf-8")
+
+def script(name: str) -> str:
+    """The shell text of `name` beside these facts (os.path: a node contract loads no pathlib)."""
+    with open(os.path.join(os.path.dirname(__file__), name), encoding="utf-8") as f:
+        return f.read()
+
+
+SAFE_PATH = script("safe_path.sh")

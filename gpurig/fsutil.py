@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from pathlib import Path
+
+TYPE_CHECKING = False  # a node contract writes with atomic_write: no pathlib loaded for it
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def atomic_write(path: str | os.PathLike[str], data: str | bytes, mode: int = 0o644) -> None:
@@ -20,11 +24,14 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes, mode: int = 0o
             f.write(raw)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
         raise
 
 
 def xdg_dir(env: str, fallback: str, *parts: str) -> Path:
     """An XDG base directory (cache, state) below which gpurig keeps its own files."""
+    from pathlib import Path
+
     base = os.environ.get(env) or str(Path.home() / fallback)
     return Path(base, "gpurig", *parts)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import sys
 import tempfile
@@ -167,7 +168,7 @@ def secret_sources(spec: Mapping[str, Any], state: Mapping[str, Any]) -> dict[st
     sources: dict[str, Any] = {}
     for item in declared:
         digest = None if key is None else secrets_plan.local_digest(item["src"], key)
-        readable = secrets_plan.local_path(item["src"]).is_file()
+        readable = os.path.isfile(secrets_plan.local_path(item["src"]))
         sources[item["src"]] = {"readable": readable, "hmac": digest if digest in host else None}
     return {"public": secrets_plan.public(), "sources": sources}
 

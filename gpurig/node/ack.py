@@ -18,8 +18,8 @@ reboot again.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Collection, Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from gpurig.named_tuple import NamedTuple
@@ -28,10 +28,10 @@ from gpurig.read.gpu_parse import parse_fallen_off_bus, parse_xid_lines
 from gpurig.read.interconnect_parse import parse_hung_tasks, parse_sxid_lines
 from gpurig.spec.tuples import asdict
 
-STATE_DIR = Path("/var/lib/gpurig")
+STATE_DIR = "/var/lib/gpurig"
 STATE_FILE = "ack.json"
 STATE_BYTES = 4096
-BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
 # The ids judged from the kernel log (gpurig/checks/gpu.py, interconnect.py); an Xid 79 is a
 # GPU fallen off the bus.
 KERNEL_LOG_IDS = ("gpu.fallen_off_bus", "gpu.hung_task", "gpu.sxid", "gpu.xid")
@@ -166,7 +166,8 @@ def from_text(text: str) -> Ack:
 
 
 def boot_id() -> str:
-    return BOOT_ID.read_text().strip()
+    with open(BOOT_ID) as f:
+        return f.read().strip()
 
 
 def current() -> tuple[Mapping[str, float], Mapping[str, float]]:
@@ -180,7 +181,7 @@ def current() -> tuple[Mapping[str, float], Mapping[str, float]]:
     return limits, {fid: ack.when[fid] for fid in limits if ack is not None and fid in ack.when}
 
 
-def load(directory: Path | None = None) -> Ack | None:
+def load(directory: str | os.PathLike[str] | None = None) -> Ack | None:
     """The record, where there is one that root (or this account) alone could have written and
     that reads as a record; None otherwise (no acknowledgement: every event is reported)."""
     text = record.read(directory or STATE_DIR, STATE_FILE, STATE_BYTES)
@@ -190,7 +191,7 @@ def load(directory: Path | None = None) -> Ack | None:
         return None
 
 
-def save(ack: Ack, directory: Path | None = None) -> Path:
+def save(ack: Ack, directory: str | os.PathLike[str] | None = None) -> str:
     """Write the record, root-only (directory 0700, file 0600), replaced atomically; OSError
     where the directory is not root's alone."""
     return record.write(directory or STATE_DIR, STATE_FILE, as_text(ack))
@@ -217,7 +218,9 @@ def kernel_log() -> str:
     return done.stdout
 
 
-def run(ids: Iterable[str], now: float, directory: Path | None = None) -> list[str]:
+def run(
+    ids: Iterable[str], now: float, directory: str | os.PathLike[str] | None = None
+) -> list[str]:
     """Acknowledge `ids` up to the kernel log's latest events now; what was done, per id."""
     seen = latest(parse_log(kernel_log()))
     wanted = list(ids)

@@ -10,7 +10,6 @@ import time
 
 TYPE_CHECKING = False  # a contract starts its read from here: typing loads beside it
 if TYPE_CHECKING:
-    from pathlib import Path
     from typing import TextIO
 
     from gpurig.node.ahead import Ahead
@@ -33,15 +32,12 @@ def drift_here(
     fmt: str = "table",
     output: TextIO | None = None,
     mode: str | None = None,
-    textfile: str | Path | None = None,
+    textfile: str | os.PathLike[str] | None = None,
 ) -> int:
     """This machine read and judged as `as_host` of `inventory`, or as the spec in
     `spec_file`, as `mode`'s contract says when one is given."""
     # A contract's read starts first: the checks load while it runs (gpurig.node.ahead).
     ahead = _ahead(spec_file or str(inventory), as_host, mode) if mode is not None else None
-    from pathlib import Path
-
-    textfile = None if textfile is None else Path(textfile)
     from gpurig.spec.inventory import InventoryError, load_inventory, load_spec_file
 
     try:

@@ -13,9 +13,9 @@ lock) the run judges what it can and keeps nothing: it never fails for it."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from gpurig.checks import over_time
@@ -65,7 +65,7 @@ def fabric_from_text(text: str) -> dict[str, Any]:
 
 
 def fabric(
-    probed: Probed, boot_id: str, now: float, directory: Path | None
+    probed: Probed, boot_id: str, now: float, directory: str | os.PathLike[str] | None
 ) -> tuple[list[Finding], list[str]]:
     """The fabric's rates for this read (findings, notes), the record kept for the next run."""
     value = (probed.state or {}).get(read_key(Fabric, {}))
@@ -86,7 +86,10 @@ def fabric(
 
 
 def reboots(
-    probed: Probed, full_log: Mapping[str, Any] | None, boot_id: str, directory: Path | None
+    probed: Probed,
+    full_log: Mapping[str, Any] | None,
+    boot_id: str,
+    directory: str | os.PathLike[str] | None,
 ) -> tuple[Probed, list[Finding]]:
     """Record this boot's reboot-asking codes (from the whole kernel log, `full_log`) and judge
     the read's log against the boot before's: the read without the events that came back, and
@@ -122,7 +125,7 @@ def judged(
     full: Probed,
     boot: Callable[[], str] = acks.boot_id,
     clock: Callable[[], float] = lambda: time.clock_gettime(time.CLOCK_BOOTTIME),
-    state_dir: Path | None = None,
+    state_dir: str | os.PathLike[str] | None = None,
 ) -> tuple[Probed, list[Finding], list[str]]:
     """The read `probed` (acknowledged events already left out; `full` before that) judged over
     time: the read to judge as usual, the findings over time, and notes for stderr and syslog.
@@ -134,8 +137,7 @@ def judged(
         boot_id = boot()
     except OSError:
         return probed, [], ["over time: the boot id cannot be read: nothing judged or kept"]
-    where = runtime.directory()
-    found, notes = fabric(probed, boot_id, clock(), None if where is None else Path(where))
+    found, notes = fabric(probed, boot_id, clock(), runtime.directory())
     full_log = (full.state or {}).get(read_key(KernelLog, {}))
     probed, back = reboots(probed, full_log, boot_id, state_dir)
     return probed, found + back, notes

@@ -4,7 +4,6 @@ checks as drift over SSH, run here in a subprocess (gpurig.read.local) with no S
 from __future__ import annotations
 
 import os
-import subprocess
 
 from gpurig.checks.judge import EVERYTHING, PROBE_TIMEOUT, Probed, Scope, drift_reads, report
 from gpurig.read.bounds import OutputFlood
@@ -22,6 +21,7 @@ def local_sudo() -> bool:
     if os.geteuid() == 0:
         return False
     import shutil
+    import subprocess
 
     if shutil.which("sudo") is None:
         return False

@@ -2,7 +2,8 @@
 directory and a file no other account may write (itself, not through a link), read back at
 most a bounded number of bytes, and replaced atomically under a lock, so two contracts (a
 Prolog beside a health check) or `gpurig ack` beside a contract never lose each other's
-update. What is read is the caller's to parse strictly; anything odd reads as no record."""
+update. What is read is the caller's to parse strictly; anything odd reads as no record.
+Paths as `os` takes them (a string, or a Path a caller has): no pathlib for a contract."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import os
 import stat
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 # How long a contract waits for another run's update before it goes on without its own.
 LOCK_SECONDS = 2.0
@@ -23,13 +23,13 @@ def _trusted(info: os.stat_result, kind: int) -> bool:
     return stat.S_IFMT(info.st_mode) == kind and owner and not info.st_mode & 0o022
 
 
-def read(directory: Path, name: str, limit: int) -> str | None:
+def read(directory: str | os.PathLike[str], name: str, limit: int) -> str | None:
     """The record's text (at most `limit` bytes), where root (or this account) alone could
     have written it and its directory; None otherwise."""
     try:
         if not _trusted(os.lstat(directory), stat.S_IFDIR):
             return None
-        fd = os.open(directory / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(os.path.join(directory, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     try:
@@ -42,32 +42,34 @@ def read(directory: Path, name: str, limit: int) -> str | None:
         os.close(fd)
 
 
-def _private(directory: Path) -> None:
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+def _private(directory: str | os.PathLike[str]) -> None:
+    os.makedirs(directory, mode=0o700, exist_ok=True)
     if not _trusted(os.lstat(directory), stat.S_IFDIR):
         raise PermissionError(f"{directory}: not a directory only root may write")
 
 
-def write(directory: Path, name: str, text: str) -> Path:
+def write(directory: str | os.PathLike[str], name: str, text: str) -> str:
     """Replace the record atomically, root-only (directory 0700, file 0600); OSError where the
     directory is not root's alone."""
     from gpurig.fsutil import atomic_write
 
     _private(directory)
-    path = directory / name
+    path = os.path.join(directory, name)
     atomic_write(path, text, 0o600)
     return path
 
 
 @contextlib.contextmanager
-def locked(directory: Path, name: str, wait: float = LOCK_SECONDS) -> Iterator[None]:
+def locked(
+    directory: str | os.PathLike[str], name: str, wait: float = LOCK_SECONDS
+) -> Iterator[None]:
     """Hold `name`.lock in `directory` while a record is read and replaced; OSError where the
     directory is not root's alone, or another run holds the lock past `wait` seconds."""
     import fcntl
 
     _private(directory)
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-    fd = os.open(directory / f"{name}.lock", flags, 0o600)
+    fd = os.open(os.path.join(directory, f"{name}.lock"), flags, 0o600)
     try:
         deadline = time.monotonic() + wait
         while True:

@@ -12,7 +12,6 @@ import sys
 import syslog
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Literal, TextIO
 
 from gpurig.checks.judge import Probed, Scope
@@ -65,7 +64,7 @@ def run_mode(
     started: float,
     fmt: str,
     output: TextIO | None,
-    textfile: Path | None,
+    textfile: str | os.PathLike[str] | None,
     ahead: StartedRead | None = None,
 ) -> int:
     """Read and judge this node as the mode says, act as the spec's policy says, and return

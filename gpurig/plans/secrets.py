@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from gpurig.facts.gpurig_files import MODP_2048, SecretDigests
@@ -31,9 +30,15 @@ def public() -> str:
     return format(pow(2, _private(), MODP_2048), "x")
 
 
-def local_path(src: str) -> Path:
+def local_path(src: str) -> str:
     """Where a secret's `src` is on this machine (~ expanded)."""
-    return Path(os.path.expanduser(src))
+    return os.path.expanduser(src)
+
+
+def local_bytes(src: str) -> bytes:
+    """The secret's `src` on this machine; OSError where it cannot be read."""
+    with open(local_path(src), "rb") as f:
+        return f.read()
 
 
 def shared_key(host_public: str) -> bytes:
@@ -46,7 +51,7 @@ def shared_key(host_public: str) -> bytes:
 
 def _content(src: str) -> bytes | None:
     try:
-        return local_path(src).read_bytes()
+        return local_bytes(src)
     except OSError:
         return None
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import _signal
 import os
 import sys
-import time
 
 
 def alone() -> bool:
@@ -25,7 +24,8 @@ def alone() -> bool:
 
 
 class Forked:
-    """A started command, with as much of subprocess.Popen as bounded's collect and stop use."""
+    """A started command, with as much of subprocess.Popen as bounded's collect and stop use
+    (its pid, its stdout, poll)."""
 
     def __init__(self, pid: int, stdout_fd: int) -> None:
         self.pid = pid
@@ -37,24 +37,6 @@ class Forked:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
                 self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        """Popen.wait's answer: the exit status, or TimeoutExpired past `timeout` seconds
-        (polled as Popen polls, from half a millisecond up to 50)."""
-        if timeout is None:
-            if self.returncode is None:
-                self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
-            return self.returncode
-        deadline, delay = time.monotonic() + timeout, 0.0005
-        while self.poll() is None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                import subprocess  # loaded by then: bounded, which waits, imports it
-
-                raise subprocess.TimeoutExpired(self.pid, timeout)
-            time.sleep(min(delay, left))
-            delay = min(delay * 2, 0.05)
         return self.returncode
 
 

@@ -24,7 +24,6 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import get_args
 
 from gpurig import __version__
@@ -196,7 +195,7 @@ def render(
 
 
 def written(
-    directory: Path,
+    directory: str | os.PathLike[str],
     reports: Sequence[HostReport],
     duration: float,
     host_label: bool,
@@ -214,7 +213,7 @@ def written(
     return True
 
 
-def write(directory: Path, text: str) -> Path:
+def write(directory: str | os.PathLike[str], text: str) -> str:
     """`directory/gpurig_drift.prom`, replaced atomically: the temp file (`.gpurig_drift.prom.*`,
     which the collector's `*.prom` never matches) lives in the same directory, then is renamed.
     Mode 0644: node_exporter runs as its own user. As root, only in a directory root alone can
@@ -224,7 +223,7 @@ def write(directory: Path, text: str) -> Path:
         if not walked.root_only:
             why = walked.refused or f"uid {walked.owner} can change it"
             raise PermissionError(errno.EPERM, f"root writes only where root alone can: {why}")
-        directory = Path(walked.checked)
-    path = directory / FILENAME
+        directory = walked.checked
+    path = os.path.join(directory, FILENAME)
     atomic_write(path, text, 0o644)
     return path

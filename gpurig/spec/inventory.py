@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cache, reduce
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpurig import DEPLOY_ROOT
@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # jsonschema is loaded only to explain a document that does n
 
     from gpurig.spec.safe_yaml import Lines, Parsed
 
-SCHEMA_PATH = Path(DEPLOY_ROOT, "schemas", "inventory.schema.json")
+SCHEMA_PATH = os.path.join(DEPLOY_ROOT, "schemas", "inventory.schema.json")
 
 # Options docker or podman accept after the container path (modes, SELinux labels, propagation).
 MOUNT_OPTIONS = (
@@ -167,7 +167,8 @@ def mount_problem(mount: str) -> str | None:
 @cache
 def schema() -> dict[str, Any]:
     """The inventory JSON Schema (also what editors use)."""
-    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    with open(SCHEMA_PATH, encoding="utf-8") as f:
+        return json.loads(f.read())
 
 
 def _is_integer(_checker: TypeChecker, value: Any) -> bool:
@@ -205,7 +206,7 @@ def _spec_validator() -> Draft202012Validator:
     return _validator_class()({"$defs": schema()["$defs"], "$ref": "#/$defs/spec"})
 
 
-def load_inventory(paths: Iterable[str | Path]) -> Inventory:
+def load_inventory(paths: Iterable[str | os.PathLike[str]]) -> Inventory:
     """Load, validate and merge inventory files; raise InventoryError listing every problem."""
     problems: list[Problem] = []
     hosts: list[Host] = []
@@ -297,7 +298,7 @@ def _load_text(file: str, text: str) -> tuple[list[Problem], list[Host]]:
     return missing, hosts if not missing else []
 
 
-def load_spec_file(path: str | Path, name: str) -> Host:
+def load_spec_file(path: str | os.PathLike[str], name: str) -> Host:
     """Host `name` (this machine) from a file holding only its spec (`gpurig drift --local
     --spec`), validated as an inventory host's `spec` is; raise InventoryError.
 

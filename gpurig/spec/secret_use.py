@@ -9,7 +9,6 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
 
 from gpurig.spec.pattern import lazy
 
@@ -44,6 +43,8 @@ def leaked_secrets(spec: Mapping[str, Any]) -> Iterator[tuple[tuple[Any, ...], s
     """(key path in the spec, why) for each place the spec puts a credential in view; the
     value itself is never said."""
     for name, repo in (spec.get("repos") or {}).items():
+        from urllib.parse import parse_qsl, urlsplit  # with ipaddress: only for a spec's repos
+
         query = urlsplit(str(repo.get("url", ""))).query
         for key, _ in parse_qsl(query, keep_blank_values=True):
             if _QUERY_CREDENTIAL.search(key):

@@ -6,6 +6,7 @@ fresh interpreter and lists the modules it left loaded."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -239,6 +240,11 @@ def test_node_contracts_load_no_ssh_stack_and_no_schema_engine(
     }
     # Records are named tuples: a frozen dataclass costs a job start about 1 ms to create.
     assert "dataclasses" not in again
+    if mode == "npd" and os.geteuid() == 0:
+        # Root's npd (which never acts through scontrol), its read forked ahead
+        # (gpurig.read.forked), loads neither subprocess (threading, locale) nor pathlib or
+        # urllib.parse (ipaddress): about 5 ms of each run.
+        assert sorted({"subprocess", "pathlib", "urllib.parse"} & again) == []
 
 
 def test_node_contract_modules_compile_no_pattern_at_import() -> None:

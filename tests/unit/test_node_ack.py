@@ -113,7 +113,7 @@ def test_a_contract_no_longer_reports_acknowledged_events() -> None:
 
 def test_the_record_is_root_s_alone(tmp_path: Path) -> None:
     ack = acks.Ack("boot-a", {"gpu.xid": 1.5}, {"gpu.xid": 100.0})
-    path = acks.save(ack, tmp_path / "gpurig")
+    path = Path(acks.save(ack, tmp_path / "gpurig"))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert acks.load(tmp_path / "gpurig") == ack

@@ -129,7 +129,7 @@ def test_held_is_drained_or_down_with_gpurig_s_reason() -> None:
 
 
 def test_the_schema_names_every_governed_id_and_family() -> None:
-    schema = json.loads(SCHEMA_PATH.read_text())
+    schema = json.loads(Path(SCHEMA_PATH).read_text())
     enum = schema["$defs"]["findingSelector"]["enum"]
     ids = governed_ids()
     assert sorted(enum) == sorted({*ids, *(i.split(".")[0] + FAMILY for i in ids)})

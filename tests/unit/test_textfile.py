@@ -163,7 +163,7 @@ def test_write_renames_a_temp_file_from_the_same_directory(
         replace(src, dst)
 
     monkeypatch.setattr(os, "replace", recording)
-    path = textfile.write(tmp_path, "new 1\n")
+    path = Path(textfile.write(tmp_path, "new 1\n"))
     [(src, dst)] = renames
     assert Path(src).parent == tmp_path and not src.endswith(".prom")  # never collected
     assert (dst, path.read_text()) == (str(tmp_path / "gpurig_drift.prom"), "new 1\n")
@@ -233,7 +233,6 @@ def test_root_writes_the_file_only_where_root_alone_can(private_dir: Path) -> No
         and not (theirs / textfile.FILENAME).exists()
     )
     (private_dir / "link").symlink_to(private_dir / "collector")
-    assert (
-        textfile.write(private_dir / "link", "x 1\n")
-        == private_dir / "collector" / textfile.FILENAME
+    assert textfile.write(private_dir / "link", "x 1\n") == str(
+        private_dir / "collector" / textfile.FILENAME
     )
