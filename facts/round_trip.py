@@ -10,6 +10,7 @@ through `Snapshot.get` until something on the host has changed.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -184,6 +185,17 @@ class Sectioned(Reader[T]):
 # Root reads with the system's own tools: no PATH entry another account could write (a SLURM
 # prolog has no PATH at all; a login's PATH may hold a user's directory).
 ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def root_tool(name: str) -> str | None:
+    """The program `name` in the system's directories (ROOT_PATH), as shutil.which finds it
+    there (an executable file), or None: what root runs here is never found through a
+    caller's PATH. Without shutil, which a node contract would load for this alone."""
+    for directory in ROOT_PATH.split(":"):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
 
 
 class HostState(Reader[dict[str, Any]]):

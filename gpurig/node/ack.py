@@ -200,12 +200,11 @@ def save(ack: Ack, directory: str | os.PathLike[str] | None = None) -> str:
 def kernel_log() -> str:
     """`dmesg` as root reads it, found in the system's directories only (facts.round_trip's
     ROOT_PATH); OSError when it cannot be read."""
-    import shutil
     import subprocess
 
-    from gpurig.facts.round_trip import ROOT_PATH
+    from gpurig.facts.round_trip import ROOT_PATH, root_tool
 
-    tool = shutil.which("dmesg", path=ROOT_PATH)
+    tool = root_tool("dmesg")
     if tool is None:
         raise OSError(f"no dmesg in {ROOT_PATH}")
     try:

@@ -7,12 +7,10 @@ only (facts.round_trip.ROOT_PATH), never from the caller's PATH: this runs as ro
 from __future__ import annotations
 
 import os
-import platform
 import re
-import shutil
 import subprocess
 
-from gpurig.facts.round_trip import ROOT_PATH
+from gpurig.facts.round_trip import ROOT_PATH, root_tool
 from gpurig.node.modes import Action, NodeState, parse_nodes
 
 TIMEOUT = 10  # seconds for one scontrol call (slurmctld's MessageTimeout default)
@@ -25,14 +23,14 @@ class SlurmError(RuntimeError):
 
 def node_name() -> str:
     """This node's SLURM name: slurmd's SLURMD_NODENAME, else the short host name."""
-    name = os.environ.get("SLURMD_NODENAME") or platform.node().split(".", 1)[0]
+    name = os.environ.get("SLURMD_NODENAME") or os.uname().nodename.split(".", 1)[0]
     if not NODE_NAME.fullmatch(name):
         raise SlurmError(f"not a node name: {name!r}")
     return name
 
 
 def _scontrol(*args: str) -> str:
-    tool = shutil.which("scontrol", path=ROOT_PATH)
+    tool = root_tool("scontrol")
     if tool is None:
         raise SlurmError(f"no scontrol in {ROOT_PATH}")
     try:
