@@ -2,7 +2,7 @@
 about 40 ms) and the import of the checks and plans (about 60 ms) then run side by side rather
 than one after the other, which was most of what a contract cost beside NHC
 (benchmarks/node_contracts.py). Before the read starts nothing is loaded that the contract
-could load beside it (subprocess, typing, pathlib, re: tests/unit/test_node_ahead.py): the
+could load beside it (subprocess, typing, pathlib, re: tests/unit/test_read_forked.py): the
 read is forked from `os` (gpurig.read.forked), the kept command found with `os` alone.
 
 The command is the one this contract ran last time for the same spec file's text, kept in the

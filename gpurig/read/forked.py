@@ -47,11 +47,14 @@ def fork_exec(argv: list[str]) -> Forked:
     null = os.open(os.devnull, os.O_RDWR)
     try:
         pid = os.fork()
-        if pid == 0:  # pragma: no cover (the child: exec, or report why not and exit)
-            _exec(argv, null, out_write, err_write)
-    finally:
-        for fd in (out_write, err_write, null):
+    except OSError:
+        for fd in (out_read, out_write, err_read, err_write, null):
             os.close(fd)
+        raise
+    if pid == 0:  # pragma: no cover (the child: exec, or report why not; it never returns)
+        _exec(argv, null, out_write, err_write)
+    for fd in (out_write, err_write, null):  # the child's ends
+        os.close(fd)
     failed = b""
     while chunk := os.read(err_read, 16):  # end of file: the exec closed it
         failed += chunk
