@@ -14,22 +14,20 @@ from __future__ import annotations
 
 import os
 import stat
-from collections import namedtuple
+
+from gpurig.named_tuple import NamedTuple
 
 # Links followed in one walk before it gives up, as the kernel's own bound (ELOOP).
 MAX_LINKS = 40
 
 
-class Walk(namedtuple("Walk", "checked held owner refused")):
+class Walk(NamedTuple):
     """A walk's verdict. `checked`: the path as walked, every link resolved (a part that does
     not exist yet kept as declared); `held`: the same but for the last component, kept as
     named (a venv's `bin/python` link, which must be run by that name); `owner`: the one
     account other than root that could change it (None: root alone); `refused`: why nobody
-    may act (several accounts, a group or everyone may write, a loop, a stat that failed).
-    A collections.namedtuple: a node contract walks its runtime directory before its read
-    starts (gpurig.spec.runtime), where typing is not loaded."""
+    may act (several accounts, a group or everyone may write, a loop, a stat that failed)."""
 
-    __slots__ = ()
     checked: str
     held: str
     owner: int | None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from gpurig.named_tuple import NamedTuple
 from gpurig.report.formats import FORMATS
 
 # The node contracts by name (gpurig/data/node_modes.yaml defines each): the one list the
@@ -19,24 +20,17 @@ MODES = ("prolog", "healthcheck", "npd")
 _VALUED = {"drift": ("--spec", "--as", "--mode", "--format", "--textfile"), "up": ("--spec",)}
 
 
-class NodeCall:
-    """A node call's words. A plain class: the contract's read starts before typing (or
-    pathlib, for the textfile's directory) is loaded (gpurig.node.ahead)."""
+class NodeCall(NamedTuple):
+    """A node call's words; the textfile's directory a string (no pathlib before the
+    contract's read starts: gpurig.node.ahead)."""
 
-    __slots__ = ("as_host", "command", "fmt", "inventory", "mode", "spec_file", "textfile")
-
-    def __init__(
-        self,
-        command: str,
-        inventory: str | None = None,
-        as_host: str | None = None,
-        spec_file: str | None = None,
-        mode: str | None = None,
-        fmt: str = "table",
-        textfile: str | None = None,
-    ) -> None:
-        self.command, self.inventory, self.as_host = command, inventory, as_host
-        self.spec_file, self.mode, self.fmt, self.textfile = spec_file, mode, fmt, textfile
+    command: str
+    inventory: str | None = None
+    as_host: str | None = None
+    spec_file: str | None = None
+    mode: str | None = None
+    fmt: str = "table"
+    textfile: str | None = None
 
 
 def parse(argv: list[str]) -> NodeCall | None:
