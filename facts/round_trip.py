@@ -2,7 +2,8 @@
 
 The plans read state through a `read(FactClass, **kwargs)` callable. Running the plans once
 with a `Recorder` lists exactly which reads a spec needs; `HostState` runs all their commands
-as one shell script, each in a subshell after a marker line, and hands each section to its own
+as one shell script, each after a marker line (in a subshell where it could change what the
+next one sees: `shares_shell`), and hands each section to its own
 fact's `process()`. The drift check judges that snapshot; the converge's operations read it
 through `Snapshot.get` until something on the host has changed.
 """
@@ -69,11 +70,14 @@ def required_reads(plan: Callable[[Callable[..., Any]], object]) -> list[Read]:
 # more than all its tools (it runs at every job start, on every node).
 NONCE = "--gpurig-nonce"
 _NONCE_VALUE = lazy(r"[0-9a-f-]{32,36}")
+# The nonce line alone: a Sectioned fact inside HostState's script prints the run's own nonce
+# (as secret as a fresh one) instead of reading a fresh one in a subshell of its own.
+NONCE_LINE = f"printf '%s %s\\n' {NONCE} \"$gpurig_nonce\""
 # Unset first: a value (or an export) from the caller's environment is not this run's.
 START = (
     "unset gpurig_nonce; read -r gpurig_nonce 2>/dev/null </proc/sys/kernel/random/uuid"
     ' || gpurig_nonce=$(od -An -N16 -tx1 /dev/urandom 2>/dev/null | tr -d " \\n")\n'
-    f'[ -n "$gpurig_nonce" ] || exit 0\nprintf \'%s %s\\n\' {NONCE} "$gpurig_nonce"'
+    f'[ -n "$gpurig_nonce" ] || exit 0\n{NONCE_LINE}'
 )
 
 
@@ -83,9 +87,91 @@ def _marker(kind: str, label: str) -> str:
 
 def section(kind: str, label: str, body: str) -> str:
     """Shell printing the marker of `kind` (a word) with this run's nonce and `label` (a shell
-    word) on a line of its own, then the body's output, run in a subshell; after `START`. It
-    exits 0: a tool that failed is a value for the parser, not a failed read."""
+    word) on a line of its own, then the body's output; after `START`. It exits 0: a tool that
+    failed is a value for the parser, not a failed read. The body runs in a subshell, or in
+    braces where it can change nothing a later body sees (`shares_shell`)."""
+    if shares_shell(body):
+        return f"{_marker(kind, label)}\n{{\n{body}\n}} </dev/null || true"
     return f"{_marker(kind, label)}\n(\n{body}\n) </dev/null || true"
+
+
+# A subshell costs a fork (0.2-0.3 ms), and a node contract's read has about 50 sections: a
+# body runs in the read's own shell where nothing in it can end that shell or change what a
+# later body sees. Any of these means a subshell: a builtin that ends the shell or changes its
+# state (`return` outside a one-line function ends dash), an assignment to a variable but the
+# body's own lower-case ones (`IFS=` just before a `read`), a `read` into an upper-case name, a
+# function but gpurig's own, an expansion that assigns, a job left in the background.
+# Conservative: the builtins are looked for as text (in another word, a comment or a string
+# too: one fork more), a `$(...)` counts. What a section inside the body put in a subshell
+# stays there. A body's lower-case variables may outlive it: each body sets what it reads, as
+# it must where it runs alone (a caller's environment may hold any lower-case name). Plain
+# text searches rather than a tokenizer: this runs over every section at a contract's start.
+_CHANGES_SHELL = (
+    "exit", "cd", "pushd", "popd", "exec", "set", "shift", "trap", "umask", "export",
+    "readonly", "local", "eval", "source", ". ", "ulimit", "alias", "hash", "getopts",
+    "enable", "builtin", "shopt",
+)  # fmt: skip
+_SEPARATE = str.maketrans(";&|(){}`\"'<>", " " * 12)
+_NAME = lazy(r"[A-Za-z_]\w*")
+_OWN_VARIABLE = lazy(r"[a-z][a-z0-9_]*")
+_ASSIGNING_EXPANSION = lazy(r"\$\{\w+:?[=?]")
+_OWN_FUNCTION = lazy(r"(?:(?:gpurig|w)_\w+|walk|checked|bounded)\(\)")
+_FUNCTION_LINE = lazy(r"[A-Za-z_]\w*\(\) \{.*\}(?: 2>/dev/null)?")
+_IFS_READ = lazy(r"IFS=\S* read\b")
+_BACKGROUND = lazy(r"(?<![&>|<])&(?![&>])")
+_READ_INTO_UPPER = lazy(r"\bread\b[^;&|]*[ \t][A-Z]\w*(?![\w=])")
+_SECTION_OPENS = "printf '\\n--gpurig-"
+_SECTION_CLOSE = ") </dev/null || true"
+
+
+def shares_shell(body: str) -> bool:
+    """Whether `body` may run in the read's own shell: nothing in it (outside the sections it
+    holds that run in subshells) ends that shell or changes what a later body sees."""
+    lines = _own_lines(body)
+    if lines is None:
+        return False
+    text = "\n".join(lines)
+    if any(word in text for word in _CHANGES_SHELL):
+        return False
+    if "${" in text and _ASSIGNING_EXPANSION.search(text):
+        return False
+    if "return" in text and not all(_FUNCTION_LINE.fullmatch(x) for x in lines if "return" in x):
+        return False
+    if "read" in text and any(_READ_INTO_UPPER.search(x) for x in lines if "read" in x):
+        return False
+    if "()" in text and not all(_OWN_FUNCTION.fullmatch(w) for w in text.split() if "()" in w):
+        return False
+    if "&" in text and _BACKGROUND.search(text):
+        return False
+    assigning = (x.translate(_SEPARATE).split() for x in lines if "=" in x)
+    return not any(_assigns_other(w, lines) for words in assigning for w in words if "=" in w)
+
+
+def _assigns_other(word: str, lines: list[str]) -> bool:
+    """Whether `word` assigns a variable that is not the body's own."""
+    name = word.partition("=")[0]
+    if not _NAME.fullmatch(name):
+        return False  # a test's `!=`, an option's `--x=y`
+    if name == "IFS":
+        return not all(_IFS_READ.search(line) for line in lines if "IFS=" in line)
+    return name == "gpurig_nonce" or not _OWN_VARIABLE.fullmatch(name)
+
+
+def _own_lines(body: str) -> list[str] | None:
+    """The body's lines outside the sections in it that run in subshells (None: unbalanced)."""
+    if f"\n{_SECTION_CLOSE}" not in body:
+        return body.split("\n")
+    depth, before, own = 0, "", []
+    for line in body.split("\n"):
+        opens = line == "(" and before.startswith(_SECTION_OPENS)
+        if depth:
+            depth += opens - (line == _SECTION_CLOSE)
+        elif opens:
+            depth = 1
+        else:
+            own.append(line)
+        before = line
+    return own if depth == 0 else None
 
 
 def step(kind: str, label: str, body: str) -> str:
@@ -231,7 +317,10 @@ class HostState(Reader[dict[str, Any]]):
         if bound is not None:  # seconds for each call a fact bounds (BOUNDED)
             parts.insert(0, f"GPURIG_BOUND={int(bound)}")
         for index, (fact, _, kwargs) in enumerate(self._facts):
-            parts.append(section("section", str(index), fact.command(**kwargs)))
+            command = fact.command(**kwargs)
+            if command.startswith(f"{START}\n"):  # a Sectioned fact: this run's nonce serves
+                command = NONCE_LINE + command[len(START) :]
+            parts.append(section("section", str(index), command))
         parts.append("exit 0")
         return "\n".join(parts)
 

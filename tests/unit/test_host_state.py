@@ -311,3 +311,89 @@ def test_as_root_no_login_file_or_env_file_another_account_can_change_runs(tmp_p
     else:
         assert seen == pwd.getpwuid(0).pw_dir
         assert not ran.exists(), ran.read_text()
+
+
+def test_a_body_shares_the_read_s_shell_only_where_the_values_are_the_same():
+    """Sections run in the read's own shell where nothing in them can leak (no fork each):
+    every fact of a full spec and of a node contract gets the same values as with every
+    section in a subshell, and most of a contract's sections need no subshell."""
+    from gpurig.facts import round_trip
+    from gpurig.node import modes as node_modes
+    from gpurig.node.run import scope
+
+    for reads in (drift_reads(SPEC), drift_reads(SPEC, scope(node_modes.mode("npd")))):
+        fact, shared = run_here(reads)
+        command = fact.command(reads=reads)
+        original = round_trip.shares_shell
+        round_trip.shares_shell = lambda body: False
+        try:
+            _, alone = run_here(reads)
+        finally:
+            round_trip.shares_shell = original
+        assert _stable(shared) == _stable(alone)
+        assert command.count("\n{\n") > command.count("\n(\n")
+
+
+def _stable(values: dict[str, Any]) -> dict[str, Any]:
+    """The values but those that change from second to second on a running machine, and the
+    secrets' digests (keyed afresh for each command)."""
+    moving = ("SecretDigests",)
+    return {k: v for k, v in values.items() if not any(f".{m}:" in k for m in moving)}
+
+
+# Each would change what a later section sees, or end the read: each runs in a subshell.
+CHANGES_SHELL = [
+    "exit 0", "cd /tmp", "cd", "set -e", "set -- a b", "PATH=/nonexistent", "HOME=/tmp; true",
+    "export x=1", "IFS=:", "x=1 IFS=: ; true", "unset PATH", "f() { :; }", "printf() { :; }",
+    "return 0", "read -r HOME </etc/hostname", "gpurig_nonce=forged", ": ${x:=1}",
+    ": ${PATH:?}", ". /dev/null", "ulimit -c 0", "umask 077", "trap 'echo trapped' EXIT",
+    "exec 2>&1", "eval 'cd /tmp'", "alias ls=false", "shift", "getopts a x", "sleep 0 &",
+]  # fmt: skip
+SHARES_SHELL = [
+    "[ -c /dev/null ] && echo null", "id -un 2>/dev/null", "i=0; i=$((i+1)); echo $i",
+    "while IFS= read -r l; do echo \"$l\"; done </etc/hostname",
+    "f=$(uname -r) && printf '%s\\n' \"$f\"", "uname -r 2>&1 >/dev/null && true",
+]  # fmt: skip
+AFTER = 'pwd; printf "%s|%s|%s|%s|%s\\n" "$PATH" "$HOME" "$IFS" "$x" "$gpurig_nonce"; umask; trap'
+
+
+def _after(body: str) -> list[str]:
+    """What a section printing the shell's state prints after a section running `body`."""
+    from gpurig.facts.round_trip import section
+
+    command = "\n".join([START, section("part", "one", body), section("part", "two", AFTER)])
+    proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True, cwd="/",
+                          env={"PATH": "/usr/bin:/bin", "HOME": "/root"}, timeout=10)  # fmt: skip
+    nonce = proc.stdout.split("\n", 1)[0].removeprefix("--gpurig-nonce ")
+    return [line.replace(nonce, "NONCE") for line in sections(proc.stdout.splitlines(), "part")
+            .get("two", ["(the read ended)"])]  # fmt: skip
+
+
+@pytest.mark.parametrize("body", CHANGES_SHELL)
+def test_a_body_that_could_change_the_read_s_shell_runs_in_a_subshell(body: str):
+    from gpurig.facts.round_trip import shares_shell
+
+    assert not shares_shell(body)
+    assert _after(body) == _after(":")
+
+
+@pytest.mark.parametrize("body", SHARES_SHELL)
+def test_a_body_that_keeps_to_its_own_variables_runs_in_the_read_s_shell(body: str):
+    from gpurig.facts.round_trip import shares_shell
+
+    assert shares_shell(body)
+    assert _after(body) == _after(":")
+
+
+def test_what_a_section_inside_a_body_does_stays_in_its_subshell():
+    """A Sectioned fact's parts: the one that exits runs in a subshell, the body around it in
+    the read's shell, and the read goes on after both."""
+    from gpurig.facts.round_trip import NONCE_LINE, section, shares_shell
+
+    inner = section("part", "x", "[ -e /nonexistent ] || exit 0\necho unreachable")
+    assert inner.endswith(
+        "\n(\n[ -e /nonexistent ] || exit 0\necho unreachable\n) </dev/null || true"
+    )
+    assert shares_shell(f"{NONCE_LINE}\n{inner}")
+    body = f"{NONCE_LINE}\n{inner}\n{section('part', 'y', 'echo y')}"
+    assert _after(body) == _after(":")
