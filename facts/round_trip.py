@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 from gpurig.facts.reader import Reader
 from gpurig.facts.safe_path import SAFE_PATH
-from gpurig.spec.pattern import lazy
 
 Read = tuple[type[Reader], dict[str, Any]]
 T = TypeVar("T")
@@ -69,7 +68,6 @@ def required_reads(plan: Callable[[Callable[..., Any]], object]) -> list[Read]:
 # No process per section either: a `sed` prefixing each section's lines cost a node contract
 # more than all its tools (it runs at every job start, on every node).
 NONCE = "--gpurig-nonce"
-_NONCE_VALUE = lazy(r"[0-9a-f-]{32,36}")
 # The nonce line alone: a Sectioned fact inside HostState's script prints the run's own nonce
 # (as secret as a fresh one) instead of reading a fresh one in a subshell of its own.
 NONCE_LINE = f"printf '%s %s\\n' {NONCE} \"$gpurig_nonce\""
@@ -104,22 +102,16 @@ def section(kind: str, label: str, body: str) -> str:
 # Conservative: the builtins are looked for as text (in another word, a comment or a string
 # too: one fork more), a `$(...)` counts. What a section inside the body put in a subshell
 # stays there. A body's lower-case variables may outlive it: each body sets what it reads, as
-# it must where it runs alone (a caller's environment may hold any lower-case name). Plain
-# text searches rather than a tokenizer: this runs over every section at a contract's start.
+# it must where it runs alone (a caller's environment may hold any lower-case name). String
+# methods, not a tokenizer or regular expressions: this runs over every section at each
+# contract's start, where compiling a pattern costs more than the search.
 _CHANGES_SHELL = (
     "exit", "cd", "pushd", "popd", "exec", "set", "shift", "trap", "umask", "export",
     "readonly", "local", "eval", "source", ". ", "ulimit", "alias", "hash", "getopts",
     "enable", "builtin", "shopt",
 )  # fmt: skip
 _SEPARATE = str.maketrans(";&|(){}`\"'<>", " " * 12)
-_NAME = lazy(r"[A-Za-z_]\w*")
-_OWN_VARIABLE = lazy(r"[a-z][a-z0-9_]*")
-_ASSIGNING_EXPANSION = lazy(r"\$\{\w+:?[=?]")
-_OWN_FUNCTION = lazy(r"(?:(?:gpurig|w)_\w+|walk|checked|bounded)\(\)")
-_FUNCTION_LINE = lazy(r"[A-Za-z_]\w*\(\) \{.*\}(?: 2>/dev/null)?")
-_IFS_READ = lazy(r"IFS=\S* read\b")
-_BACKGROUND = lazy(r"(?<![&>|<])&(?![&>])")
-_READ_INTO_UPPER = lazy(r"\bread\b[^;&|]*[ \t][A-Z]\w*(?![\w=])")
+_OWN_FUNCTIONS = ("walk()", "checked()", "bounded()")
 _SECTION_OPENS = "printf '\\n--gpurig-"
 _SECTION_CLOSE = ") </dev/null || true"
 
@@ -133,28 +125,73 @@ def shares_shell(body: str) -> bool:
     text = "\n".join(lines)
     if any(word in text for word in _CHANGES_SHELL):
         return False
-    if "${" in text and _ASSIGNING_EXPANSION.search(text):
+    if "${" in text and any(_assigning_expansion(x) for x in text.split("${")[1:]):
         return False
-    if "return" in text and not all(_FUNCTION_LINE.fullmatch(x) for x in lines if "return" in x):
+    if "return" in text and not all(_one_line_function(x) for x in lines if "return" in x):
         return False
-    if "read" in text and any(_READ_INTO_UPPER.search(x) for x in lines if "read" in x):
+    if "read" in text and any(_reads_into_other(x) for x in lines if "read" in x):
         return False
-    if "()" in text and not all(_OWN_FUNCTION.fullmatch(w) for w in text.split() if "()" in w):
+    if "()" in text and not all(_own_function(w) for w in text.split() if "()" in w):
         return False
-    if "&" in text and _BACKGROUND.search(text):
+    for cut in ("&&", ">&", "<&", "&>"):
+        text = text.replace(cut, "")
+    if "&" in text:  # a job left in the background
         return False
     assigning = (x.translate(_SEPARATE).split() for x in lines if "=" in x)
     return not any(_assigns_other(w, lines) for words in assigning for w in words if "=" in w)
 
 
+def _name(word: str) -> bool:
+    return word.isascii() and word.isidentifier()
+
+
+def _own_variable(name: str) -> bool:
+    return _name(name) and "a" <= name[0] <= "z" and name == name.lower() and name != "gpurig_nonce"
+
+
+def _own_function(word: str) -> bool:
+    name = word.removesuffix("()")
+    return word in _OWN_FUNCTIONS or (
+        name != word and _name(name) and name.startswith(("gpurig_", "w_"))
+    )
+
+
+def _assigning_expansion(after: str) -> bool:
+    """Whether the text after a `${` assigns (`${x=y}`, `${x:=y}`) or may end the shell
+    (`${x?}`, `${x:?}`)."""
+    rest = after.lstrip("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+    return rest.removeprefix(":")[:1] in ("=", "?")
+
+
+def _one_line_function(line: str) -> bool:
+    """`name() { ...; }` on one line: a `return` in it returns from the function."""
+    name, opens, _ = line.partition("() { ")
+    return bool(opens) and _name(name) and line.removesuffix(" 2>/dev/null").endswith("}")
+
+
+def _reads_into_other(line: str) -> bool:
+    """Whether a `read` in `line` sets a variable that is not the body's own."""
+    for command in line.replace("&", ";").replace("|", ";").split(";"):
+        words = command.split()
+        if "read" in words:
+            names = (w.split("<")[0].split(">")[0] for w in words[words.index("read") + 1 :])
+            if any(_name(n) and not _own_variable(n) and n != "_" for n in names):
+                return True
+    return False
+
+
 def _assigns_other(word: str, lines: list[str]) -> bool:
     """Whether `word` assigns a variable that is not the body's own."""
     name = word.partition("=")[0]
-    if not _NAME.fullmatch(name):
+    if not _name(name):
         return False  # a test's `!=`, an option's `--x=y`
-    if name == "IFS":
-        return not all(_IFS_READ.search(line) for line in lines if "IFS=" in line)
-    return name == "gpurig_nonce" or not _OWN_VARIABLE.fullmatch(name)
+    if name == "IFS":  # only just before a `read`, for it alone
+        return not all(_ifs_before_read(line) for line in lines if "IFS=" in line)
+    return not _own_variable(name)
+
+
+def _ifs_before_read(line: str) -> bool:
+    return all(part.partition(" ")[2].startswith("read ") for part in line.split("IFS=")[1:])
 
 
 def _own_lines(body: str) -> list[str] | None:
@@ -194,7 +231,7 @@ def sections(output: list[str], kind: str) -> dict[str, list[str]]:
     on the first nonce line, printed before any command ran; lines before the first marker, and
     the empty line each marker's printf starts with, are no section's."""
     nonce = next((line[len(NONCE) + 1 :] for line in output if line.startswith(f"{NONCE} ")), "")
-    if not _NONCE_VALUE.fullmatch(nonce):
+    if not 32 <= len(nonce) <= 36 or nonce.strip("0123456789abcdef-"):  # [0-9a-f-]{32,36}
         return {}
     marker = f"--gpurig-{kind}-{nonce}"
     found: dict[str, list[str]] = {}

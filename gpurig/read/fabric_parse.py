@@ -34,22 +34,45 @@ NET_FILES = ("mtu", "operstate")
 # network interface's (IFNAMSIZ less the NUL: 15 bytes; the kernel refuses '/', ':' and white
 # space, gpurig keeps to the characters real names use).
 HCA_NAME = lazy(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-IFNAME = lazy(r"[A-Za-z0-9_][A-Za-z0-9_.@+-]{0,14}")
-_IB = r"/sys/class/infiniband/(?P<hca>[^/]+)"
-_PORT = _IB + r"/ports/(?P<port>[0-9]{1,3})"
+_IFNAME_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+_IFNAME_REST = _IFNAME_FIRST | frozenset(".@+-")
+_SYS_NET = ["", "sys", "class", "net"]
+_SYS_IB = ["", "sys", "class", "infiniband"]
 
 
-def _one_of(names: tuple[str, ...]) -> str:
-    return f"(?P<file>{'|'.join(names)})"
+def _ifname(name: str) -> bool:
+    """A network interface's name as gpurig accepts one, by sets rather than a pattern: every
+    node has interfaces, and a pattern compiled at each contract's start costs more."""
+    return 0 < len(name) <= 15 and name[0] in _IFNAME_FIRST and _IFNAME_REST.issuperset(name)
 
 
-_PATHS = (
-    ("device", lazy(rf"{_IB}/{_one_of(DEVICE_FILES)}")),
-    ("port", lazy(rf"{_PORT}/{_one_of(PORT_FILES)}")),
-    ("counter", lazy(rf"{_PORT}/counters/{_one_of(COUNTERS)}")),
-    ("netdev", lazy(rf"{_IB}/device/net/(?P<ifname>[^/]+)")),
-    ("net", lazy(rf"/sys/class/net/(?P<ifname>[^/]+)/{_one_of(NET_FILES)}")),
-)
+def _path(path: str) -> tuple[str, dict[str, str]] | None:
+    """(kind, its parts) of a path the reader prints: an interface's file, an RDMA device's,
+    a port's, a port counter's, or a network device under an RDMA device; None for any other.
+    By its components: every node reads its interfaces, an RDMA device may have none."""
+    parts = path.split("/")
+    if parts[:4] == _SYS_NET and len(parts) == 6 and parts[4] and parts[5] in NET_FILES:
+        return "net", {"ifname": parts[4], "file": parts[5]}
+    if parts[:4] != _SYS_IB or len(parts) < 6 or not parts[4]:
+        return None
+    hca, rest = parts[4], parts[5:]
+    if len(rest) == 1 and rest[0] in DEVICE_FILES:
+        return "device", {"hca": hca, "file": rest[0]}
+    if len(rest) == 3 and rest[:2] == ["device", "net"] and rest[2]:
+        return "netdev", {"hca": hca, "ifname": rest[2]}
+    if len(rest) < 3 or rest[0] != "ports" or not _port_number(rest[1]):
+        return None
+    if len(rest) == 3 and rest[2] in PORT_FILES:
+        return "port", {"hca": hca, "port": rest[1], "file": rest[2]}
+    if len(rest) == 4 and rest[2] == "counters" and rest[3] in COUNTERS:
+        return "counter", {"hca": hca, "port": rest[1], "file": rest[3]}
+    return None
+
+
+def _port_number(text: str) -> bool:
+    return 0 < len(text) <= 3 and text.isascii() and text.isdigit()
+
+
 # `N: NAME` (state_show, phys_state_show), `R Gb/sec (WX SPEED)` (rate_show; the speed is
 # absent for SDR), a PMA counter or the kernel's `N/A (no PMA)`.
 _STATE = lazy(r"[0-9]{1,2}: (?P<name>[A-Z_]+)")
@@ -59,11 +82,17 @@ _NO_PMA = "N/A (no PMA)"
 _COUNT = lazy(r"[0-9]{1,20}")
 _LINK_LAYERS = ("InfiniBand", "Ethernet", "Unknown")
 # operstate_show: RFC 2863's operational states (net/core/net-sysfs.c).
-_OPERSTATE = lazy("unknown|notpresent|down|lowerlayerdown|testing|dormant|up")
+_OPERSTATES = ("unknown", "notpresent", "down", "lowerlayerdown", "testing", "dormant", "up")
 # What a firmware version, HCA type or board id may hold (mlx5's fw_ver `28.39.1002`, hca_type
 # `MT4123`, board_id `MT_0000000223`; hfi1's board_id is a sentence).
 _TEXT = lazy(r"[A-Za-z0-9 _.,:()+/-]{1,128}")
 _VALUE_MAX = 256
+
+
+def _interface(name: str) -> str:
+    if not _ifname(name):
+        raise ValueError(f"not a network interface name: {name[:40]!r}")
+    return name
 
 
 def _name(pattern: re.Pattern[str], text: str, what: str) -> str:
@@ -102,11 +131,15 @@ def _reading(entry: dict[str, Any], kind: str, groups: dict[str, str], value: st
     file = groups.get("file")
     if kind == "net":
         if file == "mtu":
-            entry["mtu"] = int(_value(_COUNT, value, "MTU")[0])
+            if not (0 < len(value) <= 20 and value.isascii() and value.isdigit()):
+                raise ValueError(f"MTU: unexpected value {value[:60]!r}")
+            entry["mtu"] = int(value)
+        elif value in _OPERSTATES:
+            entry["operstate"] = value
         else:
-            entry["operstate"] = _value(_OPERSTATE, value, "operstate")[0]
+            raise ValueError(f"operstate: unexpected value {value[:60]!r}")
     elif kind == "netdev":
-        entry["netdevs"].append(_name(IFNAME, groups["ifname"], "network interface"))
+        entry["netdevs"].append(_interface(groups["ifname"]))
     elif kind == "device":
         entry[file] = _value(_TEXT, value, file)[0] if value else None
     elif kind == "port":
@@ -130,16 +163,12 @@ def parse_fabric(text: str) -> dict[str, Any]:
         path, tab, value = line.partition("\t")
         if not tab or len(value) > _VALUE_MAX:
             raise ValueError(f"not a sysfs reading: {line[:80]!r}")
-        kind, match = next(
-            ((kind, m) for kind, pattern in _PATHS if (m := pattern.fullmatch(path))),
-            (None, None),
-        )
-        if kind is None or match is None:
+        found = _path(path)
+        if found is None:
             raise ValueError(f"not a fabric file: {path[:80]!r}")
-        groups = match.groupdict()
+        kind, groups = found
         if kind == "net":
-            ifname = _name(IFNAME, groups["ifname"], "network interface")
-            entry = interfaces.setdefault(ifname, {})
+            entry = interfaces.setdefault(_interface(groups["ifname"]), {})
         else:
             entry = hcas.setdefault(
                 _name(HCA_NAME, groups["hca"], "RDMA device"), {"ports": {}, "netdevs": []}

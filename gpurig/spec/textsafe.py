@@ -38,12 +38,26 @@ def escape_char(char: str) -> str:
 
 def visible(text: str, keep: str = "") -> str:
     """`text` with every unsafe character but those in `keep` (e.g. "\\n") escaped."""
+    if _plain(text, keep):
+        return text
     return UNSAFE.sub(lambda m: m[0] if m[0] in keep else escape_char(m[0]), text)
 
 
 def first_unsafe(text: str, allowed: str = "\t\n\r") -> re.Match[str] | None:
     """The first unsafe character in `text` other than those `allowed`, or None."""
+    if _plain(text, allowed):
+        return None
     for match in UNSAFE.finditer(text):
         if match[0] not in allowed:
             return match
     return None
+
+
+def _plain(text: str, keep: str) -> bool:
+    """Printable ASCII but for `keep`: nothing to find, without compiling UNSAFE (a node
+    contract's report is plain, and the pattern costs a millisecond at each start)."""
+    if not text.isascii():
+        return False
+    for char in keep:
+        text = text.replace(char, "")
+    return text.isprintable()

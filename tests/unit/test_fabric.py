@@ -149,8 +149,19 @@ def test_this_machine_reads_and_parses() -> None:
         "/etc/shadow\troot:x",
         "/sys/class/infiniband/../ports/1/state\t4: ACTIVE",
         "/sys/class/infiniband/mlx5_0/fw_ver\t" + "9" * 300,
+        # paths of another shape, read component by component
+        "/sys/class/net/eth0/mtu/x\t1500", "/sys/class/net//mtu\t1500",
+        "//sys/class/net/eth0/mtu\t1",
+        "/sys/class/net/eth0/address\t00:00:00:00:00:00", "/sys/class/infiniband//fw_ver\t1",
+        "/sys/class/infiniband/mlx5_0/ports/1234/state\t4: ACTIVE",
+        "/sys/class/infiniband/mlx5_0/ports/\u0661/state\t4: ACTIVE",
+        "/sys/class/infiniband/mlx5_0/ports//state\t4: ACTIVE",
+        "/sys/class/infiniband/mlx5_0/ports/1/counters/nope\t0",
+        "/sys/class/infiniband/mlx5_0/ports/1/counters\t0",
+        "/sys/class/infiniband/mlx5_0/device/net\t",
+        "/sys/class/infiniband/mlx5_0/device/net/a/b\t",
     ],
-)
+)  # fmt: skip
 def test_odd_lines_are_refused(line: str) -> None:
     with pytest.raises(ValueError):
         parse_fabric(line)
@@ -163,6 +174,8 @@ GOOD = "/sys/class/infiniband/mlx5_1/ports/1/state\t4: ACTIVE\n/sys/class/net/et
     ("line", "owner", "why"),
     [
         ("/sys/class/net/eth0/mtu\tnine thousand", ("interfaces", "eth0"), "mtu: MTU"),
+        ("/sys/class/net/eth0/mtu\t\u0661\u0665", ("interfaces", "eth0"), "mtu: MTU"),
+        ("/sys/class/net/eth0/operstate\tUP", ("interfaces", "eth0"), "operstate: operstate"),
         ("/sys/class/infiniband/mlx5_0/ports/1/state\tACTIVE", ("hcas", "mlx5_0"), "state:"),
         ("/sys/class/infiniband/mlx5_0/ports/1/rate\tfast", ("hcas", "mlx5_0"), "rate: port"),
         ("/sys/class/infiniband/mlx5_0/ports/1/link_layer\tCarrierPigeon", ("hcas", "mlx5_0"),

@@ -672,3 +672,17 @@ def test_unsafe_holds_every_control_format_and_separator_character_unicode_knows
     missing = [c for c in chars if unicodedata.category(c) in kinds and not UNSAFE.fullmatch(c)]
     assert missing == []
     assert visible("\U000e0041") == "\\U000e0041" and visible("\u200f") == "\\u200f"
+
+
+@pytest.mark.parametrize("keep", ["", "\n", "\t\n\r"])
+def test_ascii_text_finds_what_the_pattern_finds(keep: str) -> None:
+    """Printable ASCII skips the pattern (a node contract's start does not compile it): every
+    ASCII character, alone and in a line, is escaped or kept as the pattern alone would."""
+    from gpurig.spec.textsafe import escape_char, first_unsafe
+
+    for code in range(0x80):
+        for text in (chr(code), f"gpu 0 {chr(code)} ok"):
+            expected = UNSAFE.sub(lambda m: m[0] if m[0] in keep else escape_char(m[0]), text)
+            assert visible(text, keep) == expected
+            found = next((m for m in UNSAFE.finditer(text) if m[0] not in keep), None)
+            assert (first_unsafe(text, keep) or [None])[0] == (found or [None])[0]

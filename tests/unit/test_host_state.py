@@ -397,3 +397,14 @@ def test_what_a_section_inside_a_body_does_stays_in_its_subshell():
     assert shares_shell(f"{NONCE_LINE}\n{inner}")
     body = f"{NONCE_LINE}\n{inner}\n{section('part', 'y', 'echo y')}"
     assert _after(body) == _after(":")
+
+
+@pytest.mark.parametrize(
+    ("nonce", "taken"),
+    [("0" * 32, True), ("a1b2c3d4-e5f6-4789-8abc-def012345678", True), ("f" * 36, True),
+     ("0" * 31, False), ("0" * 37, False), ("A" * 32, False), ("g" * 32, False), ("", False),
+     ("0" * 31 + "\u0661", False), ("0" * 31 + " ", False)],
+)  # fmt: skip
+def test_only_a_nonce_as_the_kernel_spells_one_opens_sections(nonce: str, taken: bool):
+    lines = [f"--gpurig-nonce {nonce}", f"--gpurig-part-{nonce} x", "value"]
+    assert sections(lines, "part") == ({"x": ["value"]} if taken else {})

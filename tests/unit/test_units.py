@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -60,3 +61,15 @@ def test_units_imports_nothing_from_outside_the_standard_library() -> None:
     loaded = set(proc.stdout.split())
     third_party = sorted(m for m in loaded - {*sys.stdlib_module_names, "__main__"} if "." not in m)
     assert third_party == ["gpurig"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["1g", "1.5T", "0k", "1.g", ".5g", "1..5g", "1.5.5g", "1234567890123g", "123456789012g",
+     "1.1234567g", "1.123456g", "1g\n", "\n1g", "g", "", "1", "\u0661g", "1.\u0661g", "1e3g", "+1g",
+     " 1g", "1 g", "1gg", "1.5"],
+)  # fmt: skip
+def test_is_size_is_the_schema_pattern(text: str) -> None:
+    from gpurig.spec.units import is_size
+
+    assert is_size(text) == bool(re.search(SIZE_PATTERN, text))
