@@ -26,12 +26,12 @@ class PcieAcs(Sectioned[dict[str, Any]]):
 
     def command(self) -> str:
         return self.sectioned({
-            "acs": f"{BOUNDED}\n[ -e /proc/driver/nvidia/version ] || exit 0\n"
-                   "command -v lspci >/dev/null 2>&1 || exit 0\n"
+            "acs": f"{BOUNDED}\nif [ -e /proc/driver/nvidia/version ] && "
+                   "command -v lspci >/dev/null 2>&1; then\n"
                    "bounded lspci -vvv 2>/dev/null | sed -n -e '/^[0-9a-fA-F]/p' "
                    "-e '/^[[:space:]]*Bus: primary=/p' -e '/^[[:space:]]*ACSCtl:/p' "
                    "-e '/^[[:space:]]*Capabilities: <access denied>/p' "
-                   f"| head -n {MAX_LINES}",
+                   f"| head -n {MAX_LINES}\nfi",
         })  # fmt: skip
 
     @staticmethod

@@ -19,8 +19,8 @@ def _tool(tool: str, *args: str) -> str:
     """A part running `tool` (bounded) where it is installed: a first line saying it ran, then
     its output (`_ran` reads it back)."""
     return (
-        f"{BOUNDED}\ncommand -v {tool} >/dev/null 2>&1 || exit 0\necho ran\n"
-        f"bounded {tool} {' '.join(args)}"
+        f"{BOUNDED}\nif command -v {tool} >/dev/null 2>&1; then echo ran\n"
+        f"bounded {tool} {' '.join(args)}\nfi"
     )
 
 
@@ -95,13 +95,13 @@ class NvidiaGpus(Sectioned[dict[str, Any]]):
     guessed around."""
 
     def command(self) -> str:
-        smi = '[ -n "$gpurig_smi" ] || exit 0\n'
+        smi = 'if [ -n "$gpurig_smi" ]'
         parts = {
-            "list": f'{smi}if [ -n "$gpurig_list" ]; then echo ran\nbounded nvidia-smi -L 2>&1\n'
-                    "else echo query; fi",
-            "query": f"{smi}echo ran\nprintf '%s\\n' \"$gpurig_query\"",
-            "version": f'{smi}[ -n "$gpurig_version" ] || exit 0\necho ran\n'
-                       "bounded nvidia-smi --version 2>/dev/null",
+            "list": f'{smi}; then if [ -n "$gpurig_list" ]; then echo ran\n'
+                    "bounded nvidia-smi -L 2>&1\nelse echo query; fi; fi",
+            "query": f"{smi}; then echo ran\nprintf '%s\\n' \"$gpurig_query\"\nfi",
+            "version": f'{smi} && [ -n "$gpurig_version" ]; then echo ran\n'
+                       "bounded nvidia-smi --version 2>/dev/null\nfi",
             "module": f"{LINES}\ngpurig_lines /proc/driver/nvidia/version 2>/dev/null",
             "toolkit": _tool("nvidia-container-cli", "info 2>&1"),
         }  # fmt: skip
@@ -240,8 +240,8 @@ class NvidiaModule(Sectioned[dict[str, Any]]):
 
     def command(self) -> str:
         return self.sectioned({
-            "modinfo": "command -v modinfo >/dev/null 2>&1 || exit 0\necho modinfo\n"
-                       "modinfo -F version nvidia 2>/dev/null",
+            "modinfo": "if command -v modinfo >/dev/null 2>&1; then echo modinfo\n"
+                       "modinfo -F version nvidia 2>/dev/null\nfi",
             "dkms": f"{BOUNDED}\ncommand -v dkms >/dev/null 2>&1 && "
                     "bounded dkms status 2>/dev/null",
         })  # fmt: skip

@@ -17,14 +17,14 @@ class Units(Reader[dict[str, Any]]):
         return {"systemd": False, "units": {}}
 
     def command(self, units: Sequence[str]) -> str:
-        lines = ["[ -d /run/systemd/system ] || { echo nosystemd; exit 0; }", "echo systemd"]
+        lines = ["if [ ! -d /run/systemd/system ]; then echo nosystemd; else echo systemd"]
         for unit in units:
             u = shlex.quote(unit)
             lines.append(
                 f"printf '%s\\t%s\\t%s\\n' {u} \"$(systemctl is-active {u} 2>/dev/null)\" "
                 f'"$(systemctl is-enabled {u} 2>/dev/null)"'
             )
-        return "\n".join(lines)
+        return "\n".join([*lines, "fi"])
 
     def process(self, output: list[str]) -> dict[str, Any]:
         found = {"systemd": bool(output) and output[0] == "systemd", "units": {}}

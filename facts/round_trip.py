@@ -99,16 +99,16 @@ def section(kind: str, label: str, body: str) -> str:
 # state (`return` outside a one-line function ends dash), an assignment to a variable but the
 # body's own lower-case ones (`IFS=` just before a `read`), a `read` into an upper-case name, a
 # function but gpurig's own, an expansion that assigns, a job left in the background.
-# Conservative: the builtins are looked for as text (in another word, a comment or a string
-# too: one fork more), a `$(...)` counts. What a section inside the body put in a subshell
+# Conservative: a builtin's name counts wherever it stands as a word (in a comment, a string or
+# a `$(...)` too: one fork more). What a section inside the body put in a subshell
 # stays there. A body's lower-case variables may outlive it: each body sets what it reads, as
 # it must where it runs alone (a caller's environment may hold any lower-case name). String
 # methods, not a tokenizer or regular expressions: this runs over every section at each
 # contract's start, where compiling a pattern costs more than the search.
 _CHANGES_SHELL = (
-    "exit", "cd", "pushd", "popd", "exec", "set", "shift", "trap", "umask", "export",
-    "readonly", "local", "eval", "source", ". ", "ulimit", "alias", "hash", "getopts",
-    "enable", "builtin", "shopt",
+    "exit", "cd", "pushd", "popd", "exec", "set", "unset", "shift", "trap", "umask", "export",
+    "readonly", "declare", "typeset", "eval", "source", ".", "ulimit", "alias", "hash",
+    "getopts", "enable", "builtin", "shopt", "mapfile", "readarray", "printf -v",
 )  # fmt: skip
 _SEPARATE = str.maketrans(";&|(){}`\"'<>", " " * 12)
 _OWN_FUNCTIONS = ("walk()", "checked()", "bounded()")
@@ -123,7 +123,7 @@ def shares_shell(body: str) -> bool:
     if lines is None:
         return False
     text = "\n".join(lines)
-    if any(word in text for word in _CHANGES_SHELL):
+    if any(word in text and _has_word(text, word) for word in _CHANGES_SHELL):
         return False
     if "${" in text and any(_assigning_expansion(x) for x in text.split("${")[1:]):
         return False
@@ -139,6 +139,20 @@ def shares_shell(body: str) -> bool:
         return False
     assigning = (x.translate(_SEPARATE).split() for x in lines if "=" in x)
     return not any(_assigns_other(w, lines) for words in assigning for w in words if "=" in w)
+
+
+def _has_word(text: str, word: str) -> bool:
+    """Whether `word` stands in `text` as a word of its own: not inside a name (`reset`,
+    `local_errors`), a path (`/usr/local`), an option (`is-enabled`) or `$exit`."""
+    start = text.find(word)
+    while start >= 0:
+        end = start + len(word)
+        before, after = text[start - 1 : start] or " ", text[end : end + 1] or " "
+        inside = before.isalnum() or before in "_-./$" or after.isalnum() or after in "_-."
+        if not inside and (word != "." or after in " \t"):
+            return True
+        start = text.find(word, start + 1)
+    return False
 
 
 def _name(word: str) -> bool:

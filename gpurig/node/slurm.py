@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
+import time
 
 from gpurig.facts.round_trip import ROOT_PATH, root_tool
 from gpurig.node.modes import Action, NodeState, parse_nodes
+from gpurig.read.bounded import collect
+from gpurig.read.forked import alone, fork_exec
 
 TIMEOUT = 10  # seconds for one scontrol call (slurmctld's MessageTimeout default)
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -33,14 +35,42 @@ def _scontrol(*args: str) -> str:
     tool = root_tool("scontrol")
     if tool is None:
         raise SlurmError(f"no scontrol in {ROOT_PATH}")
+    status, out, err = _run([tool, *args])
+    if status is None:
+        raise SlurmError(f"scontrol {args[0]}: no answer within {TIMEOUT} s")
+    if status != 0:
+        raise SlurmError(f"scontrol {args[0]}: {(err or out).strip()[:300]}")
+    return out
+
+
+def _run(argv: list[str]) -> tuple[int | None, str, str]:
+    """The exit status (None past TIMEOUT), stdout and stderr of `argv`, started from `/` with
+    stdin on /dev/null. Forked from `os` where nothing has loaded threading (a health check:
+    subprocess with what it loads, threading and locale, is 5 ms of its start), else through
+    subprocess."""
+    if alone():
+        try:  # stderr, read once it exits: no second pipe to watch
+            err = os.memfd_create("scontrol-stderr")
+        except (AttributeError, OSError):  # a kernel before 3.17
+            err = None
+        if err is not None:
+            try:
+                proc = fork_exec(argv, stderr=err)
+                out = collect(proc, time.monotonic() + TIMEOUT)
+                said = os.pread(err, 4096, 0)
+            finally:
+                os.close(err)
+            if out is None:
+                return None, "", ""
+            return proc.returncode, out.decode(errors="replace"), said.decode(errors="replace")
+    import subprocess
+
     try:
-        done = subprocess.run([tool, *args], capture_output=True, text=True, errors="replace",
+        done = subprocess.run(argv, capture_output=True, text=True, errors="replace",
                               stdin=subprocess.DEVNULL, timeout=TIMEOUT, cwd="/")  # fmt: skip
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"scontrol {args[0]}: no answer within {TIMEOUT} s") from None
-    if done.returncode != 0:
-        raise SlurmError(f"scontrol {args[0]}: {(done.stderr or done.stdout).strip()[:300]}")
-    return done.stdout
+        return None, "", ""
+    return done.returncode, done.stdout, done.stderr
 
 
 def show_all(name: str) -> tuple[NodeState, list[NodeState]]:

@@ -40,8 +40,9 @@ class Forked:
         return self.returncode
 
 
-def fork_exec(argv: list[str]) -> Forked:
-    """`argv` started (found on PATH as Popen finds it); OSError where it cannot be executed."""
+def fork_exec(argv: list[str], stderr: int | None = None) -> Forked:
+    """`argv` started (found on PATH as Popen finds it), its stderr on /dev/null or on the
+    descriptor `stderr`; OSError where it cannot be executed."""
     out_read, out_write = os.pipe()
     err_read, err_write = os.pipe()
     null = os.open(os.devnull, os.O_RDWR)
@@ -52,7 +53,7 @@ def fork_exec(argv: list[str]) -> Forked:
             os.close(fd)
         raise
     if pid == 0:  # pragma: no cover (the child: exec, or report why not; it never returns)
-        _exec(argv, null, out_write, err_write)
+        _exec(argv, null, out_write, err_write, null if stderr is None else stderr)
     for fd in (out_write, err_write, null):  # the child's ends
         os.close(fd)
     failed = b""
@@ -67,13 +68,13 @@ def fork_exec(argv: list[str]) -> Forked:
     return Forked(pid, out_read)
 
 
-def _exec(argv: list[str], null: int, out: int, err: int) -> None:  # pragma: no cover
+def _exec(argv: list[str], null: int, out: int, err: int, stderr: int) -> None:  # pragma: no cover
     try:
         os.setsid()
         os.chdir("/")
         os.dup2(null, 0)
         os.dup2(out, 1)
-        os.dup2(null, 2)
+        os.dup2(stderr, 2)
         for name in ("SIGPIPE", "SIGXFSZ"):  # Python's ignored signals, as Popen restores them
             if hasattr(_signal, name):
                 _signal.signal(getattr(_signal, name), _signal.SIG_DFL)

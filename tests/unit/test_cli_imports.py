@@ -240,9 +240,9 @@ def test_node_contracts_load_no_ssh_stack_and_no_schema_engine(
     }
     # Records are named tuples: a frozen dataclass costs a job start about 1 ms to create.
     assert "dataclasses" not in again
-    if mode == "npd" and os.geteuid() == 0:
-        # Root's npd (which never acts through scontrol), its read forked ahead
-        # (gpurig.read.forked), loads neither subprocess (threading, locale) nor pathlib or
+    if mode in ("npd", "prolog", "healthcheck") and os.geteuid() == 0:
+        # Root's contract, its read forked ahead (gpurig.read.forked) and scontrol too
+        # (gpurig.node.slurm), loads neither subprocess (threading, locale) nor pathlib or
         # urllib.parse (ipaddress): about 5 ms of each run.
         assert sorted({"subprocess", "pathlib", "urllib.parse"} & again) == []
 

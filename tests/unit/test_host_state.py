@@ -335,9 +335,9 @@ def test_a_body_shares_the_read_s_shell_only_where_the_values_are_the_same():
 
 
 def _stable(values: dict[str, Any]) -> dict[str, Any]:
-    """The values but those that change from second to second on a running machine, and the
-    secrets' digests (keyed afresh for each command)."""
-    moving = ("SecretDigests",)
+    """The values but those that change from second to second on a running machine (its
+    number of cgroups), and the secrets' digests (keyed afresh for each command)."""
+    moving = ("SecretDigests", "CgroupLeaks")
     return {k: v for k, v in values.items() if not any(f".{m}:" in k for m in moving)}
 
 
@@ -348,11 +348,13 @@ CHANGES_SHELL = [
     "return 0", "read -r HOME </etc/hostname", "gpurig_nonce=forged", ": ${x:=1}",
     ": ${PATH:?}", ". /dev/null", "ulimit -c 0", "umask 077", "trap 'echo trapped' EXIT",
     "exec 2>&1", "eval 'cd /tmp'", "alias ls=false", "shift", "getopts a x", "sleep 0 &",
+    "(exit 1); exit", "true;exit", "printf -v x 1", "readonly x", "x=1;cd;",
 ]  # fmt: skip
 SHARES_SHELL = [
     "[ -c /dev/null ] && echo null", "id -un 2>/dev/null", "i=0; i=$((i+1)); echo $i",
     "while IFS= read -r l; do echo \"$l\"; done </etc/hostname",
     "f=$(uname -r) && printf '%s\\n' \"$f\"", "uname -r 2>&1 >/dev/null && true",
+    "systemctl is-enabled x 2>/dev/null; echo /usr/local/bin local_link_errors reset",
 ]  # fmt: skip
 AFTER = 'pwd; printf "%s|%s|%s|%s|%s\\n" "$PATH" "$HOME" "$IFS" "$x" "$gpurig_nonce"; umask; trap'
 

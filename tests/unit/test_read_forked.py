@@ -129,3 +129,27 @@ def test_a_contract_forks_its_read_before_anything_it_loads_beside_it(tmp_path: 
     assert not late & at_start, "the interpreter loads them itself: nothing to show"
     assert sorted(late & at_fork) == []
     assert "gpurig.node.ahead" in at_fork
+
+
+def test_the_health_checks_scontrol_is_forked_as_subprocess_would_run_it() -> None:
+    """gpurig.node.slurm runs scontrol forked where nothing has loaded threading (the health
+    check's start loads no subprocess): the same status, stdout and stderr as through
+    subprocess, None past its time (its group stopped), and neither module loaded."""
+    said = fresh("""
+        import json, sys, time
+        from gpurig.node import slurm
+        slurm.TIMEOUT = 1
+        script = "echo out; echo err >&2; exit 3"
+        forked = slurm._run(["/bin/sh", "-c", script])
+        started = time.monotonic()
+        late = slurm._run(["/bin/sh", "-c", "sleep 30"])
+        took = time.monotonic() - started
+        loaded = sorted(m for m in ("subprocess", "threading") if m in sys.modules)
+        import threading  # now the subprocess path runs
+        alike = slurm._run(["/bin/sh", "-c", script])
+        print(json.dumps([forked, late, took < 5, loaded, alike]))
+    """)
+    forked, late, bounded, loaded, alike = json.loads(said)
+    assert forked == alike == [3, "out\n", "err\n"]
+    assert late == [None, "", ""] and bounded
+    assert loaded == []
