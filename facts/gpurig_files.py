@@ -92,12 +92,12 @@ class FileDigests(Reader[dict[str, Any]]):
 
     def command(self, paths: Sequence[str]) -> str:
         self._paths = list(paths)
-        lines = ["i=0"]
-        for path in paths:
+        lines = []
+        for i, path in enumerate(paths):
             p = shell_path(path)  # a user's `~/...` is read from its own home
             lines.append(
-                f"if [ -f {p} ] && [ ! -L {p} ]; then echo $i "
-                f"$(sha256sum < {p} | cut -c1-64) $(stat -c '%a %U' {p}); fi; i=$((i+1))"
+                f"if [ -f {p} ] && [ ! -L {p} ]; then echo {i} "
+                f"$(sha256sum < {p} | cut -c1-64) $(stat -c '%a %U' {p}); fi"
             )
         return "\n".join(lines)
 

@@ -96,9 +96,12 @@ def section(kind: str, label: str, body: str) -> str:
 # A subshell costs a fork (0.2-0.3 ms), and a node contract's read has about 50 sections: a
 # body runs in the read's own shell where nothing in it can end that shell or change what a
 # later body sees. Any of these means a subshell: a builtin that ends the shell or changes its
-# state (`return` outside a one-line function ends dash), an assignment to a variable but the
-# body's own lower-case ones (`IFS=` just before a `read`), a `read` into an upper-case name, a
-# function but gpurig's own, an expansion that assigns, a job left in the background.
+# state (`return` outside a one-line function, `local` outside any, ends dash), an assignment
+# to a variable but the body's own lower-case ones (`IFS=` just before a `read`), a `read` into
+# an upper-case name, a function but gpurig's own, an expansion that assigns, a job left in the
+# background, and what ends a non-interactive shell on an error (POSIX 2.8.1, "Consequences of
+# Shell Errors"): an arithmetic expansion (a value the host printed can make it one), a
+# special builtin such as `:` with a redirection.
 # Conservative: a builtin's name counts wherever it stands as a word (in a comment, a string or
 # a `$(...)` too: one fork more). What a section inside the body put in a subshell
 # stays there. A body's lower-case variables may outlive it: each body sets what it reads, as
@@ -107,8 +110,9 @@ def section(kind: str, label: str, body: str) -> str:
 # contract's start, where compiling a pattern costs more than the search.
 _CHANGES_SHELL = (
     "exit", "cd", "pushd", "popd", "exec", "set", "unset", "shift", "trap", "umask", "export",
-    "readonly", "declare", "typeset", "eval", "source", ".", "ulimit", "alias", "hash",
-    "getopts", "enable", "builtin", "shopt", "mapfile", "readarray", "printf -v",
+    "readonly", "local", "declare", "typeset", "let", "eval", "source", ".", "times", "ulimit",
+    "alias", "hash", "getopts", "enable", "builtin", "shopt", "mapfile", "readarray",
+    "printf -v", "$((", "((",
 )  # fmt: skip
 _SEPARATE = str.maketrans(";&|(){}`\"'<>", " " * 12)
 _OWN_FUNCTIONS = ("walk()", "checked()", "bounded()")
@@ -133,6 +137,8 @@ def shares_shell(body: str) -> bool:
         return False
     if "()" in text and not all(_own_function(w) for w in text.split() if "()" in w):
         return False
+    if ":" in text and any(_redirected_colon(x) for x in lines if ":" in x):
+        return False
     for cut in ("&&", ">&", "<&", "&>"):
         text = text.replace(cut, "")
     if "&" in text:  # a job left in the background
@@ -143,15 +149,26 @@ def shares_shell(body: str) -> bool:
 
 def _has_word(text: str, word: str) -> bool:
     """Whether `word` stands in `text` as a word of its own: not inside a name (`reset`,
-    `local_errors`), a path (`/usr/local`), an option (`is-enabled`) or `$exit`."""
+    `local_errors`), a path (`/usr/local`), an option (`is-enabled`) or `$exit`; `$((` and `((`
+    wherever they are."""
     start = text.find(word)
     while start >= 0:
         end = start + len(word)
         before, after = text[start - 1 : start] or " ", text[end : end + 1] or " "
-        inside = before.isalnum() or before in "_-./$" or after.isalnum() or after in "_-."
-        if not inside and (word != "." or after in " \t"):
+        joined = (word[0].isalnum() or word == ".") and (before.isalnum() or before in "_-./$")
+        joined = joined or (word[-1].isalnum() and (after.isalnum() or after in "_-."))
+        if not joined and (word != "." or after in " \t"):
             return True
         start = text.find(word, start + 1)
+    return False
+
+
+def _redirected_colon(line: str) -> bool:
+    """Whether `line` runs `:` with a redirection (an error in it ends the shell)."""
+    for command in line.replace("&", ";").replace("|", ";").split(";"):
+        words = command.split()
+        if ":" in words[:2] and ("<" in command or ">" in command):  # after `then`, `do` too
+            return True
     return False
 
 

@@ -348,13 +348,16 @@ CHANGES_SHELL = [
     "return 0", "read -r HOME </etc/hostname", "gpurig_nonce=forged", ": ${x:=1}",
     ": ${PATH:?}", ". /dev/null", "ulimit -c 0", "umask 077", "trap 'echo trapped' EXIT",
     "exec 2>&1", "eval 'cd /tmp'", "alias ls=false", "shift", "getopts a x", "sleep 0 &",
-    "(exit 1); exit", "true;exit", "printf -v x 1", "readonly x", "x=1;cd;",
+    "(exit 1); exit", "true;exit", "printf -v x 1", "readonly x", "x=1;cd;", "local x=1",
+    ": >/nonexistent/x", "true && : 2>/nonexistent/x", "times >/nonexistent/x",
+    "echo $((1/0))", "echo a$((1/0))", "i=$((i+))", "let x=1/0", "i=0; i=$((i+1)); echo $i",
 ]  # fmt: skip
 SHARES_SHELL = [
-    "[ -c /dev/null ] && echo null", "id -un 2>/dev/null", "i=0; i=$((i+1)); echo $i",
+    "[ -c /dev/null ] && echo null", "id -un 2>/dev/null", "i=0; echo $i",
     "while IFS= read -r l; do echo \"$l\"; done </etc/hostname",
     "f=$(uname -r) && printf '%s\\n' \"$f\"", "uname -r 2>&1 >/dev/null && true",
     "systemctl is-enabled x 2>/dev/null; echo /usr/local/bin local_link_errors reset",
+    "if [ -e /nonexistent ]; then :; else echo no; fi", "IFS=: read -r a b </etc/hostname",
 ]  # fmt: skip
 AFTER = 'pwd; printf "%s|%s|%s|%s|%s\\n" "$PATH" "$HOME" "$IFS" "$x" "$gpurig_nonce"; umask; trap'
 
