@@ -12,6 +12,7 @@ import time
 
 from gpurig.facts.round_trip import ROOT_PATH, root_tool
 from gpurig.node.modes import Action, NodeState, parse_nodes
+from gpurig.read import bounds
 from gpurig.read.bounded import collect
 from gpurig.read.forked import alone, fork_exec
 
@@ -35,7 +36,10 @@ def _scontrol(*args: str) -> str:
     tool = root_tool("scontrol")
     if tool is None:
         raise SlurmError(f"no scontrol in {ROOT_PATH}")
-    status, out, err = _run([tool, *args])
+    try:
+        status, out, err = _run([tool, *args])
+    except bounds.OutputFlood as exc:
+        raise SlurmError(f"scontrol {args[0]}: {exc}") from None
     if status is None:
         raise SlurmError(f"scontrol {args[0]}: no answer within {TIMEOUT} s")
     if status != 0:

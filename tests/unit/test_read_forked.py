@@ -144,12 +144,18 @@ def test_the_health_checks_scontrol_is_forked_as_subprocess_would_run_it() -> No
         started = time.monotonic()
         late = slurm._run(["/bin/sh", "-c", "sleep 30"])
         took = time.monotonic() - started
+        slurm.bounds.MAX_OUTPUT_BYTES, slurm.root_tool = 100, lambda name: "/bin/sh"
+        try:  # past the output bound: scontrol's error, as a timeout is
+            slurm._scontrol("-c", "yes | head -c 1000")
+        except slurm.SlurmError as exc:
+            flood = str(exc)
         loaded = sorted(m for m in ("subprocess", "threading") if m in sys.modules)
         import threading  # now the subprocess path runs
         alike = slurm._run(["/bin/sh", "-c", script])
-        print(json.dumps([forked, late, took < 5, loaded, alike]))
+        print(json.dumps([forked, late, took < 5, flood, loaded, alike]))
     """)
-    forked, late, bounded, loaded, alike = json.loads(said)
+    forked, late, bounded, flood, loaded, alike = json.loads(said)
     assert forked == alike == [3, "out\n", "err\n"]
     assert late == [None, "", ""] and bounded
+    assert flood.startswith("scontrol -c: the host printed more than")
     assert loaded == []
