@@ -313,7 +313,9 @@ def test_as_root_no_login_file_or_env_file_another_account_can_change_runs(tmp_p
         assert not ran.exists(), ran.read_text()
 
 
-def test_a_body_shares_the_read_s_shell_only_where_the_values_are_the_same():
+def test_a_body_shares_the_read_s_shell_only_where_the_values_are_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+):
     """Sections run in the read's own shell where nothing in them can leak (no fork each):
     every fact of a full spec and of a node contract gets the same values as with every
     section in a subshell, and most of a contract's sections need no subshell."""
@@ -324,12 +326,9 @@ def test_a_body_shares_the_read_s_shell_only_where_the_values_are_the_same():
     for reads in (drift_reads(SPEC), drift_reads(SPEC, scope(node_modes.mode("npd")))):
         fact, shared = run_here(reads)
         command = fact.command(reads=reads)
-        original = round_trip.shares_shell
-        round_trip.shares_shell = lambda body: False
-        try:
-            _, alone = run_here(reads)
-        finally:
-            round_trip.shares_shell = original
+        monkeypatch.setattr(round_trip, "shares_shell", lambda body: False)
+        _, alone = run_here(reads)
+        monkeypatch.undo()
         assert _stable(shared) == _stable(alone)
         assert command.count("\n{\n") > command.count("\n(\n")
 
