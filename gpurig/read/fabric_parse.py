@@ -60,7 +60,7 @@ def _path(path: str) -> tuple[str, dict[str, str]] | None:
         return "device", {"hca": hca, "file": rest[0]}
     if len(rest) == 3 and rest[:2] == ["device", "net"] and rest[2]:
         return "netdev", {"hca": hca, "ifname": rest[2]}
-    if len(rest) < 3 or rest[0] != "ports" or not _port_number(rest[1]):
+    if len(rest) < 3 or rest[0] != "ports" or not _digits(rest[1], 3):
         return None
     if len(rest) == 3 and rest[2] in PORT_FILES:
         return "port", {"hca": hca, "port": rest[1], "file": rest[2]}
@@ -69,8 +69,8 @@ def _path(path: str) -> tuple[str, dict[str, str]] | None:
     return None
 
 
-def _port_number(text: str) -> bool:
-    return 0 < len(text) <= 3 and text.isascii() and text.isdigit()
+def _digits(text: str, most: int) -> bool:
+    return 0 < len(text) <= most and text.isascii() and text.isdigit()
 
 
 # `N: NAME` (state_show, phys_state_show), `R Gb/sec (WX SPEED)` (rate_show; the speed is
@@ -131,7 +131,7 @@ def _reading(entry: dict[str, Any], kind: str, groups: dict[str, str], value: st
     file = groups.get("file")
     if kind == "net":
         if file == "mtu":
-            if not (0 < len(value) <= 20 and value.isascii() and value.isdigit()):
+            if not _digits(value, 20):
                 raise ValueError(f"MTU: unexpected value {value[:60]!r}")
             entry["mtu"] = int(value)
         elif value in _OPERSTATES:
