@@ -163,9 +163,14 @@ def _has_word(text: str, word: str) -> bool:
     return False
 
 
+def _commands(line: str) -> list[str]:
+    """The line cut at `;`, `&` and `|`: its commands, near enough for the checks above."""
+    return line.replace("&", ";").replace("|", ";").split(";")
+
+
 def _redirected_colon(line: str) -> bool:
     """Whether `line` runs `:` with a redirection (an error in it ends the shell)."""
-    for command in line.replace("&", ";").replace("|", ";").split(";"):
+    for command in _commands(line):
         words = command.split()
         if ":" in words[:2] and ("<" in command or ">" in command):  # after `then`, `do` too
             return True
@@ -202,7 +207,7 @@ def _one_line_function(line: str) -> bool:
 
 def _reads_into_other(line: str) -> bool:
     """Whether a `read` in `line` sets a variable that is not the body's own."""
-    for command in line.replace("&", ";").replace("|", ";").split(";"):
+    for command in _commands(line):
         words = command.split()
         if "read" in words:
             names = (w.split("<")[0].split(">")[0] for w in words[words.index("read") + 1 :])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import time
 
-from gpurig.read.forked import alone, fork_exec
+from gpurig.read.forked import launch
 from gpurig.spec import runtime
 
 TYPE_CHECKING = False  # typing itself is not loaded before the read starts
@@ -46,7 +46,7 @@ class Ahead:
                 seconds = table("node_modes.yaml")["modes"][mode]["read_seconds"]
             self.deadline = time.monotonic() + seconds
             try:
-                self.proc = _start(self.kept)
+                self.proc = launch(self.kept)
             except OSError:  # gone since (a sudo removed): the command built now is run
                 self.proc = None
 
@@ -69,13 +69,3 @@ class Ahead:
         if self.kept != VARIES:
             runtime.keep(self.name, VARIES if self.proc is not None else argv, "read.")
         return None
-
-
-def _start(argv: list[str]) -> Started:
-    """Forked at a contract's start, where nothing has loaded threading (gpurig.read.forked);
-    else (`up`, a test's process) through subprocess, which is safe anywhere."""
-    if alone():
-        return fork_exec(argv)
-    from gpurig.read.bounded import start
-
-    return start(argv)

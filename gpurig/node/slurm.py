@@ -14,7 +14,7 @@ from gpurig.facts.round_trip import ROOT_PATH, root_tool
 from gpurig.node.modes import Action, NodeState, parse_nodes
 from gpurig.read import bounds
 from gpurig.read.bounded import collect
-from gpurig.read.forked import alone, fork_exec
+from gpurig.read.forked import launch
 
 TIMEOUT = 10  # seconds for one scontrol call (slurmctld's MessageTimeout default)
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -48,33 +48,31 @@ def _scontrol(*args: str) -> str:
 
 
 def _run(argv: list[str]) -> tuple[int | None, str, str]:
-    """The exit status (None past TIMEOUT), stdout and stderr of `argv`, started from `/` with
-    stdin on /dev/null. Forked from `os` where nothing has loaded threading (a health check:
-    subprocess with what it loads, threading and locale, is 5 ms of its start), else through
-    subprocess."""
-    if alone():
-        try:  # stderr, read once it exits: no second pipe to watch
-            err = os.memfd_create("scontrol-stderr")
-        except (AttributeError, OSError):  # a kernel before 3.17
-            err = None
-        if err is not None:
-            try:
-                proc = fork_exec(argv, stderr=err)
-                out = collect(proc, time.monotonic() + TIMEOUT)
-                said = os.pread(err, 4096, 0)
-            finally:
-                os.close(err)
-            if out is None:
-                return None, "", ""
-            return proc.returncode, out.decode(errors="replace"), said.decode(errors="replace")
-    import subprocess
-
+    """The exit status (None past TIMEOUT), stdout and stderr of `argv`, started as a read is
+    (gpurig.read.forked.launch: forked where nothing has loaded threading, so a health check
+    loads no subprocess, threading or locale, 5 ms of its start); stderr kept in a memory file
+    and read once it exits, no second pipe to watch."""
+    err = _scratch()
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, errors="replace",
-                              stdin=subprocess.DEVNULL, timeout=TIMEOUT, cwd="/")  # fmt: skip
-    except subprocess.TimeoutExpired:
+        proc = launch(argv, stderr=err)
+        out = collect(proc, time.monotonic() + TIMEOUT)
+        said = os.pread(err, 4096, 0)
+    finally:
+        os.close(err)
+    if out is None:
         return None, "", ""
-    return done.returncode, done.stdout, done.stderr
+    return proc.returncode, out.decode(errors="replace"), said.decode(errors="replace")
+
+
+def _scratch() -> int:
+    """A descriptor of an anonymous file: a memfd, or a temporary file on a kernel before 3.17."""
+    try:
+        return os.memfd_create("scontrol-stderr")
+    except (AttributeError, OSError):
+        import tempfile
+
+        with tempfile.TemporaryFile() as f:
+            return os.dup(f.fileno())
 
 
 def show_all(name: str) -> tuple[NodeState, list[NodeState]]:

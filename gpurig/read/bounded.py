@@ -52,16 +52,16 @@ def _stop(proc: Started) -> None:
             return
 
 
-def start(argv: Sequence[str]) -> subprocess.Popen[bytes]:
-    """`argv` started in a session of its own from `/`, stdin and stderr closed off, its
-    stdout a pipe for `collect`."""
+def start(argv: Sequence[str], stderr: int | None = None) -> subprocess.Popen[bytes]:
+    """`argv` started in a session of its own from `/`, stdin closed off and stderr too (or
+    on the descriptor `stderr`), its stdout a pipe for `collect`."""
     import subprocess
 
     return subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL if stderr is None else stderr,
         cwd="/",
         start_new_session=True,
     )

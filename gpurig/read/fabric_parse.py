@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpurig.spec.pattern import lazy
+from gpurig.spec.pattern import digits, lazy
 
 # The counters a port's health is judged by (the error counters of the IB PortCounters
 # attribute the kernel exposes under ports/N/counters/).
@@ -60,17 +60,13 @@ def _path(path: str) -> tuple[str, dict[str, str]] | None:
         return "device", {"hca": hca, "file": rest[0]}
     if len(rest) == 3 and rest[:2] == ["device", "net"] and rest[2]:
         return "netdev", {"hca": hca, "ifname": rest[2]}
-    if len(rest) < 3 or rest[0] != "ports" or not _digits(rest[1], 3):
+    if len(rest) < 3 or rest[0] != "ports" or not digits(rest[1], 3):
         return None
     if len(rest) == 3 and rest[2] in PORT_FILES:
         return "port", {"hca": hca, "port": rest[1], "file": rest[2]}
     if len(rest) == 4 and rest[2] == "counters" and rest[3] in COUNTERS:
         return "counter", {"hca": hca, "port": rest[1], "file": rest[3]}
     return None
-
-
-def _digits(text: str, most: int) -> bool:
-    return 0 < len(text) <= most and text.isascii() and text.isdigit()
 
 
 # `N: NAME` (state_show, phys_state_show), `R Gb/sec (WX SPEED)` (rate_show; the speed is
@@ -131,7 +127,7 @@ def _reading(entry: dict[str, Any], kind: str, groups: dict[str, str], value: st
     file = groups.get("file")
     if kind == "net":
         if file == "mtu":
-            if not _digits(value, 20):
+            if not digits(value, 20):
                 raise ValueError(f"MTU: unexpected value {value[:60]!r}")
             entry["mtu"] = int(value)
         elif value in _OPERSTATES:

@@ -8,7 +8,7 @@ functions, which take a Forked as they take a Popen.
 
 Only before anything has loaded `threading`: fork copies the calling thread alone, the child
 runs Python code until its exec, and a library that patches threads (gevent) patches fork too
-(gpurig.node.ahead falls back to subprocess otherwise)."""
+(`launch` starts through subprocess otherwise)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,23 @@ def alone() -> bool:
     """Whether nothing has loaded `threading` yet (a contract's start): then no thread runs but
     this one and no library (gevent) has patched `os` or the thread primitives under it."""
     return "threading" not in sys.modules
+
+
+TYPE_CHECKING = False  # typing is not loaded before a contract's read starts
+if TYPE_CHECKING:
+    from gpurig.read.bounded import Started
+
+
+def launch(argv: list[str], stderr: int | None = None) -> Started:
+    """`argv` started as a read is (its stderr on /dev/null or on the descriptor `stderr`):
+    forked from `os` where nothing has loaded threading (a contract's start), else through
+    subprocess (gpurig.read.bounded.start), which is safe anywhere; collected and stopped by
+    bounded's functions either way."""
+    if alone():
+        return fork_exec(argv, stderr)
+    from gpurig.read.bounded import start
+
+    return start(argv, stderr)
 
 
 class Forked:

@@ -27,6 +27,12 @@ class _Lazy:
         return f"lazy({self._args[0]!r}, {self._args[1]})"
 
 
+def digits(text: str, most: int) -> bool:
+    """Whether `[0-9]{1,most}` matches the whole of `text`, with no pattern compiled: a
+    number a node contract checks at every start."""
+    return 0 < len(text) <= most and text.isascii() and text.isdigit()
+
+
 def lazy(pattern: str, flags: int = 0) -> re.Pattern[str]:
     """`re.compile(pattern, flags)`, done when the pattern is first used."""
     return cast("re.Pattern[str]", _Lazy(pattern, flags))

@@ -6,6 +6,8 @@ inventory's validator (jsonschema, a YAML parser) to do it.
 
 from __future__ import annotations
 
+from gpurig.spec.pattern import digits
+
 # The schema's `$defs.size.pattern`, character for character (a unit test holds them equal).
 SIZE_PATTERN = r"^[0-9]{1,12}(\.[0-9]{1,6})?[kmgtKMGT]$(?!\n)"
 
@@ -33,14 +35,8 @@ def is_size(text: str) -> bool:
     at every start, where compiling the pattern costs more than the check."""
     whole, dot, fraction = text[:-1].partition(".")
     return (
-        text[-1:] in _SIZE_UNITS_ANY_CASE
-        and _digits(whole, 12)
-        and (not dot or _digits(fraction, 6))
+        text[-1:] in _SIZE_UNITS_ANY_CASE and digits(whole, 12) and (not dot or digits(fraction, 6))
     )
-
-
-def _digits(text: str, most: int) -> bool:
-    return 0 < len(text) <= most and text.isascii() and text.isdigit()
 
 
 def format_size(size: int) -> str:

@@ -109,9 +109,9 @@ def test_a_contract_forks_its_read_before_anything_it_loads_beside_it(tmp_path: 
         print(sorted(sys.modules), file=sys.stderr)
         from gpurig.read import forked
         real = forked.fork_exec
-        def fork_exec(argv):
+        def fork_exec(argv, *rest):
             print(sorted(sys.modules), file=sys.stderr)
-            return real(argv)
+            return real(argv, *rest)
         forked.fork_exec = fork_exec
         sys.argv = ["gpurig", "drift", "--local", "--spec", {str(spec)!r}, "--mode", "npd"]
         from gpurig.cli.entry import main
