@@ -71,17 +71,19 @@ class StagedUpload(FileUploadCommand):
 
 def stage(data: bytes) -> tuple[str, list[object]]:
     """A fresh private stage holding `data` as `upload`: its path, and the two steps that make
-    it (the directory, mode 0700, and an empty `upload`, mode 0600, both the login's; then the
-    upload). The caller's next command must remove the stage, whatever else it does."""
+    it (the directory, mode 0700, and an empty `upload`, mode 0600; then the upload). Both run
+    as the login itself, without sudo, so the stage is the account that uploads into it: the
+    SSH login's, or root's when root converges its own machine. No variable of the caller's
+    environment (sudo's SUDO_UID) names its owner. The caller's next command must remove the
+    stage, whatever else it does."""
     path = f"{STAGE_DIR}/gpurig-{secrets.token_hex(16)}"
     q = shlex.quote(path)
-    login = '"${SUDO_UID:-$(id -u)}"'
     make = StringCommand(
         # A stage an interrupted upload left (the lock lets one converge write at a time).
-        f"find {STAGE_DIR} -maxdepth 1 -type d -name 'gpurig-{'?' * 32}' -user {login} "
+        f"find {STAGE_DIR} -maxdepth 1 -type d -name 'gpurig-{'?' * 32}' -user \"$(id -u)\" "
         f"-mmin +10 -exec rm -rf {{}} + 2>/dev/null; "
-        f"mkdir -m 700 {q} && (umask 077 && : > {q}/upload) && "
-        f"chown {login} {q} {q}/upload"
+        f"mkdir -m 700 {q} && (umask 077 && : > {q}/upload)",
+        _sudo=False,
     )
     return path, [make, StagedUpload(data, path)]
 
@@ -112,11 +114,14 @@ def put(data: bytes, dest: str, mode: str, owner: str | None = None) -> Iterator
     user, _, group = (owner or "").partition(":")
     chown = f'chown -h {shlex.quote(owner)} "$t" && ' if owner else ""
     failed = shlex.quote(f"gpurig: could not write {dest}, the old file is unchanged:")
+    # Another account places the file only as its declared owner: with none declared, the
+    # file is root's, and root never writes in that account's directory.
     owner_check = (
         f'elif [ -n "$AS" ] && [ "$(id -u -- {shlex.quote(user)} 2>/dev/null)" != "$AS" ]; '
-        f'then REFUSED="uid $AS can change {parent}, not the declared owner {user}"; rc=1\n'
+        f'then REFUSED="uid $AS can change "{q_parent}", not the declared owner {user}"; rc=1\n'
         if owner
-        else ""
+        else f'elif [ -n "$AS" ]; then REFUSED="uid $AS can change "{q_parent}", and no owner is '
+        "declared: the file would be root's\"; rc=1\n"
     )
     yield StringCommand(
         f"{SAFE_PATH}\nAS='' REFUSED='' CHECKED={q_parent} rc=0\n"

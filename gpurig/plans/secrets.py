@@ -13,6 +13,7 @@ from typing import Any
 
 from gpurig.facts.gpurig_files import MODP_2048, SecretDigests
 from gpurig.plans.change import Change
+from gpurig.spec.user_scope import is_user
 
 
 @cache
@@ -85,8 +86,12 @@ def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
             )
         ]
     changes = []
+    # Without a declared owner the file is the converge's account's: root's in system scope
+    # (root or sudo places it), the login's in user scope (which places it as itself).
+    default_owner = None if is_user(spec) else "root"
     for item in declared:
         dest, mode, owner = item["dest"], item["mode"], item.get("owner")
+        expected_owner = owner or default_owner
         seen = found["files"].get(dest)
         data = {"src": item["src"], "dest": dest, "mode": mode, "owner": owner}
         if key is None:  # no python3 on the host: nothing to compare with, so upload
@@ -110,9 +115,9 @@ def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
             again = f"place {dest} again with mode {mode}"
             change = Change("secret.mode", dest, mode, seen["mode"], again, field="mode", data=data)
             changes.append(change)
-        if owner and seen["owner"] != owner.split(":")[0]:
-            again = f"place {dest} again, owned by {owner}"
-            change = Change("secret.owner", dest, owner, seen["owner"], again, field="owner",
-                            data=data)  # fmt: skip
+        if expected_owner and seen["owner"] != expected_owner.split(":")[0]:
+            again = f"place {dest} again, owned by {expected_owner}"
+            change = Change("secret.owner", dest, expected_owner, seen["owner"], again,
+                            field="owner", data=data)  # fmt: skip
             changes.append(change)
     return changes

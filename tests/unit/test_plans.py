@@ -508,6 +508,18 @@ def test_a_file_is_one_finding_whatever_changed_in_it():
     assert finding.ids == ("secret.mode", "secret.owner")
 
 
+def test_a_secret_without_a_declared_owner_is_roots():
+    """No `owner` means root's in system scope: a secret another account came to own (she
+    placed it in her directory) is drift, not silence."""
+
+    def taken(state: dict[str, Any]) -> None:
+        state["spec"]["secrets"][0].pop("owner", None)
+        state["files"][NET]["owner"] = "alice"
+
+    [change] = changes("docker", taken)
+    assert (change.id, change.expected, change.actual) == ("secret.owner", "root", "alice")
+
+
 def test_a_stopped_container_with_drift_is_recreated_not_refused():
     def stopped_small_shm(state: dict[str, Any]) -> None:
         state["inspect"]["State"] = {"Running": False, "Status": "exited"}
