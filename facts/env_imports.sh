@@ -69,6 +69,13 @@ import_runner() {
     # Root's alone: run from the walked checkout, the python by its walked name (a venv's
     # python finds its environment by the name it is run by), so no link is re-read.
     walk "$3" && RUN_PY=$HELD && walk "$1" && RUN_IN=$CHECKED || return
+    # What that python loads at start-up lies in the environment's tree (a .pth in its
+    # site-packages runs, pyvenv.cfg names its home): as root, every entry there is root's and
+    # no group or other account may write it, or it does not run at all.
+    [ "$me" = 0 ] || return
+    found=$(find -H "$2" -xdev \( ! -uid 0 -o \( ! -type l -perm /022 \) \) -print -quit \
+      2>/dev/null) || { REFUSED="could not list $2 to tell who can change it"; return; }
+    [ -z "$found" ] || REFUSED="$found, which root's python would load, is not root's alone"
     return
   fi
   if [ "$count" -gt 1 ]; then REFUSED="owned by several accounts (uids $others)"; return; fi
@@ -94,7 +101,9 @@ if [ -x "$PYTHON" ] && [ -d "$CHECKOUT" ]; then
       /bin/sh -c 'cd -- "$1" && shift && exec "$@"' sh "$CHECKOUT" \
       "$PYTHON" -c "$IMPORTS_PY" "$@" </dev/null | head -c "$MAX_REPORT")
   else
-    out=$(cd "$RUN_IN" && bounded "$RUN_PY" -c "$IMPORTS_PY" "$@" 2>/dev/null </dev/null |
+    # -E -s: no PYTHON* variable and no user site (a caller's PYTHONWARNINGS imported a
+    # module that ran BROWSER).
+    out=$(cd "$RUN_IN" && bounded "$RUN_PY" -E -s -c "$IMPORTS_PY" "$@" 2>/dev/null </dev/null |
       head -c "$MAX_REPORT")
   fi
   [ -z "$REFUSED" ] && ran=yes

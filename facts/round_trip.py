@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from gpurig.facts.reader import Reader
 from gpurig.facts.safe_path import SAFE_PATH
+from gpurig.root_env import ROOT_PATH
 
 Read = tuple[type[Reader], dict[str, Any]]
 T = TypeVar("T")
@@ -339,11 +340,6 @@ class Sectioned(Reader[T]):
     @staticmethod
     def parse(parts: Mapping[str, str]) -> T:
         raise NotImplementedError
-
-
-# Root reads with the system's own tools: no PATH entry another account could write (a SLURM
-# prolog has no PATH at all; a login's PATH may hold a user's directory).
-ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def root_tool(name: str) -> str | None:

@@ -42,7 +42,19 @@ def done(status: int) -> None:
     os._exit(status)
 
 
+def acts_here(argv: list[str]) -> bool:
+    """Whether the command acts on this machine as whoever runs it: the node contracts and
+    `ack`. (`up --local` builds root's environment itself where its spec is root's: a user's
+    `up` keeps the user's.)"""
+    name = command_name(argv)
+    return name == "ack" or (name == "drift" and "--local" in argv)
+
+
 def main() -> None:
+    if acts_here(sys.argv[1:]):  # as root: nothing of the caller's reaches what root starts
+        from gpurig.root_env import scrub
+
+        scrub()
     from gpurig.node import argv as node_argv
 
     call = node_argv.parse(sys.argv[1:])

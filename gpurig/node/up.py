@@ -22,10 +22,10 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from gpurig import DEPLOY_ROOT
-from gpurig.facts.round_trip import ROOT_PATH
 from gpurig.named_tuple import NamedTuple
 from gpurig.node.ahead import Ahead
 from gpurig.read.bounds import PROBE_TIMEOUT
+from gpurig.root_env import SLURM_OWN, allowed
 from gpurig.safe_path import walk
 from gpurig.spec.model import normalise
 from gpurig.spec.user_scope import is_user
@@ -50,30 +50,19 @@ class Ready(NamedTuple):
     converged: bool
 
 
-# What the caller's environment may name that root's converge would read or run: shell
-# start-up files, git's configuration (GIT_* too), where gpurig keeps what it runs next, the
-# search paths of python and the loader.
-CALLERS = frozenset(
-    ("BASH_ENV", "ENV", "XDG_CONFIG_HOME", "GPURIG_RUNTIME_DIR", "PYTHONPATH", "PYTHONHOME",
-     "PYTHONSTARTUP", "PYTHONUSERBASE", "LD_PRELOAD", "LD_LIBRARY_PATH")
-)  # fmt: skip
-
-
 @contextlib.contextmanager
 def root_environment() -> Iterator[None]:
     """As root, what drift's read does in its shell (facts/round_trip.py), for `up`'s lock and
-    converge too: the system PATH, none of the caller's CALLERS, a HOME that root alone can
-    change (else root's own), `/` as the working directory. The caller's PATH entry,
-    directory or HOME may be another account's: no place to start root's commands from."""
+    converge too: the environment built from the allow-list (gpurig.root_env), with a HOME
+    that root alone can change (else root's own), `/` as the working directory. The caller's
+    PATH entry, directory, HOME or any variable may be another account's: no place to start
+    root's commands from."""
     saved, cwd = dict(os.environ), os.getcwd()
-    os.environ["PATH"] = ROOT_PATH
-    for name in [n for n in os.environ if n in CALLERS or n.startswith("GIT_")]:
-        del os.environ[name]
     home = walk(os.environ.get("HOME") or "/nonexistent")
-    if home.root_only and os.path.isdir(home.checked):
-        os.environ["HOME"] = home.checked
-    else:
-        os.environ["HOME"] = pwd.getpwuid(0).pw_dir
+    root_home = home.checked if home.root_only and os.path.isdir(home.checked) else None
+    env = allowed(saved, root_home or pwd.getpwuid(0).pw_dir, SLURM_OWN)
+    os.environ.clear()
+    os.environ.update(env)
     os.chdir("/")
     try:
         yield

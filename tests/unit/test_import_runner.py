@@ -6,6 +6,8 @@ owned by real other uids, the fact's command as root."""
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -103,3 +105,48 @@ def test_a_root_checkout_in_a_sticky_directory_is_roots(tmp_path: Path) -> None:
     checkout = environment(tmp_path, 0, 0)
     entry = check_imports(checkout)
     assert entry["refused"] is None and entry["run_as"] is None and entry["ran"]
+
+
+def _base_version() -> str:
+    said = subprocess.run(["/usr/bin/python3", "-c", "import sys; print(*sys.version_info[:2], "
+                           "sep='.')"], capture_output=True, text=True, check=True)  # fmt: skip
+    return said.stdout.strip()
+
+
+def test_a_pth_another_account_planted_in_roots_environment_never_runs_as_root(
+    private_dir: Path,
+) -> None:
+    """Root's checkout, root's environment and its python, but a site-packages of another
+    account's inside it: her .pth ran as uid 0 at the python's start. The walk covers the
+    environment's whole tree: such an environment's python is not run as root at all."""
+    checkout = environment(private_dir, 0, 0)
+    venv = private_dir / "venv"
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\ninclude-system-site-packages = false\n")
+    site = venv / "lib" / f"python{_base_version()}" / "site-packages"
+    site.mkdir(parents=True)
+    marker = private_dir / "pth-ran-as"
+    (site / "planted.pth").write_text(
+        f"import os; open({str(marker)!r}, 'w').write(str(os.getuid()))\n"
+    )
+    os.chown(site, NOBODY, NOBODY)
+    os.chown(site / "planted.pth", NOBODY, NOBODY)
+    entry = check_imports(checkout)
+    assert not marker.exists(), f"the planted .pth ran as uid {marker.read_text()}"
+    assert entry["refused"] == f"{site}, which root's python would load, is not root's alone"
+    assert not entry["ran"] and entry["run_as"] is None
+
+
+def test_the_callers_python_variables_reach_no_python_root_runs(
+    private_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PYTHONWARNINGS naming a module (antigravity) made the environment's python import it at
+    start-up, which ran the caller's BROWSER as uid 0."""
+    checkout = environment(private_dir, 0, 0)
+    (checkout / "json.py").unlink()
+    marker = private_dir / "browser-ran-as"
+    monkeypatch.setenv("PYTHONWARNINGS", "all:0:antigravity.x:0:0")
+    monkeypatch.setenv("BROWSER", f'/bin/sh -c "id -u > {marker}" %s')
+    entry = check_imports(checkout)
+    assert entry["ran"] and entry["refused"] is None, entry
+    time.sleep(0.5)  # the browser is started in the background
+    assert not marker.exists(), f"the caller's BROWSER ran as uid {marker.read_text()}"

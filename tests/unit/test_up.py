@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from gpurig.checks.compat import Finding
-from gpurig.facts.round_trip import ROOT_PATH
 from gpurig.node.up import UpError, exports, reason, up
 from gpurig.report.render import HostReport
+from gpurig.root_env import ROOT_PATH
 from gpurig.spec.inventory import load_spec_file
 from gpurig.spec.model import normalise
 
@@ -128,14 +128,20 @@ def test_system_scope_resets_the_callers_environment(
     monkeypatch.setenv("BASH_ENV", str(tmp_path / "rc"))
     monkeypatch.setenv("ENV", str(tmp_path / "rc"))
     monkeypatch.setenv("HOME", str(home))
-    callers = ("GIT_CONFIG_GLOBAL", "GIT_DIR", "XDG_CONFIG_HOME", "GPURIG_RUNTIME_DIR")
+    # git's config, gpurig's runtime, sudo's caller, and what once ran or steered another
+    # account's program as root (BROWSER through PYTHONWARNINGS, iconv's modules, apt's and
+    # perl's and pip's and uv's configuration).
+    callers = ("GIT_CONFIG_GLOBAL", "GIT_DIR", "XDG_CONFIG_HOME", "GPURIG_RUNTIME_DIR",
+               "SUDO_UID", "BROWSER", "PYTHONWARNINGS", "GCONV_PATH", "APT_CONFIG", "PERL5OPT",
+               "PIP_CONFIG_FILE", "UV_CONFIG_FILE", "SOMETHING_NEW")  # fmt: skip
     for name in callers:
-        monkeypatch.setenv(name, str(tmp_path / "theirs"))  # git's config, gpurig's runtime
+        monkeypatch.setenv(name, str(tmp_path / "theirs"))
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")  # how to print passes
     monkeypatch.chdir(tmp_path)
     seen = {}
 
     def read_local(host: object, ahead: object = None) -> None:
-        names = ("PATH", "BASH_ENV", "ENV", "HOME", *callers)
+        names = ("PATH", "BASH_ENV", "ENV", "HOME", "LC_ALL", *callers)
         seen.update({k: os.environ.get(k) for k in names})
         seen["cwd"] = os.getcwd()
         raise UpError("read")
@@ -147,7 +153,7 @@ def test_system_scope_resets_the_callers_environment(
         up(load_spec_file(spec, "node"), print)
     assert not ran.exists()  # the lock's sh was the system's
     assert seen == {"PATH": ROOT_PATH, "BASH_ENV": None, "ENV": None, "HOME": "/root", "cwd": "/",
-                    **dict.fromkeys(callers)}  # fmt: skip
+                    "LC_ALL": "C.UTF-8", **dict.fromkeys(callers)}  # fmt: skip
     assert os.getcwd() == str(tmp_path) and os.environ["HOME"] == str(home)  # restored after
 
 
