@@ -12,7 +12,7 @@ from pyinfra.api import deploy, operation
 from gpurig.deploys.changes import apply
 from gpurig.deploys.snapshot import read
 from gpurig.facts.gpurig_cleanup import RAY_PROCESSES
-from gpurig.facts.safe_path import SAFE_PATH
+from gpurig.facts.safe_path import AS_ACCOUNT, SAFE_PATH
 from gpurig.plans import cleanup as plan
 from gpurig.plans.change import Change
 
@@ -45,8 +45,8 @@ gone() {
     [ -n "$as" ] || p=$HELD
   fi
   if [ -z "$as" ]; then /bin/sh -c "$GONE" sh "$1" "$p"; return; fi
-  setpriv --reuid="$as" --regid="$(id -g -- "$as" 2>/dev/null || echo "$as")" --clear-groups \
-    --reset-env /bin/sh -c "$GONE" sh "$1" "$p"
+  as_account "$as" "$(id -g -- "$as" 2>/dev/null || echo "$as")" --clear-groups \
+    /bin/sh -c "$GONE" sh "$1" "$p"
 }
 """
 
@@ -56,7 +56,7 @@ def _remove(paths: Sequence[str], freed: str, kind: str = "f") -> str:
     (gone), and say what was freed."""
     each = "\n".join(f"gone {kind} {shlex.quote(p)}" for p in paths)
     return (
-        f"{SAFE_PATH}\nGONE={shlex.quote(_GONE)}\n{_GONE_AS}\n{each}\n"
+        f"{SAFE_PATH}\n{AS_ACCOUNT}\nGONE={shlex.quote(_GONE)}\n{_GONE_AS}\n{each}\n"
         f"echo {shlex.quote(f'gpurig: freed {freed}')}"
     )
 

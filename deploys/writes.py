@@ -23,7 +23,7 @@ from typing import Any
 from pyinfra import logger
 from pyinfra.api import FileUploadCommand, StringCommand
 
-from gpurig.facts.safe_path import SAFE_PATH
+from gpurig.facts.safe_path import AS_ACCOUNT, SAFE_PATH
 from gpurig.spec.user_scope import BEGIN, END, LOGIN_FILE_SH, shell_path
 
 STAGE_DIR = "/tmp"
@@ -102,8 +102,9 @@ def put(data: bytes, dest: str, mode: str, owner: str | None = None) -> Iterator
     """Write `data` to `dest` with `mode` (and `owner`) atomically: stage, upload, place. As
     root, the directory is walked (facts/safe_path.sh): where root alone can change it, root
     places the file in the walked directory; where one other account can, that account places
-    it (setpriv), and only if it is the declared owner; otherwise nobody does. Root never
-    writes in another account's directory, nor follows a link that account could re-point."""
+    it (facts/as_account.sh: that account alone), and only if it is the declared owner;
+    otherwise nobody does. Root never writes in another account's directory, nor follows a
+    link that account could re-point."""
     path, steps = stage(data)
     yield from steps
     q_stage = shlex.quote(path)
@@ -124,15 +125,15 @@ def put(data: bytes, dest: str, mode: str, owner: str | None = None) -> Iterator
         "declared: the file would be root's\"; rc=1\n"
     )
     yield StringCommand(
-        f"{SAFE_PATH}\nAS='' REFUSED='' CHECKED={q_parent} rc=0\n"
+        f"{SAFE_PATH}\n{AS_ACCOUNT}\nAS='' REFUSED='' CHECKED={q_parent} rc=0\n"
         f'if [ "$(id -u)" = 0 ]; then walk {q_parent}; AS=$OWNER; fi\n'
         'if [ -n "$REFUSED" ]; then rc=1\n'
         f"{owner_check}"
         'elif [ -n "$AS" ] && ! command -v setpriv >/dev/null 2>&1; then '
         'REFUSED="no setpriv to write as uid $AS, who can change it"; rc=1\n'
         'elif [ -n "$AS" ]; then '
-        f'cat {q_stage}/upload | setpriv --reuid="$AS" --regid="$(id -g -- "$AS")" '
-        f"--init-groups --reset-env /bin/sh -c {shlex.quote(_AS_OWNER)} sh {q_parent} {mode} "
+        f'cat {q_stage}/upload | as_account "$AS" "$(id -g -- "$AS")" --init-groups '
+        f"/bin/sh -c {shlex.quote(_AS_OWNER)} sh {q_parent} {mode} "
         f"{q_parent}/{q_tmp} {q_parent}/{q_name} {shlex.quote(group)}; rc=$?\n"
         f'else t="$CHECKED"/{q_tmp}; mkdir -p -- "$CHECKED" && install -m {mode} /dev/null "$t" '
         f'&& cat {q_stage}/upload > "$t" && {chown}mv -f -- "$t" "$CHECKED"/{q_name}; rc=$?\n'

@@ -96,8 +96,10 @@ if [ -x "$PYTHON" ] && [ -d "$CHECKOUT" ]; then
   elif [ -n "$RUN_AS" ]; then
     gid=$(id -g "$RUN_AS" 2>/dev/null) || REFUSED="uid $RUN_AS has no account"
     # Root neither enters nor resolves the account's paths: the account does, as itself.
+    # The account alone (facts/as_account.sh, its text in AS_ACCOUNT_SH).
     [ -z "$REFUSED" ] && out=$(cd / && bounded unshare --pid --fork --kill-child \
-      setpriv --reuid="$RUN_AS" --regid="$gid" --clear-groups --reset-env \
+      /bin/sh -c "$AS_ACCOUNT_SH"'
+as_account "$@"' sh "$RUN_AS" "$gid" --clear-groups \
       /bin/sh -c 'cd -- "$1" && shift && exec "$@"' sh "$CHECKOUT" \
       "$PYTHON" -c "$IMPORTS_PY" "$@" </dev/null | head -c "$MAX_REPORT")
   else

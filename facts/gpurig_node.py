@@ -210,7 +210,13 @@ case $me in
      else kd=/tmp/podman-run-$me/gpurig; fi ;;
 esac
 read -r up _ </proc/uptime 2>/dev/null && up=${{up%.*}}
-[ -z "$kd" ] || [ "$me" != 0 ] || [ -d "$kd" ] || mkdir -p -m 700 -- "$kd" 2>/dev/null
+# As root, made only in a parent the walk finds root's alone, by its walked name: another
+# account's link on the way would have had root make a directory where she pointed it.
+if [ -n "$kd" ] && [ "$me" = 0 ] && [ ! -d "$kd" ]; then
+  kp=${{kd%/*}}
+  walk "${{kp:-/}}" && [ -z "$OWNER" ] && [ -d "$CHECKED" ] && [ -n "${{kd##*/}}" ] &&
+    mkdir -m 700 -- "${{CHECKED%/}}/${{kd##*/}}" 2>/dev/null
+fi
 if [ -n "$kd" ] && [ -n "$up" ] && walk "$kd" && [ "${{OWNER:-0}}" = "$me" ] &&
   [ -d "$CHECKED" ]; then
   shell=''

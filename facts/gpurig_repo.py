@@ -10,7 +10,7 @@ from typing import Any
 
 from gpurig.facts.reader import Reader
 from gpurig.facts.round_trip import BOUNDED, START, Sectioned, part_text
-from gpurig.facts.safe_path import SAFE_PATH, script
+from gpurig.facts.safe_path import AS_ACCOUNT, SAFE_PATH, script
 from gpurig.read import node_parse
 
 GIT_CHANGES = script("git_changes.sh")
@@ -131,7 +131,10 @@ class EnvImports(Sectioned[dict[str, Any]]):
         if bad or not names:
             raise ValueError(f"imports: not top-level module names: {bad or names!r}")
         args = [_clean_path(checkout), _clean_path(venv), *names]
-        return f"{START}\nset -- {shlex.join(args)}\n{BOUNDED}\n{WRITERS}\n{ENV_IMPORTS}"
+        return (
+            f"{START}\nset -- {shlex.join(args)}\n{BOUNDED}\n{WRITERS}\n"
+            f"AS_ACCOUNT_SH={shlex.quote(AS_ACCOUNT)}\n{ENV_IMPORTS}"
+        )
 
     @staticmethod
     def parse(parts: Mapping[str, str]) -> dict[str, Any]:

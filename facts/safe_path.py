@@ -13,3 +13,5 @@ def script(name: str) -> str:
 
 
 SAFE_PATH = script("safe_path.sh")
+# `as_account UID GID COMMAND...`: what root runs as another account, that account alone.
+AS_ACCOUNT = script("as_account.sh")

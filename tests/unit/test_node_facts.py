@@ -326,3 +326,26 @@ def test_nothing_is_kept_where_another_account_could_change_it(tmp_path: Path) -
     assert _login_runs(home, theirs) == ("0", 1)
     assert _login_runs(home, theirs) == ("0", 2)
     assert list(theirs.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the link is another account's, the mkdir root's")
+def test_root_makes_no_runtime_directory_through_another_accounts_link(private_dir: Path) -> None:
+    """GPURIG_RUNTIME_DIR was made (mkdir -p) before it was walked: through alice's link root
+    made a directory in a root-only place (a `/etc/nologin` stops every login). It is made only
+    in a parent root alone can change, by the walked name."""
+    home, theirs, target = private_dir / "home", private_dir / "theirs", private_dir / "etc"
+    home.mkdir()
+    theirs.mkdir()
+    target.mkdir(mode=0o700)  # a root-only place
+    os.chown(theirs, 65534, 65534)
+    (theirs / "link").symlink_to(target)
+    os.lchown(theirs / "link", 65534, 65534)
+    (home / ".profile").write_text("ulimit -S -c 0\n")
+    assert _login_runs(home, theirs / "link" / "nologin") == ("0", 0)
+    assert list(target.iterdir()) == []
+    made = private_dir / "run"  # a parent of root's alone: made, and the answer kept there
+    assert _login_runs(home, made / "gpurig") == ("0", 0)
+    assert not made.exists()  # its parent is missing: nothing made above it either
+    root_only = private_dir / "gpurig"
+    assert _login_runs(home, root_only) == ("0", 0)
+    assert [p.name for p in root_only.iterdir()] == ["login"]
