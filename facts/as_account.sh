@@ -31,7 +31,10 @@ as_account() {
   }
   # 4 GiB of address space, 10 minutes of CPU, 4096 processes of the account's in all.
   set -- prlimit --as=4294967296 --cpu=600 --nproc=4096 -- "$@"
-  if [ -d /run/systemd/system ] && command -v systemd-run >/dev/null 2>&1; then
+  # (Not from a PID namespace of its own, such as the import check's, which contains it
+  # already: systemd would be told a pid it does not know.)
+  if [ -d /run/systemd/system ] && command -v systemd-run >/dev/null 2>&1 &&
+    [ "$(readlink /proc/self/ns/pid)" = "$(readlink /proc/1/ns/pid)" ]; then
     set -- systemd-run --quiet --scope --collect -p TasksMax=512 -- "$@"
   fi
   "$@"
