@@ -266,6 +266,55 @@ def _up_usage(
         raise click.UsageError("--spec FILE replaces INVENTORY: give one of them")
 
 
+@main.command()
+@click.argument("inventories", nargs=-1, required=True, metavar="INVENTORY...",
+                type=click.Path(dir_okay=False))  # fmt: skip
+@click.option("--limit", "limits", multiple=True, metavar="NAME",
+              help="Only this host or group (repeat).")  # fmt: skip
+@click.option("--dry", is_flag=True, help="Say what would change; change nothing.")
+@click.option("-y", "--yes", is_flag=True,
+              help="Change without asking first (implied where there is no terminal).")  # fmt: skip
+@click.option("--data", "data", multiple=True, metavar="KEY=VALUE",
+              help="A deploy setting, e.g. allow_recreate=true (repeat).")  # fmt: skip
+def converge(
+    inventories: tuple[str, ...],
+    limits: tuple[str, ...],
+    dry: bool,
+    yes: bool,
+    data: tuple[str, ...],
+) -> None:
+    """Bring hosts to their declared state: gpurig's deploy run by pyinfra, with the same
+    operations, refusals and exit statuses as `pyinfra inventory.py deploys/gpu_host.py` in a
+    checkout. A second run changes nothing. Exit 2 for invalid input, before any host is
+    touched; otherwise pyinfra's own status (0 when every host converged)."""
+    import os
+
+    from gpurig.spec.inventory import InventoryError, load_inventory
+
+    try:
+        inventory = load_inventory(list(inventories))
+    except InventoryError as exc:
+        click.echo(str(exc), err=True)
+        raise SystemExit(2) from None
+    known = {h.name for h in inventory.hosts} | set(inventory.groups())
+    unknown = [name for name in limits if name not in known]
+    if unknown:
+        click.echo(f"{', '.join(inventories)}: no host or group named {', '.join(unknown)}",
+                   err=True)  # fmt: skip
+        raise SystemExit(2)
+    bad = [word for word in data if "=" not in word or word.startswith("=")]
+    if bad:
+        raise click.BadParameter(f"{bad[0]!r} is not KEY=VALUE", param_hint="--data")
+    from gpurig.remote.converge import inventory_env, pyinfra_argv
+
+    flags = ["--dry"] if dry else []
+    if yes or not sys.stdin.isatty():  # pyinfra's prompt would wait for an answer nobody gives
+        flags.append("-y")
+    argv = pyinfra_argv(limit=limits, data=data, flags=flags)
+    sys.stdout.flush()
+    os.execve(argv[0], argv, inventory_env(inventories))
+
+
 def _confirm(question: str) -> bool:
     """click.confirm, where no answer (stdin closed) means no."""
     try:

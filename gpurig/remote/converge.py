@@ -43,21 +43,43 @@ def parse_results(stdout: str) -> tuple[dict[str, list[str]], dict[str, list[str
     return changed, errors, results["failed_hosts"]
 
 
+DEPLOY = "deploys/gpu_host.py"
+
+
+def pyinfra_argv(
+    deploy: str = DEPLOY,
+    limit: Sequence[str] = (),
+    data: Sequence[str] = (),
+    flags: Sequence[str] = ("-y",),
+) -> list[str]:
+    """pyinfra's command line for the deploy tree's `inventory.py` and `deploy`, by their full
+    paths (a checkout's, or the installed wheel's copy): `pyinfra inventory.py deploy` as run
+    in a checkout. `data`: `KEY=VALUE` words for `--data`."""
+    argv = [sys.executable, "-m", "pyinfra", *flags]
+    for name in limit:
+        argv += ["--limit", name]
+    for word in data:
+        argv += ["--data", word]
+    return [*argv, str(DEPLOY_ROOT / "inventory.py"), str(DEPLOY_ROOT / deploy)]
+
+
+def inventory_env(inventories: Sequence[Path | str]) -> dict[str, str]:
+    """The environment that points `inventory.py` at `inventories` (their full paths)."""
+    paths = os.pathsep.join(os.path.abspath(p) for p in inventories)
+    return {**os.environ, "GPURIG_INVENTORY": paths}
+
+
 def converge(
     inventories: Sequence[Path],
-    deploy: str = "deploys/gpu_host.py",
+    deploy: str = DEPLOY,
     limit: Sequence[str] = (),
     data: dict[str, str] | None = None,
 ) -> ConvergeResult:
     """Converge the hosts of `inventories` (optionally only `limit`) with pyinfra's CLI."""
-    argv = [sys.executable, "-m", "pyinfra", "-y", "--json"]
-    for name in limit:
-        argv += ["--limit", name]
-    for key, value in (data or {}).items():
-        argv += ["--data", f"{key}={value}"]
-    argv += ["inventory.py", deploy]
-    env = {**os.environ, "GPURIG_INVENTORY": os.pathsep.join(str(p) for p in inventories)}
-    proc = subprocess.run(argv, cwd=DEPLOY_ROOT, env=env, capture_output=True, text=True)
+    words = [f"{key}={value}" for key, value in (data or {}).items()]
+    argv = pyinfra_argv(deploy, limit, words, flags=("-y", "--json"))
+    proc = subprocess.run(argv, cwd=DEPLOY_ROOT, env=inventory_env(inventories),
+                          capture_output=True, text=True)  # fmt: skip
     result = ConvergeResult(proc.returncode, stderr=proc.stderr, stdout=proc.stdout)
     if proc.stdout.strip():
         result.changed, result.errors, result.failed_hosts = parse_results(proc.stdout)
