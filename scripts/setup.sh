@@ -44,3 +44,17 @@ if [ ! -f "$wheels/requirements.txt" ]; then
     sh scripts/wheelhouse.sh "$wheels.part" >/dev/null
     mv "$wheels.part" "$wheels"
 fi
+
+# The build backend's wheels (scripts/build-constraints.txt), once per pin, in the user's cache:
+# tests/unit/test_install_page.py builds gpurig from a git URL with pipx, whose pip fetches the
+# backend as a site's mirror would serve it.
+build="${XDG_CACHE_HOME:-$HOME/.cache}/gpurig/build-$(sha256sum scripts/build-constraints.txt | cut -c1-12)"
+if [ ! -d "$build" ]; then
+    echo "setup: downloading the build backend's wheels into $build"
+    rm -rf "$build.part" "$build.pip"
+    python3 -m venv "$build.pip"
+    "$build.pip/bin/pip" download --quiet --no-deps --require-hashes --only-binary :all: \
+        -r scripts/build-constraints.txt -d "$build.part"
+    rm -rf "$build.pip"
+    mv "$build.part" "$build"
+fi

@@ -89,5 +89,5 @@ def test_a_site_built_with_the_repository_s_address_names_it() -> None:
     home = (Path(hooks.__file__).parent / "index.md").read_text()
     url = "https://git.example/team/gpurig"
     built = hooks.on_page_markdown(home, config={"repo_url": url})
-    assert f"git clone {url} gpurig" in built and hooks.REPOSITORY_URL not in built
+    assert f"uv tool install git+{url}" in built and hooks.REPOSITORY_URL not in built
     assert hooks.REPOSITORY_URL in hooks.on_page_markdown(home, config={"repo_url": None})

@@ -20,9 +20,9 @@ import pytest
 from gpurig.fsutil import xdg_dir
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-QUICK_START = REPO_ROOT / "docs" / "index.md"
-# The commands as docs/index.md gives them, run as written from the folder holding wheels/.
-WHEELHOUSE = "sh scripts/wheelhouse.sh wheels"
+QUICK_START = REPO_ROOT / "docs" / "install.md"
+# The commands as docs/install.md gives them, run as written from the folder holding wheels/.
+WHEELHOUSE = "sh scripts/wheelhouse.sh ../wheels"
 UV_TOOL = "uv tool install --no-index --find-links wheels gpurig"
 PIPX = 'pipx install --pip-args="--no-index --find-links wheels" gpurig'
 VENV_BIN = Path(sys.prefix, "bin")
@@ -92,7 +92,7 @@ def fresh_env(tmp_path: Path, **extra: str) -> dict[str, str]:
 def test_quick_start_names_the_tested_installs():
     text = QUICK_START.read_text()
     for command in (WHEELHOUSE, UV_TOOL, PIPX):
-        assert command in text, f"docs/index.md does not give `{command}`"
+        assert command in text, f"docs/install.md does not give `{command}`"
 
 
 def test_uv_tool_install_from_the_wheelhouse_offline(wheels: Path, tmp_path: Path):
