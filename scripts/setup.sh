@@ -58,3 +58,18 @@ if [ ! -d "$build" ]; then
     rm -rf "$build.pip"
     mv "$build.part" "$build"
 fi
+
+# uv and pipx as wheels, once per version, in the user's cache: tests/integration/
+# test_user_install.py installs them as a plain account on a sandbox host with no index, and
+# gpurig from a wheelhouse with each, as the install page says.
+PIPX_VERSION=1.18.4
+tools="${XDG_CACHE_HOME:-$HOME/.cache}/gpurig/tools-uv$UV_VERSION-pipx$PIPX_VERSION"
+if [ ! -d "$tools" ]; then
+    echo "setup: downloading uv's and pipx's wheels into $tools"
+    rm -rf "$tools.part" "$tools.pip"
+    python3 -m venv "$tools.pip"
+    "$tools.pip/bin/pip" download --quiet --only-binary :all: -d "$tools.part" \
+        "uv==$UV_VERSION" "pipx==$PIPX_VERSION"
+    rm -rf "$tools.pip"
+    mv "$tools.part" "$tools"
+fi
