@@ -123,6 +123,8 @@ def pages() -> dict[str, str]:
         "reference/metrics.md": metrics_reference(),
         **{f"findings/{e.id}.md": finding_page(e) for e in explain.entries()},
         "benchmarks.md": (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8"),
+        # Published as it is, for editors and for an inventory's `$schema`.
+        "inventory.schema.json": SCHEMA.read_text(encoding="utf-8"),
     }
 
 
@@ -286,20 +288,105 @@ def _cell(text: str) -> str:
     )
 
 
+# Where each object's keys are linked from: `#containers.shm_size`, `#ssh.port`, `#engine`.
+ANCHOR_PREFIX = {
+    "inventory": "", "level": "defaults.", "host": "hosts.", "ssh": "ssh.", "jump": "ssh.jump.",
+    "spec": "", "container": "containers.", "repo": "repos.", "secret": "secrets.",
+}  # fmt: skip
+
+
+def anchor(kind: str, dotted: str) -> str:
+    """A key's anchor on the page: its path from its object, without the `NAME.` of a map or
+    the `[]` of a list."""
+    return ANCHOR_PREFIX[kind] + dotted.replace("NAME.", "").replace("[]", "")
+
+
+def _nested(kind: str, dotted: str, value: Any) -> str:
+    """`value` at `dotted` inside an instance of `kind`, as the YAML that sets it in a file."""
+    where = OBJECTS[kind].split(",")[0]
+    parts = [] if where == "the file" else where.split(".")
+    parts += dotted.split(".")
+    tree: Any = value
+    for part in reversed(parts):
+        tree = {part[:-2]: [tree]} if part.endswith("[]") else {part: tree}
+    return yaml.safe_dump(tree, sort_keys=False, width=90, default_flow_style=False).rstrip()
+
+
+def _small(value: Any) -> Any:
+    """An example cut to its first two keys or first item at every level: a key's example
+    shows its shape; the object's own section shows a whole one."""
+    if isinstance(value, Mapping):
+        return {key: _small(item) for key, item in list(value.items())[:2]}
+    if isinstance(value, list):
+        return [_small(item) for item in value[:1]]
+    return value
+
+
+def _example_value(kind: str, dotted: str, resolved: Mapping[str, Any], seen: Any) -> Any:
+    """A value for the key's example: from the example inventories, else the schema's own
+    `examples`, else a value its allowed list names."""
+    for instance in seen[kind]:
+        value = _lookup(instance, dotted.replace(".NAME", "").replace("[]", ""))
+        if value is not None and not (isinstance(value, Mapping) and not value):
+            return value
+    if resolved.get("examples"):
+        return resolved["examples"][0]
+    if resolved.get("enum"):
+        return resolved["enum"][-1]
+    return None
+
+
+def _default_text(kind: str, dotted: str, resolved: Mapping[str, Any], probe: Any,
+                  required: bool) -> str:  # fmt: skip
+    """The key's default as the loader fills it in, the schema's `default`, or "none" and why
+    (`x-no-default`); a key with none of them stops the build."""
+    inline = "properties" in resolved
+    value = _lookup(probe.get(kind), dotted)
+    if required:
+        return "none: required"
+    if "x-no-default" in resolved:
+        return f"none: {resolved['x-no-default']}"
+    if "default" in resolved:
+        return f"`{_inline(resolved['default'])}`"
+    if inline:
+        return "none: each of its keys has its own"
+    if value is not None and not (kind == "spec" and dotted in _PROBED):
+        text = f"`{_inline(value)}`"
+        return text.replace("VERSION", "{version}").replace("PATH", "{path}")
+    raise ValueError(f"spec reference: {kind} key {dotted} has no default and no "
+                     "`x-no-default` saying why (schemas/inventory.schema.json)")  # fmt: skip
+
+
+def _required(node: Mapping[str, Any], dotted: str, document: Mapping[str, Any]) -> bool:
+    """Whether the object holding `dotted` lists its last part as required."""
+    parent: Mapping[str, Any] = node
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        if part == "NAME":
+            parent = _resolve(parent.get("additionalProperties") or {}, document)
+            continue
+        child = _resolve((parent.get("properties") or {}).get(part.removesuffix("[]"), {}),
+                         document)  # fmt: skip
+        parent = _resolve(child.get("items") or {}, document) if part.endswith("[]") else child
+    return parts[-1] in (parent.get("required") or [])
+
+
 def spec_reference() -> str:
-    """The inventory format, a section per object of the schema: what it is, an example from
-    the example inventories, then each key's type, default and meaning, and below that what
-    each key allows, an example value and what `scope: user` refuses."""
+    """The inventory format, a section per object of the schema: what it is and an example
+    from the example inventories, then each key under its own anchor: what it means, its type,
+    default, whether it is required, what it allows, an example, and what `scope: user`
+    refuses. A key without a default (or a word on why it has none) or an example stops the
+    build."""
     document, probe, seen = schema(), _probe(), instances()
     lines = [
         GENERATED,
         "# Inventory and spec reference",
         "",
-        f"Generated from `schemas/inventory.schema.json` ({document.get('title', '')}). "
-        "Defaults are the ones the loader fills in (`gpurig/spec/model.py`); examples come "
-        "from `inventories/examples/`, which the test command validates. An unknown key, a "
-        "wrong type or value is refused with `file:line: key.path: what was expected` and "
-        "exit code 2.",
+        "Every key of an inventory file, by where it sits. Defaults are the ones filled in when "
+        "the file is loaded; an unknown key, a wrong type or value is refused with "
+        "`file:line: key.path: what was expected` and exit code 2, before any host is "
+        "touched. Editors check and complete the file with the published "
+        "[JSON Schema](../inventory.schema.json).",
         "",
     ]
     for kind, where in OBJECTS.items():
@@ -308,27 +395,27 @@ def spec_reference() -> str:
         sample = next((s for s in seen[kind] if isinstance(s, Mapping) and s), None)
         if kind == "inventory":  # a whole file, the shortest, as it is written
             short = min(EXAMPLES, key=lambda path: len(path.read_text(encoding="utf-8")))
-            shown = short.read_text(encoding="utf-8").rstrip()
-            where_from = f"`{short.relative_to(ROOT)}`"
-            lines += [f"Example, {where_from}:", "", "```yaml", shown, "```", ""]
+            lines += ["Example:", "", "```yaml", short.read_text(encoding="utf-8").rstrip(),
+                      "```", ""]  # fmt: skip
         elif sample is not None:
             shown = yaml.safe_dump(sample, sort_keys=False, width=90).rstrip()
-            lines += ["Example, from `inventories/examples/`:", "", "```yaml", shown, "```", ""]
-        lines += ["| key | type | default | what it means |", "| --- | --- | --- | --- |"]
-        details = []
+            lines += ["Example:", "", "```yaml", shown, "```", ""]
         for dotted, child in _rows(node, document):
             resolved = _resolve(child, document)
-            inline = "properties" in resolved
             meaning = resolved.get("description") or child.get("description") or ""
-            cells = [f"`{dotted}`", _type(child, document),
-                     _default(kind, dotted, probe, inline), meaning]  # fmt: skip
-            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-            more = [("allowed", _allowed(child, document)), ("e.g.", _example(kind, dotted, seen)),
-                    ("scope: user", _refused(kind, dotted))]  # fmt: skip
-            said = "; ".join(f"{label}: {text}" for label, text in more if text)
-            if said:
-                details.append(f"- `{dotted}`: {_cell(said)}")
-        lines += ["", *details, ""] if details else [""]
+            required = _required(node, dotted, document)
+            facts = [("Type", _type(child, document)),
+                     ("Default", _default_text(kind, dotted, resolved, probe, required)),
+                     ("Required", "yes" if required else "no"),
+                     ("Allowed", _allowed(child, document)),
+                     ("With `scope: user`", _refused(kind, dotted))]  # fmt: skip
+            value = _example_value(kind, dotted, resolved, seen)
+            if value is None:
+                raise ValueError(f"spec reference: {kind} key {dotted} has no example: add "
+                                 "`examples` to it in schemas/inventory.schema.json")  # fmt: skip
+            lines += [f"### `{dotted}` {{ #{anchor(kind, dotted)} }}", "", _cell(meaning), ""]
+            lines += [f"- **{label}**: {_cell(text)}" for label, text in facts if text]
+            lines += ["", "```yaml", _nested(kind, dotted, _small(value)), "```", ""]
     return "\n".join(lines)
 
 
@@ -383,11 +470,14 @@ def findings_reference() -> str:
 def finding_page(found: explain.Entry) -> str:
     """One id's page (`findings/ID/`, a stable address per id, as ruff has per rule): what
     `gpurig explain ID` prints, the other ids it names linked to their pages."""
-    lines = [GENERATED, f"# {found.id}", "", f"**{found.summary}**", ""]
+    # The page's title is the id as written (MkDocs would make `Container.shm size` of the
+    # file's name: the generated-page comment, not the heading, comes first).
+    lines = [f"---\ntitle: {found.id}\n---\n", GENERATED, f"# {found.id}", "",
+             f"**{found.summary}**", ""]  # fmt: skip
     for key, heading in explain.SECTIONS.items():
         if key in found.words:
             lines += [f"**{heading}.** {_linked(found.words[key], found.id)}", ""]
-    lines += _example_lines(found)
+    lines += _example_lines(found) + _grouped_lines(found)
     action = explain.node_action_text(found)
     remedy = _linked(found.remediation, found.id)
     lines += [f"- Severity: `{found.severity}`", f"- Remediation: {remedy}",
@@ -396,6 +486,21 @@ def finding_page(found: explain.Entry) -> str:
     lines += _by_input_lines(found)
     lines.append("All ids: [the findings catalogue](../reference/findings.md).")
     return "\n".join(lines) + "\n"
+
+
+def _grouped_lines(found: explain.Entry) -> list[str]:
+    """A grouped id: the converge's ids its differences carry, and the examples that show it
+    (each is another id's, a subject where that id met others)."""
+    if not found.groups:
+        return []
+    shown = [i for i, e in explain.examples()["examples"].items()
+             if f"({found.id})" in e["report"]]  # fmt: skip
+    lines = ["**Its differences' ids.** " + ", ".join(f"[`{i}`]({i}.md)" for i in found.groups)
+             + ".", ""]  # fmt: skip
+    if shown:
+        pages = ", ".join(f"[`{i}`]({i}.md)" for i in shown)
+        lines += [f"**Examples.** Reported as `{found.id}` on the pages of {pages}.", ""]
+    return lines
 
 
 def _by_input_lines(found: explain.Entry) -> list[str]:
@@ -418,7 +523,7 @@ def _by_input_lines(found: explain.Entry) -> list[str]:
 def _linked(text: str, own: str) -> str:
     """`text` with each other id it names (as a code span of its own, or in plain words) a
     link to its page; code spans holding more than an id are left as they are."""
-    ids = set(explain.catalogue_ids()) - {own}
+    ids = set(explain.explained_ids()) - {own}
     plain = re.compile(r"(?<![\w.])([a-z][a-z0-9_]*\.[a-z0-9_.]*[a-z0-9_])(?![\w.]*\w)")
     parts = re.split(r"(`[^`]*`)", text)
     for index, part in enumerate(parts):

@@ -18,7 +18,7 @@ from typing import Any
 # Words a schema may hold that say nothing about validity.
 _ANNOTATIONS = frozenset(
     {"$schema", "$id", "$comment", "$defs", "title", "description", "examples", "default",
-     "x-expected", "x-fix"}
+     "x-expected", "x-fix", "x-no-default"}
 )  # fmt: skip
 _TYPES = {
     "object": lambda v: isinstance(v, dict),

@@ -7,19 +7,56 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from docs import hooks
 from gpurig.report.explain import catalogue_ids
 
 DOCS = Path(hooks.__file__).parent
 
 
+KEY = re.compile(r"^### `(?P<key>[\w.\[\]]+)` \{ #(?P<anchor>[\w.]+) \}\n\n(?P<body>.*?)(?=^##|\Z)",
+                 re.M | re.S)  # fmt: skip
+
+
+def keys() -> dict[str, re.Match[str]]:
+    return {m["anchor"]: m for m in KEY.finditer(hooks.spec_reference())}
+
+
 def test_every_schema_property_is_in_the_spec_reference() -> None:
     page = hooks.spec_reference()
-    documented = {cell.split(".")[-1] for cell in re.findall(r"^\| `([\w.\[\]]+)` \|", page, re.M)}
+    documented = {m["key"].split(".")[-1].removesuffix("[]") for m in keys().values()}
     missing = sorted(hooks.schema_keys() - documented)
-    assert not missing, f"spec reference: no row for {missing}"
-    assert "| `engine` |" in page and "`engine: docker`: Docker's daemon runs as root" in page
-    assert "| `recreate` |" in page and "`if-stopped`" in page  # the loader's default
+    assert not missing, f"spec reference: no section for {missing}"
+    assert (
+        "### `engine` { #engine }" in page
+        and "`engine: docker`: Docker's daemon runs as root" in page
+    )
+    assert "- **Default**: `if-stopped`" in keys()["containers.recreate"]["body"]  # the loader's
+
+
+def test_every_key_has_its_anchor_type_default_required_and_example() -> None:
+    """Linkable (`#containers.shm_size`), with its type, default (or "none" and why), whether
+    it is required, and an example: a key missing one stops the build."""
+    found = keys()
+    assert len(found) > 90 and {"containers.shm_size", "ssh.port", "ssh.connect_timeout",
+                                "node_contracts.drain_budget.same_id"} <= set(found)  # fmt: skip
+    for anchor, match in found.items():
+        body = match["body"]
+        for label in ("**Type**", "**Default**", "**Required**"):
+            assert f"- {label}: " in body, f"{anchor}: no {label}"
+        assert "```yaml\n" in body, f"{anchor}: no example"
+        assert body.split("\n", 1)[0].strip(), f"{anchor}: says nothing of what it means"
+    assert "- **Default**: `3`" in found["node_contracts.drain_budget.same_id"]["body"]
+    assert "- **Default**: `22`" in found["ssh.port"]["body"]
+
+
+def test_a_key_without_a_default_or_a_reason_stops_the_build(monkeypatch) -> None:
+    document = hooks.schema()
+    del document["$defs"]["ssh"]["properties"]["connect_timeout"]["x-no-default"]
+    monkeypatch.setattr(hooks, "schema", lambda: document)
+    with pytest.raises(ValueError, match="ssh key connect_timeout has no default"):
+        hooks.spec_reference()
 
 
 def test_every_id_and_command_has_its_reference() -> None:
@@ -52,18 +89,13 @@ def test_a_findings_page_links_the_other_ids_it_names() -> None:
     )
 
 
-def test_every_key_in_the_spec_reference_says_what_it_means() -> None:
-    rows = re.findall(r"^\| `([\w.\[\]]+)` \|(.*)\|$", hooks.spec_reference(), re.M)
-    assert len(rows) > 90
-    empty = [key for key, cells in rows if not cells.split(" | ")[-1].strip()]
-    assert empty == [], f"keys without a description in the schema: {empty}"
-
-
 def test_no_generated_text_is_read_as_html() -> None:
     """Angle brackets in a table's or a page's plain text (`'<type> <base64>'`, `<iface>`) would
     be taken for HTML tags and vanish from the page: outside code they are escaped."""
     swallowed = []
     for name, page in hooks.pages().items():
+        if not name.endswith(".md"):
+            continue
         fenced = False
         for line in page.splitlines():
             fenced ^= line.startswith("```")
