@@ -21,10 +21,16 @@ from gpurig.data.tables import table
 from gpurig.plans import CHANGE_IDS
 from gpurig.plans import severity as change_severity
 from gpurig.report import fleet
-from gpurig.report.node_actions import default_action
+from gpurig.report.node_actions import default_action, policy
 from gpurig.report.textfile import known_ids
 
 GROUPED = ".differs"
+# The concerns whose plan can give one subject two of its ids, so drift reports them as one
+# `<concern>.differs` finding: a container's fields, daemon.json's keys and the engine's units,
+# a checkout's, a secret file's mode and owner, the toolkit's. The others give each id a
+# subject of its own (cleanup's paths, core_dumps' files, the driver's packages and files) or
+# have one id (compose, packages, tools).
+GROUPED_CONCERNS = ("container", "engine", "repo", "secret", "toolkit")
 # The ids whose severity or remediation the reading decides, each with the rows its check
 # judges by, built from the same tables: the page and `gpurig explain` show them all.
 BY_INPUT: dict[str, Callable[[], list[ByInput]]] = {
@@ -60,6 +66,7 @@ class Entry:
     composed: bool = False  # the input joins several machines' recordings: no run saw it whole
     node_action: str = ""  # what a node contract does by default (drain, report); "" if none
     by_input: tuple[ByInput, ...] = ()  # where the reading decides severity or remediation
+    groups: tuple[str, ...] = ()  # a grouped `<concern>.differs`: the converge's ids it stands for
 
 
 def example_label(found: Entry) -> str:
@@ -76,6 +83,27 @@ class UnknownId(KeyError):
 def catalogue_ids() -> tuple[str, ...]:
     """Every id a run can report: the textfile writer's (plans and checks) and the fleet view's."""
     return tuple(sorted({*known_ids(), *fleet.IDS}))
+
+
+def grouped(finding_id: str) -> tuple[str, ...]:
+    """The converge's ids a grouped `<concern>.differs` finding may carry, sorted; () for an
+    id that is not one (gpurig.plans.change names a subject's finding after its first change's
+    concern)."""
+    concern = finding_id.removesuffix(GROUPED)
+    if not finding_id.endswith(GROUPED) or concern not in GROUPED_CONCERNS:
+        return ()
+    return tuple(sorted(i for i in CHANGE_IDS if i.split(".")[0] == concern))
+
+
+def grouped_ids() -> tuple[str, ...]:
+    """Every grouped id drift can report, sorted."""
+    return tuple(sorted(f"{concern}{GROUPED}" for concern in GROUPED_CONCERNS))
+
+
+def explained_ids() -> tuple[str, ...]:
+    """Every id `gpurig explain` knows, sorted: the catalogue's and the grouped ones. Each has
+    its line in `--list`, a page and a row in the docs' catalogue."""
+    return tuple(sorted({*catalogue_ids(), *grouped_ids()}))
 
 
 def examples() -> dict[str, Any]:
@@ -120,7 +148,7 @@ def nearest(word: str) -> list[str]:
     word (`shm_size`: container.shm_size), else the closest spellings."""
     import difflib
 
-    ids = catalogue_ids()
+    ids = explained_ids()
     word = word.strip().lower()
     tails = [i for i in ids if i.rsplit(".", 1)[-1] == word or i.endswith(f".{word}")]
     return tails or difflib.get_close_matches(word, ids, n=3, cutoff=0.6)
@@ -128,12 +156,12 @@ def nearest(word: str) -> list[str]:
 
 def entry(finding_id: str) -> Entry:
     """The catalogue entry for `finding_id`; a `<concern>.differs` id gets the grouped text."""
-    if finding_id.endswith(GROUPED) and any(
-        i.startswith(finding_id.removesuffix(GROUPED) + ".") for i in CHANGE_IDS
-    ):
+    ids = grouped(finding_id)
+    if ids:
         words = texts()["grouped"]
         return Entry(finding_id, words["summary"], _words(words), "error or warn",
-                     _remedy("reconverge"), "the converge's plans")  # fmt: skip
+                     _remedy("reconverge"), "the converge's plans",
+                     node_action=_strongest_action(ids), groups=ids)  # fmt: skip
     words = texts()["findings"].get(finding_id)
     if words is None or finding_id not in catalogue_ids():
         raise UnknownId(finding_id)
@@ -151,6 +179,12 @@ def entry(finding_id: str) -> Entry:
 def _node_action(finding_id: str) -> str:
     """The node contracts' default action for an id they report (gpurig.node.policy)."""
     return default_action(finding_id) or ""
+
+
+def _strongest_action(ids: tuple[str, ...]) -> str:
+    """A grouped finding's default action: the strongest of its ids', as a contract takes it."""
+    governed = [i for i in ids if default_action(i)]
+    return policy({}).of(governed) if governed else ""
 
 
 NODE_ACTION = (
@@ -175,8 +209,8 @@ def _words(words: Mapping[str, str]) -> dict[str, str]:
 
 
 def entries() -> list[Entry]:
-    """Every id's entry, sorted by id."""
-    return [entry(i) for i in catalogue_ids()]
+    """Every id's entry, the grouped ones too, sorted by id."""
+    return [entry(i) for i in explained_ids()]
 
 
 def as_text(found: Entry, width: int = 88) -> str:
@@ -200,6 +234,9 @@ def as_text(found: Entry, width: int = 88) -> str:
              ("Node contracts", node_action_text(found)), ("Source", found.source))  # fmt: skip
     for label, value in [(label, value) for label, value in facts if value]:
         lines.append(textwrap.fill(f"{label}: {value}", width, subsequent_indent="  "))
+    if found.groups:
+        lines += ["", textwrap.fill(f"Its differences' ids: {', '.join(found.groups)}", width,
+                                    subsequent_indent="  ", break_on_hyphens=False)]  # fmt: skip
     if found.by_input:
         lines += ["", "By input (severity, remediation: which readings give them)"]
         for row in found.by_input:
