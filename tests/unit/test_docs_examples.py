@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from gpurig.cli.main import main
+from gpurig.report import explain
 from gpurig.spec.inventory import InventoryError, load_inventory_text, load_spec_file, schema
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -77,6 +78,24 @@ def command_lines() -> list[tuple[str, list[str]]]:
 def test_every_gpurig_command_line_shown_names_what_the_cli_has() -> None:
     lines = command_lines()
     assert len(lines) >= 10
+    assert unknown_to_the_cli(lines) == []
+
+
+def test_every_gpurig_command_a_finding_s_text_names_is_one_the_cli_has() -> None:
+    """What `gpurig explain` and the findings pages tell a user to run (`gpurig ack gpu.xid`,
+    `gpurig --version`) exists: no option the CLI lacks."""
+    lines = []
+    for found in explain.entries():
+        text = " ".join(explain.as_text(found).split())
+        lines += [
+            (found.id, shlex.split(span)[1:]) for span in re.findall(r"`(gpurig [^`]+)`", text)
+        ]
+    assert len(lines) >= 10 and ("gpurig.internal_error", ["--version"]) in lines
+    assert unknown_to_the_cli(lines) == []
+
+
+def unknown_to_the_cli(lines: list[tuple[str, list[str]]]) -> list[str]:
+    """Each command or option of the (where, argv after `gpurig`) lines the CLI does not have."""
     wrong = []
     group_options = {opt for param in main.params for opt in param.opts} | {"--help", "-h"}
     for where, argv in lines:
@@ -98,4 +117,4 @@ def test_every_gpurig_command_line_shown_names_what_the_cli_has() -> None:
             option = word.split("=", 1)[0]
             if option.startswith("-") and option not in known and option != "-":
                 wrong.append(f"{where}: gpurig {argv[0]} has no option {option}")
-    assert wrong == []
+    return wrong
