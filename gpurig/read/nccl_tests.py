@@ -65,11 +65,15 @@ class AllReduceRun:
     failures: list[str] = field(default_factory=list)  # "Test NCCL failure ..." and the like
     warnings: list[str] = field(default_factory=list)  # NCCL's "NCCL WARN ..." lines
     alone: int = 0  # NCCL INFO lines of a communicator of one rank ("rank 0 nranks 1")
+    headers: int = 0  # "# nThread N nGpus M ..." lines: one per job, printed by its first rank
 
 
 _RANK_RE = re.compile(
     r"Rank\s+(\d+)(?:\s+Group\s+\d+)?\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s+(.+?)\s*$"
 )
+# The banner a job prints once, from its first process (nccl-tests' PRINT: is_main_proc):
+# processes that each ran as a job of their own each print it.
+_HEADER_RE = re.compile(r"^\s*#\s*nThread\s+\d+\s+nGpus\s+\d+\b")
 _OOB_RE = re.compile(r"Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)")
 _AVG_RE = re.compile(r"Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
 # A rank's own report that it failed (nccl-tests' common.cu: "HOST: Test NCCL failure FILE:LINE
@@ -81,6 +85,8 @@ _WARN_RE = re.compile(r"\bNCCL WARN\b")
 # ... - Init COMPLETE", with NCCL_DEBUG=INFO): one of a single rank ran alone.
 _ALONE_RE = re.compile(r"\bNCCL INFO comm \S+ rank 0 nranks 1\b")
 ALONE = "each process ran alone: nccl-tests without MPI support, or mpirun did not start one job"
+NOT_REDUCED = "the all-reduce did not reduce across the group"
+NOT_REDUCED_CAUSE = "nccl-tests built without MPI, or mpirun did not start one job"
 
 
 def _half(cells: Sequence[str], counted: bool) -> Half:
@@ -112,7 +118,7 @@ def parse_all_reduce(text: str) -> AllReduceRun:
     line: the test did not run (not installed, CUDA or NCCL failed first)."""
     ranks, rows, failures, warnings = [], [], [], []
     out_of_bounds = avg = None
-    alone = 0
+    alone = headers = 0
     counted = False
     for line in text.splitlines():
         comment = line.lstrip().startswith("#")
@@ -122,6 +128,8 @@ def parse_all_reduce(text: str) -> AllReduceRun:
             out_of_bounds = int(match[1])
         elif match := _AVG_RE.search(line):
             avg = float(match[1])
+        elif _HEADER_RE.search(line):
+            headers += 1
         elif comment:
             counted = counted or "#wrong" in line
         elif _FAILURE_RE.search(line):
@@ -134,7 +142,7 @@ def parse_all_reduce(text: str) -> AllReduceRun:
             rows.append(row)
     if not rows and avg is None:
         raise ValueError("no all_reduce_perf table row or 'Avg bus bandwidth' line")
-    return AllReduceRun(ranks, rows, out_of_bounds, avg, failures, warnings, alone)
+    return AllReduceRun(ranks, rows, out_of_bounds, avg, failures, warnings, alone, headers)
 
 
 def baseline_for(gpu_name: str, gpus: int, hosts: int = 1) -> dict[str, Any] | None:
@@ -169,9 +177,10 @@ class NcclVerdict:
 def judge_all_reduce(run: AllReduceRun, gpu_name: str, gpus: int, hosts: int = 1) -> NcclVerdict:
     """Wrong results fail whatever the speed (#wrong above 0 in either half, or out-of-bounds
     values), and so do a rank's own "Test ... failure" and processes that each ran as a job
-    of their own (no all-reduce across them took place); then the bus bandwidth at the
-    largest size (the better of out-of-place and in-place) against the model's baseline for
-    this many GPUs on this many hosts, where one exists."""
+    of their own (no all-reduce across them took place: across hosts, a run that did not
+    reduce across the group, `not_reduced`, fails whatever the baseline); then the bus
+    bandwidth at the largest size (the better of out-of-place and in-place) against the
+    model's baseline for this many GPUs on this many hosts, where one exists."""
     reasons = []
     wrong = sum(half.wrong or 0 for row in run.rows for half in (row.out_of_place, row.in_place))
     if wrong:
@@ -180,10 +189,11 @@ def judge_all_reduce(run: AllReduceRun, gpu_name: str, gpus: int, hosts: int = 1
         reasons.append(f"all_reduce_perf found {run.out_of_bounds} out-of-bounds values")
     if run.failures:
         reasons.append(f"{len(run.failures)} ranks' lines report a failure: {run.failures[0]}")
-    # One job prints its ranks once, numbered from 0; processes that each ran alone each
-    # print a rank 0 (and NCCL's INFO, where asked, a communicator of one rank).
     alone = max(sum(rank.rank == 0 for rank in run.ranks), run.alone)
-    if alone > 1:
+    apart = not_reduced(run, gpus) if hosts > 1 else []
+    if apart:
+        reasons.append(f"{NOT_REDUCED}: {'; '.join(apart)} ({NOT_REDUCED_CAUSE})")
+    elif alone > 1:
         reasons.append(f"{ALONE} ({alone} processes each printed rank 0 of a run of 1)")
     figures: dict[str, Any] = {"avg_busbw_gbps": run.avg_busbw, "ranks": len(run.ranks)}
     figures["hosts"] = sorted({rank.host for rank in run.ranks})
@@ -200,6 +210,8 @@ def judge_all_reduce(run: AllReduceRun, gpu_name: str, gpus: int, hosts: int = 1
         "busbw_out_of_place_gbps": last.out_of_place.busbw,
         "busbw_in_place_gbps": last.in_place.busbw,
     }
+    if apart:  # nothing crossed between the hosts: no bandwidth to judge, whatever the baseline
+        return NcclVerdict("fail", reasons, figures)
     row = baseline_for(gpu_name, gpus, hosts)
     if row is None:
         judged = "fail" if reasons else "unjudged"
@@ -220,6 +232,31 @@ def judge_all_reduce(run: AllReduceRun, gpu_name: str, gpus: int, hosts: int = 1
             f"{row['busbw_gbps']} GB/s ({gpus}x {row['match']})"
         )
     return NcclVerdict("fail" if reasons else "pass", reasons, figures)
+
+
+def not_reduced(run: AllReduceRun, gpus: int) -> list[str]:
+    """What in a run meant to span `gpus` GPUs on several hosts shows that it did not reduce
+    across them, read from its own table and rank lines (none: it did, as far as they say).
+    One job prints its header once and lists every rank under it, numbered from 0; processes
+    that each ran as a job of their own (nccl-tests without MPI, under mpirun) each print a
+    header listing their one rank, rank 0, and a run of one rank moves nothing between GPUs:
+    its bus bandwidth is 0 on every row (busbw = algbw x 2(n-1)/n, src/all_reduce.cu). NCCL's
+    INFO lines, where asked for and kept, say it too (a communicator of one rank)."""
+    found = []
+    if run.headers > 1:
+        listing = " listing one rank" if len(run.ranks) == run.headers else ""
+        found.append(f"{run.headers} processes each printed a header of their own{listing}")
+    elif run.headers == 1 and len(run.ranks) == 1 and gpus > 1:
+        found.append(f"its one header lists one rank of the group's {gpus} GPUs")
+    zeros = sum(rank.rank == 0 for rank in run.ranks)
+    if zeros > 1:
+        found.append(f"{zeros} processes each printed rank 0")
+    if run.alone > 1:
+        found.append(f"{run.alone} communicators of one rank (NCCL INFO)")
+    halves = [half for row in run.rows for half in (row.out_of_place, row.in_place)]
+    if halves and all(half.busbw == 0 for half in halves):
+        found.append("bus bandwidth 0 on every row")
+    return found
 
 
 def all_reduce_verdict(

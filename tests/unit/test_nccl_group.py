@@ -7,6 +7,7 @@ the CLI's refusals through click's runner. No GPU here: nothing fakes a run."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from test_nccl_tests import recorded
 from gpurig.cli.main import main
 from gpurig.facts.gpurig_acceptance import GroupAllReduce, UserGroupAllReduce
 from gpurig.onboard import accept_group
+from gpurig.read import nccl_tests
 from gpurig.read.nccl_group import (
     IMAGE_KEY,
     Member,
@@ -39,6 +41,7 @@ H100_WARN = "nccl-tests_all_reduce_perf_h100x16_2-node_nccl-warn_PARTIAL.txt"
 H100_HPCX = "nccl-tests_all_reduce_perf_h100x16_2-node_hpcx_PARTIAL.txt"
 GH200_BUSY = "nccl-tests_all_reduce_perf_gh200x8_2-node_cuda-busy.txt"
 GH200_WRONG = "nccl-tests_all_reduce_perf_gh200x2_2-node_wrong-out-of-bounds.txt"
+A3MEGA = "nccl-tests_all_reduce_perf_h100x16_2-node_a3mega.txt"
 EACH_ALONE = "nccl-tests_all_reduce_perf_a100x4_2-node_no-mpi-each-alone_DERIVED.txt"
 A100 = "NVIDIA A100-SXM4-40GB"
 H100 = "NVIDIA H100 80GB HBM3"
@@ -251,13 +254,17 @@ def test_a_run_that_left_out_a_host_s_gpus_fails() -> None:
     )
 
 
+NOT_REDUCED = "the all-reduce did not reduce across the group: "
+CAUSE = "(nccl-tests built without MPI, or mpirun did not start one job)"
+
+
 def test_processes_that_each_ran_alone_fail_the_group_naming_the_cause() -> None:
     """Four rank-0 runs of one rank (busbw 0.00) cover 4 GPUs on 2 hosts by count alone."""
     verdict = judge_group({"exit": 0, "output": recorded(EACH_ALONE)}, members(A100, 2))
     assert verdict.status == "fail"
     assert verdict.reasons[0] == (
-        "each process ran alone: nccl-tests without MPI support, or mpirun did not start one "
-        "job (4 processes each printed rank 0 of a run of 1)"
+        f"{NOT_REDUCED}4 processes each printed a header of their own listing one rank; "
+        f"4 processes each printed rank 0; bus bandwidth 0 on every row {CAUSE}"
     )
     assert (verdict.figures["ranks"], verdict.figures["busbw_gbps"]) == (4, 0.0)
     # NCCL's INFO lines say it too where the rank lines were cut.
@@ -268,11 +275,95 @@ def test_processes_that_each_ran_alone_fail_the_group_naming_the_cause() -> None
     )
     table = recorded(EACH_ALONE).split("# Using devices")[-1].split("NCCL version", 1)[1]
     cut = judge_group({"exit": 0, "output": info + table}, members(A100, 1))
-    assert cut.status == "fail" and cut.reasons[0].startswith("each process ran alone")
+    assert cut.status == "fail" and cut.reasons[0].startswith(NOT_REDUCED)
+    assert "2 communicators of one rank (NCCL INFO)" in cut.reasons[0]
     # One job of several ranks prints one rank 0, and NCCL's INFO a communicator of them all.
     assert judge_group({"exit": 0, "output": recorded(OKE_A100)}, members(A100, 8)).status == (
         "unjudged"
     )
+
+
+def each_alone(recording: str) -> list[str]:
+    """What each process of a multi-node run prints when it runs as a job of its own, built
+    from a recording of that run as one job: per rank, the recording's header, its rank line
+    renumbered 0 (the one rank of its own run) and its table with every busbw 0.00 (a run of
+    one rank moves nothing between GPUs: busbw = algbw x 2(n-1)/n, nccl-tests'
+    src/all_reduce.cu, with n = 1) and 'Avg bus bandwidth : 0', as nccl-tests prints them."""
+    lines = recorded(recording).splitlines()
+    header = next(line for line in lines if line.startswith("# nThread"))
+    ranks = [line for line in lines if re.match(r"#\s+Rank\s+\d+ ", line)]
+    start = next(i for i, line in enumerate(lines) if "out-of-place" in line) - 1
+    end = next(i for i, line in enumerate(lines) if "Avg bus bandwidth" in line)
+    table = [_busbw_zero(line) for line in lines[start:end]]
+    return [
+        "\n".join([header, "#", "# Using devices", re.sub(r"Rank\s+\d+", "Rank  0", rank),
+                   *table, "# Avg bus bandwidth    : 0 ", "#", ""])
+        for rank in ranks
+    ]  # fmt: skip
+
+
+def _busbw_zero(line: str) -> str:
+    """A table row with both busbw cells 0.00 in their own columns; other lines unchanged."""
+    cells = list(re.finditer(r"\S+", line))
+    if line.startswith("#") or len(cells) != 13:
+        return line
+    for cell in (cells[11], cells[7]):  # size count type redop root, then two halves of four
+        line = line[: cell.start()] + "0.00".rjust(cell.end() - cell.start()) + line[cell.end() :]
+    return line
+
+
+def test_two_8_gpu_hosts_each_process_alone_fail_the_group() -> None:
+    """The field's case: two 8-GPU hosts, nccl-tests without MPI under mpirun: 16 processes,
+    each its own header listing rank 0 alone, every busbw 0.00 (built from the A3 Mega
+    recording, tests/fixtures/gpu, whose source it names)."""
+    output = "".join(each_alone(A3MEGA))
+    run = parse_all_reduce(output)
+    assert run.headers == 16 and len(run.ranks) == 16 and run.avg_busbw == 0
+    assert all(h.busbw == 0 for row in run.rows for h in (row.out_of_place, row.in_place))
+    verdict = judge_group({"exit": 0, "output": output}, members(H100, 8))
+    assert verdict.status == "fail"
+    assert verdict.reasons == [
+        f"{NOT_REDUCED}16 processes each printed a header of their own listing one rank; "
+        f"16 processes each printed rank 0; bus bandwidth 0 on every row {CAUSE}"
+    ]
+
+
+def test_a_trimmed_output_whose_busbw_is_0_on_every_row_fails_the_group() -> None:
+    """The output's start cut (a tail kept): no header, no rank line, no NCCL INFO line, only
+    the last process's table, every busbw 0.00 and 'Avg bus bandwidth : 0'."""
+    last = each_alone(A3MEGA)[-1]
+    table = last[last.index("#  Rank") :].split("\n", 1)[1]
+    verdict = judge_group({"exit": 0, "output": table}, members(H100, 8))
+    assert verdict.status == "fail"
+    assert verdict.reasons == [f"{NOT_REDUCED}bus bandwidth 0 on every row {CAUSE}"]
+    assert verdict.figures["ranks"] == 0 and verdict.figures["avg_busbw_gbps"] == 0
+
+
+def test_one_process_s_header_listing_one_rank_fails_the_group() -> None:
+    """The tail kept the last process whole: one header, listing one rank, of a group of 16."""
+    verdict = judge_group({"exit": 0, "output": each_alone(A3MEGA)[-1]}, members(H100, 8))
+    assert verdict.status == "fail"
+    assert verdict.reasons[0] == (
+        f"{NOT_REDUCED}its one header lists one rank of the group's 16 GPUs; bus bandwidth 0 "
+        f"on every row {CAUSE}"
+    )
+
+
+def test_it_fails_whatever_the_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A baseline across hosts that 0 GB/s would meet does not make a run that did not reduce
+    pass; the healthy recording still passes it."""
+    row = {"match": "H100", "gpus": 16, "hosts": 2, "bytes": "8G", "busbw_gbps": 0.0}
+    monkeypatch.setattr(nccl_tests, "baseline_for", lambda *_: row)
+    verdict = judge_group({"exit": 0, "output": "".join(each_alone(A3MEGA))}, members(H100, 8))
+    assert verdict.status == "fail" and verdict.reasons[0].startswith(NOT_REDUCED)
+    healthy = judge_group({"exit": 0, "output": recorded(A3MEGA)}, members(H100, 8))
+    assert healthy.status == "pass"
+
+
+def test_small_sizes_at_0_00_do_not_fail_a_healthy_run() -> None:
+    """The A3 Mega run prints busbw 0.00 up to 256 bytes, then more: it reduced."""
+    verdict = judge_group({"exit": 0, "output": recorded(A3MEGA)}, members(H100, 8))
+    assert verdict.status == "unjudged" and verdict.figures["busbw_gbps"] == 338.82
 
 
 def test_no_mpirun_in_the_image_is_unmeasured_and_no_status_fails() -> None:
