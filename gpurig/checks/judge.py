@@ -133,6 +133,7 @@ class Probed(NamedTuple):
     host: Host
     state: dict[str, Any] | None
     connect_error: str | None = None
+    tries: int = 1  # connections tried before it answered (or gave up)
 
 
 # The read's error for a login whose sudo asked for a password (never sent).
@@ -152,18 +153,19 @@ def connect_failure(host: Host, error: str) -> Finding:
 
 def report(result: Probed, scope: Scope = EVERYTHING) -> HostReport:
     """One host's report; nothing a host printed can stop the others' reports."""
-    name = result.host.name
+    name, tries = result.host.name, result.tries
     if result.connect_error is not None:
         # A host whose sudo asked for a password answered SSH: reachable, though not read.
         answered = result.connect_error == SUDO_PASSWORD
-        return HostReport(name, answered, [connect_failure(result.host, result.connect_error)])
+        found = [connect_failure(result.host, result.connect_error)]
+        return HostReport(name, answered, found, tries=tries)
     if not result.state:
         why = "the host printed nothing (timeout, or a shell error)"
-        return HostReport(name, True, [unreadable("state", RuntimeError(why))])
+        return HostReport(name, True, [unreadable("state", RuntimeError(why))], tries=tries)
     try:
         spec = normalise(result.host.spec)
         findings = evaluate(spec, result.state, scope)
         facts = fleet_facts(spec, Snapshot(result.state)) if scope == EVERYTHING else {}
-        return HostReport(name, True, findings, facts)
+        return HostReport(name, True, findings, facts, tries)
     except Exception as exc:  # a bug in gpurig: this host's report says so, the others go on
-        return HostReport(name, True, [internal_error(exc)])
+        return HostReport(name, True, [internal_error(exc)], tries=tries)

@@ -18,6 +18,7 @@ import click
 
 from gpurig import __version__
 from gpurig.node.argv import MODES
+from gpurig.remote import retry
 from gpurig.report.formats import FORMATS
 
 if TYPE_CHECKING:
@@ -45,6 +46,18 @@ MARGIN = click.option(
     default=35.0,
     show_default=True,
     help="Percent below the GPU model's baseline that acceptance still passes.",
+)
+
+
+CONNECT_RETRIES = click.option(
+    "--connect-retries",
+    "retries",
+    type=click.IntRange(0, retry.MOST),
+    default=retry.RETRIES,
+    show_default=True,
+    metavar="N",
+    help="Try a host that did not answer (timed out, refused, reset) N more times, with a "
+    "growing pause; a host key or login refused is never tried again.",
 )
 
 
@@ -146,6 +159,7 @@ def which_spec(prefix: str) -> Callable[[Any], Any]:
     metavar="DIR",
     help="Also write DIR/gpurig_drift.prom for node_exporter's textfile collector.",
 )
+@CONNECT_RETRIES
 def drift(
     inventory: str | None,
     limits: tuple[str, ...],
@@ -156,6 +170,7 @@ def drift(
     output: TextIO | None,
     mode: str | None,
     textfile: Path | None,
+    retries: int,
 ) -> None:
     """Check hosts read-only against their spec: exit 0 clean, 1 drift, 2 invalid input.
 
@@ -195,7 +210,7 @@ def drift(
     from gpurig.report.textfile import written
 
     started = time.monotonic()
-    reports = run_drift(selected, cache_dir(), progress_stream())
+    reports = run_drift(selected, cache_dir(), progress_stream(), retries)
     duration = time.monotonic() - started
     stream = output or sys.stdout
     stream.write(render(reports, fmt, colour=output is None and stream.isatty()))
@@ -276,12 +291,14 @@ def _up_usage(
               help="Change without asking first (implied where there is no terminal).")  # fmt: skip
 @click.option("--data", "data", multiple=True, metavar="KEY=VALUE",
               help="A deploy setting, e.g. allow_recreate=true (repeat).")  # fmt: skip
+@CONNECT_RETRIES
 def converge(
     inventories: tuple[str, ...],
     limits: tuple[str, ...],
     dry: bool,
     yes: bool,
     data: tuple[str, ...],
+    retries: int,
 ) -> None:
     """Bring hosts to their declared state: gpurig's deploy run by pyinfra, with the same
     operations, refusals and exit statuses as `pyinfra inventory.py deploys/gpu_host.py` in a
@@ -312,7 +329,7 @@ def converge(
         flags.append("-y")
     argv = pyinfra_argv(limit=limits, data=data, flags=flags)
     sys.stdout.flush()
-    os.execve(argv[0], argv, inventory_env(inventories))
+    os.execve(argv[0], argv, {**inventory_env(inventories), retry.ENV_VAR: str(retries)})
 
 
 def _confirm(question: str) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
@@ -18,7 +19,7 @@ from pyinfra.api.host import Host as PyinfraHost
 from gpurig.checks import judge as drift
 from gpurig.checks.judge import SUDO_PASSWORD, Probed, drift_reads, report
 from gpurig.facts.round_trip import HostState, Read
-from gpurig.remote import pyinfra_guard
+from gpurig.remote import pyinfra_guard, retry
 from gpurig.remote.pyinfra_inventory import pyinfra_hosts
 from gpurig.report.render import HostReport
 from gpurig.spec.inventory import Host
@@ -35,6 +36,22 @@ def _refused(host: PyinfraHost) -> str | None:
     return host.connector_data.get(pyinfra_guard.FLOODED)
 
 
+def connect(host: PyinfraHost, retries: int) -> tuple[int, str | None]:
+    """Connect `host`, trying again up to `retries` times where it blinked (gpurig.remote.retry);
+    how many tries it took, and the last error where none connected."""
+    tried = 0
+    while True:
+        tried += 1
+        try:
+            host.connect(show_errors=False, raise_exceptions=True)
+            return tried, None
+        except PyinfraError as exc:  # ConnectError, or what pyinfra refuses before (a key file)
+            error = str(exc.args[0])
+            if tried > retries or not retry.blinked(error):
+                return tried, error
+        time.sleep(retry.pause(tried))  # gevent's patched sleep: the other hosts go on
+
+
 def _read_host(
     host: PyinfraHost,
     reads: list[Read],
@@ -42,11 +59,11 @@ def _read_host(
     then: Then | None = None,
     timeout: int | None = None,
     bound: int | None = None,
-) -> tuple[dict[str, Any] | None, str | None]:
-    try:
-        host.connect(show_errors=False, raise_exceptions=True)
-    except PyinfraError as exc:  # ConnectError, or what pyinfra refuses before (a key file)
-        return None, str(exc.args[0])
+    retries: int = retry.RETRIES,
+) -> tuple[dict[str, Any] | None, str | None, int]:
+    tries, error = connect(host, retries)
+    if error is not None:
+        return None, error, tries
     # None: the host's data decides (sudo for a non-root login); onboard probes as the login.
     arguments = {} if sudo is None else {"_sudo": sudo}
     try:
@@ -63,12 +80,12 @@ def _read_host(
             state = then(host, state)
             refused = _refused(host)
         if refused is not None:
-            return None, refused
+            return None, refused, tries
     except (OSError, EOFError) as exc:  # the host died mid-command: its failure only
-        return None, f"connection lost: {exc or type(exc).__name__}"
+        return None, f"connection lost: {exc or type(exc).__name__}", tries
     finally:
         host.disconnect()
-    return state, None
+    return state, None, tries
 
 
 def _prepare_pyinfra() -> None:
@@ -87,6 +104,7 @@ def probe_hosts(
     sudo: bool | None = None,
     reads: Callable[[Mapping[str, Any]], list[Read]] = drift_reads,
     then: Then | None = None,
+    retries: int = retry.RETRIES,
 ) -> list[Probed]:
     """Connect (strict host keys) and read `hosts` in parallel; results in inventory order."""
     inventory = Inventory((pyinfra_hosts(hosts, cache), {}))
@@ -99,7 +117,7 @@ def probe_hosts(
     def probe(host: Host) -> Probed:
         pyinfra_host = inventory.get_host(host.name)
         read = reads(normalise(host.spec))
-        return Probed(host, *_read_host(pyinfra_host, read, sudo, then))
+        return Probed(host, *_read_host(pyinfra_host, read, sudo, then, retries=retries))
 
     done: dict[str, Probed] = {}
     for result in state.pool.imap_unordered(probe, hosts):
@@ -113,10 +131,10 @@ def probe_hosts(
 
 
 def run_drift(
-    hosts: Sequence[Host], cache: Path, progress: TextIO | None = None
+    hosts: Sequence[Host], cache: Path, progress: TextIO | None = None, retries: int = retry.RETRIES
 ) -> list[HostReport]:
     """Read and judge `hosts` in parallel; reports in inventory order."""
-    return [report(result) for result in probe_hosts(hosts, cache, progress)]
+    return [report(r) for r in probe_hosts(hosts, cache, progress, retries=retries)]
 
 
 def progress_stream() -> TextIO | None:

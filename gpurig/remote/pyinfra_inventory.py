@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gpurig.remote import retry
 from gpurig.spec.inventory import (
     Host,
     Inventory,
@@ -142,9 +143,15 @@ def pyinfra_hosts(hosts: Sequence[Host], known_hosts_dir: Path) -> list[HostEntr
     return [(pyinfra_name(h), host_data(h, files[h.ssh.jump])) for h in hosts]
 
 
-def pyinfra_groups(inventory: Inventory, known_hosts_dir: Path) -> dict[str, list[Any]]:
-    """`all` as (name, data) tuples in file order, plus one list of names per YAML group."""
-    groups: dict[str, list[Any]] = {"all": pyinfra_hosts(inventory.hosts, known_hosts_dir)}
+def pyinfra_groups(
+    inventory: Inventory, known_hosts_dir: Path, retries: int = retry.RETRIES
+) -> dict[str, list[Any]]:
+    """`all` as (name, data) tuples in file order, plus one list of names per YAML group;
+    pyinfra tries a host that blinked `retries` more times (gpurig.remote.retry)."""
+    again = retry.pyinfra_data(retries)
+    entries = pyinfra_hosts(inventory.hosts, known_hosts_dir)
+    hosts = [(name, {**data, **again}) for name, data in entries]
+    groups: dict[str, list[Any]] = {"all": hosts}
     groups.update(inventory.groups())
     return groups
 
@@ -160,7 +167,7 @@ def load_groups(root: Path) -> dict[str, list[Any]]:
             f"examples in {root / 'inventories' / 'examples'} are never read) or set "
             f"{ENV_VAR}=FILE[{os.pathsep}FILE...]"
         ))])  # fmt: skip
-    return pyinfra_groups(load_inventory(paths), cache_dir())
+    return pyinfra_groups(load_inventory(paths), cache_dir(), retry.from_env())
 
 
 def _ssh_block(name: str, address: str, port: int, user: str | None, key: str | None,

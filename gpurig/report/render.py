@@ -34,6 +34,7 @@ class HostReport(NamedTuple):
     findings: Sequence[Finding] = ()
     # What must match across a multi-node job (driver, CUDA, kernel, toolkit, images, code).
     facts: Mapping[str, Any] = MappingProxyType({})
+    tries: int = 1  # connections tried: more than one where the host blinked first
 
     @property
     def failed(self) -> bool:
@@ -85,12 +86,13 @@ def one_line(f: Finding) -> str:
 
 def to_json(reports: Sequence[HostReport]) -> str:
     """`{"hosts": [{"name", "reachable", "findings": [{"id", "severity", "message", "expected",
-    "actual", "fix", "remediation", "subject", "action", "differences"}]}]}`."""
+    "actual", "fix", "remediation", "subject", "action", "differences"}], "tries"}]}`."""
     hosts = [
         {
             "name": r.name,
             "reachable": r.reachable,
             "findings": [as_dict(f) for f in r.findings],
+            "tries": r.tries,
         }
         for r in reports
     ]
@@ -141,6 +143,8 @@ def to_table(reports: Sequence[HostReport], colour: bool = False) -> str:
              for line in finding_block(r.name, f, width, colour)]  # fmt: skip
     lines += [f"{visible(r.name):<{width}}  {_paint('ok', 'ok', colour)}"
               for r in reports if not r.findings]  # fmt: skip
+    lines += [f"{visible(r.name):<{width}}  reached after {r.tries} tries"
+              for r in reports if r.tries > 1 and r.reachable]  # fmt: skip
     failed = sum(r.failed for r in reports)
     lines.append(f"{len(reports)} hosts, {failed} with drift")
     ids = [f.id for r in reports for f in r.by_subject]
