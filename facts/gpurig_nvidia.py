@@ -267,6 +267,9 @@ class KernelLog(Sectioned[dict[str, Any]]):
         # The log is piped to the filter, never held in a shell variable: dash copying a
         # whole kernel log (100 KB and more) into one cost a node contract ~10 ms. dmesg
         # refused (restricted to root) prints nothing, so journalctl's log is the only one.
+        # The probe-time message passes with its next two lines whatever they say: the parser
+        # takes its 'fallen off the bus' line only there (gpu_parse.parse_fallen_off_bus),
+        # never a line that something else's text moved under it.
         log = (
             f"{BOUNDED}\n"
             "gpurig_klog() {\n"
@@ -275,7 +278,7 @@ class KernelLog(Sectioned[dict[str, Any]]):
             "bounded journalctl -k -b --no-pager -q 2>/dev/null; fi\n"
             "}\n"
             "gpurig_klog | sed -n -e '/NVRM: Xid/{p;d;}' "
-            "-e '/fallen off the bus/{p;d;}' -e '/NVRM: The NVIDIA GPU/{p;d;}' "
+            "-e '/fallen off the bus/{p;d;}' -e '/NVRM: The NVIDIA GPU/,+2{p;d;}' "
             f"-e '/{interconnect_parse.HUNG_TASK_SED}/,+{interconnect_parse.hung_task_lines()}"
             "{p;d;}' "
             "-e '/: SXid (/{p;d;}'"

@@ -96,6 +96,40 @@ def kernel_stamp(line: str) -> float | None:
     return float(match[1]) if match else None
 
 
+# What the kernel-log read's formats put before the kernel's message, each part optional and
+# in this order: dmesg -r's '<4>'; dmesg -x's 'kern  :err   : '; then dmesg's stamp in brackets
+# (seconds '[  123.456789] ', -T '[Mon Jan  1 00:00:00 2024] ', reltime, delta: a digit, '.'
+# or ':', a digit inside; never '[drm] ') with CONFIG_PRINTK_CALLER's '[  T123] ' after it, or
+# a date (--time-format=iso '2024-11-15T12:02:03,470068+00:00 ', syslog's and journalctl's
+# 'Jan 18 11:38:05 ') followed by 'HOST kernel: ' and the kernel's own '[ 269.516977] ', or a
+# journal line cut to 'kernel: '. A line that starts with blanks is a continuation of the
+# message before it (dmesg and journalctl indent a message's further lines): nothing stripped.
+_DATE = (
+    r"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\S{0,24}"
+    r"|[^\W\d_]{2,5}\.? {1,2}\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)?)"
+)
+_KERNEL = r"kernel: (?:\[ *\d+\.\d+\] )?"
+_PREFIX_RE = lazy(
+    r"(?:<\d{1,3}>)?"
+    r"(?:kern *: *(?:emerg|alert|crit|err|warn|notice|info|debug) *: )?"
+    r"(?:\[[^\]]{0,40}?\d[.:]\d[^\]]{0,40}\] (?:\[ *[TC]\d+\] )?"
+    rf"|{_DATE} (?:(?:[\w.-]+ )?{_KERNEL})?"
+    rf"|{_KERNEL})?"
+)
+
+
+def kernel_message(line: str) -> str:
+    """The kernel's message in one kernel-log line: the line after the prefixes the supported
+    formats put before it (dmesg, dmesg -T, --time-format=iso, dmesg -x and -r, journalctl -k,
+    syslog). A driver's event is a message that starts with its words; the same words further
+    in are another message's text, which any account can write (a crashing program's file name
+    in the segfault line, a command name in an audit record). A continuation line (indented
+    under its message's first line) is returned whole, its blanks first: no message starts
+    there."""
+    prefix = _PREFIX_RE.match(line)  # every part optional: it always matches
+    return line[prefix.end() :] if prefix else line
+
+
 class TorchCapabilityWarning(NamedTuple):
     """torch's warning that its build has no kernels for a GPU, in any of its wordings: the GPU,
     its capability ('sm_120'), the build's capabilities where listed, and where a wording gives
@@ -250,10 +284,11 @@ _XID_RE = lazy(r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9A-Fa-f:.]+)\): (?P<xid>\d+), (
 
 def parse_xid_lines(text: str) -> list[XidEvent]:
     """Xid events from kernel log text: dmesg, dmesg -T, --time-format=iso, journalctl -k,
-    with or without the 'PCI:' prefix older drivers leave out."""
+    with or without the 'PCI:' prefix older drivers leave out; only messages that start with
+    'NVRM: Xid (' (kernel_message)."""
     events = []
     for line in text.splitlines():
-        match = _XID_RE.search(line)
+        match = _XID_RE.match(kernel_message(line)) if "NVRM: Xid (" in line else None
         if match:
             events.append(XidEvent(int(match["xid"]), match["pci"], match["msg"].rstrip(),
                                    kernel_stamp(line)))  # fmt: skip
@@ -675,24 +710,32 @@ class FallenOffBus(NamedTuple):
 _PCI = r"([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])"
 _FALLEN_RE = lazy(rf"NVRM: GPU (?:at )?{_PCI}:? (?:GPU )?has fallen off")
 _PROBE_GPU_RE = lazy(rf"NVRM: The NVIDIA GPU {_PCI}")
+# The probe-time message's further lines, where each line of it has its own prefix.
+_PROBE_LINES = ("NVRM: (PCI ID: ", "NVRM: fallen off the bus")
 
 
 def parse_fallen_off_bus(text: str) -> list[FallenOffBus]:
-    """Every 'fallen off the bus' message in kernel log text, deduplicated per GPU and line."""
+    """Every 'fallen off the bus' message in kernel log text, deduplicated per GPU and line:
+    a message that starts with a single-line wording, or the probe-time message, whose 'fallen
+    off the bus' line is one of the two right after the 'NVRM: The NVIDIA GPU' line that names
+    the GPU (indented under it, or each with its own prefix), never a line further on."""
     events: list[FallenOffBus] = []
-    last_gpu = ""
+    probe, left = "", 0  # the GPU the probe-time message names; how many of its lines are left
     for line in text.splitlines():
-        probe = _PROBE_GPU_RE.search(line)
-        if probe:
-            last_gpu = probe[1]
-        match = _FALLEN_RE.search(line)
-        if match:
-            pci = match[1]
-        elif "fallen off the bus" in line and "Xid" not in line and last_gpu:
-            pci = last_gpu
-        else:
+        message = kernel_message(line) if "NVRM: " in line else ""
+        if message[:1].isspace() or message.startswith(_PROBE_LINES):  # the message goes on
+            left, message = left - 1, message.strip()
+            if left < 0 or not message.startswith("NVRM: fallen off the bus"):
+                continue
+            pci = probe
+        elif named := _PROBE_GPU_RE.match(message):
+            probe, left = named[1], 2
             continue
-        message = line[line.index("NVRM:") :].strip() if "NVRM:" in line else line.strip()
+        elif match := _FALLEN_RE.match(message):
+            pci, left, message = match[1], 0, message.strip()
+        else:
+            left = 0
+            continue
         if all((e.pci, e.line) != (pci, message) for e in events):
             events.append(FallenOffBus(pci, message, kernel_stamp(line)))
     return events

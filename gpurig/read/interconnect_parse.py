@@ -11,7 +11,7 @@ from functools import cache
 
 from gpurig.data.tables import table
 from gpurig.named_tuple import NamedTuple
-from gpurig.read.gpu_parse import kernel_stamp
+from gpurig.read.gpu_parse import kernel_message, kernel_stamp
 from gpurig.spec.pattern import lazy
 
 
@@ -34,10 +34,11 @@ _SXID_RE = lazy(
 
 
 def parse_sxid_lines(text: str) -> list[SxidEvent]:
-    """SXid lines from kernel log text in any of dmesg's and journalctl's prefixes."""
+    """SXid lines from kernel log text in any of dmesg's and journalctl's prefixes: messages
+    that start with 'nvidia-nvswitchN: SXid (' (gpu_parse.kernel_message)."""
     events = []
     for line in text.splitlines():
-        match = _SXID_RE.search(line) if "SXid" in line else None
+        match = _SXID_RE.match(kernel_message(line)) if ": SXid (" in line else None
         if match:
             sxid, msg = int(match["sxid"]), match["msg"].rstrip()
             events.append(SxidEvent(sxid, match["switch"], match["pci"], msg, kernel_stamp(line)))
@@ -88,12 +89,13 @@ def hung_task_lines() -> int:
 
 def parse_hung_tasks(text: str) -> list[HungTask]:
     """Every hung-task report in kernel log text, each with the lines that follow it up to the
-    next report (at most `hung_task.lines_after`, gpurig/data/interconnect.yaml)."""
+    next report (at most `hung_task.lines_after`, gpurig/data/interconnect.yaml); a report is
+    a message that starts with 'INFO: task ' (gpu_parse.kernel_message)."""
     limit = hung_task_lines()
     tasks: list[HungTask] = []
     following = 0
     for line in text.splitlines():
-        match = _HUNG_RE.search(line) if "INFO: task " in line else None
+        match = _HUNG_RE.match(kernel_message(line)) if "INFO: task " in line else None
         if match:
             tasks.append(HungTask(match["task"], int(match["pid"]), int(match["s"]), [line],
                                   kernel_stamp(line)))  # fmt: skip

@@ -18,6 +18,7 @@ from gpurig.read.gpu_parse import (
     parse_throttle_reasons,
     parse_xid_lines,
 )
+from tests.unit import forged_kernel_log as forged
 
 
 def test_fixture_helper_strips_only_the_header() -> None:
@@ -379,6 +380,65 @@ def test_fallen_off_bus_with_and_without_xid(name: str, expected: list[str]) -> 
 def test_legacy_xid_layout_without_pci_prefix() -> None:
     (event,) = parse_xid_lines(read_fixture("kernel_xid_3_legacy-no-pci-prefix_journald.txt"))
     assert (event.xid, event.pci) == (3, "0000:01:00")
+
+
+def test_an_xid_in_another_message_is_no_event() -> None:
+    """Text an account wrote (a crashing program's file name in the segfault line, a command
+    name in an audit record) is not the driver's: an event is a message that starts so."""
+    assert parse_xid_lines(forged.REAL_SEGFAULT) == []
+    assert gpu_parse.parse_fallen_off_bus(forged.REAL_SEGFAULT) == []
+    assert parse_xid_lines(forged.FORGED) == []
+    assert gpu_parse.parse_fallen_off_bus(forged.FORGED) == []
+
+
+@pytest.mark.parametrize("prefix", forged.PREFIXES)
+def test_the_drivers_own_messages_are_events_in_every_prefix(prefix: str) -> None:
+    text = "".join(f"{prefix}{m}\n" for m in forged.MESSAGES)
+    (event,) = parse_xid_lines(text)
+    assert (event.xid, event.pci, event.message) == (
+        79,
+        "0000:3b:00",
+        "pid=1, GPU has fallen off the bus.",
+    )
+    assert [(e.pci, e.line) for e in gpu_parse.parse_fallen_off_bus(text)] == [
+        ("0000:3b:00.0", forged.FALLEN), ("0000:3b:00.0", forged.FALLEN_AT),
+    ]  # fmt: skip
+    if prefix == "[ 8123.456789] ":
+        assert event.at == 8123.456789
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "kernel_xid_119_gsp_rpc_timeout.txt",
+        "kernel_xid_13_43_dmesg-decode-iso_excerpt.txt",
+        "kernel_xid_45_after_xid_149_145_590.48.01.txt",
+        "kernel_xid_48_63_94_dbe_rowremap_dmesg-iso.txt",
+        "kernel_xid_3_legacy-no-pci-prefix_journald.txt",
+        "kernel_sxid_20034_with_xid_79_dmesg.txt",
+        "kernel_fallen-off-bus_no-xid_570.158.01_dmesg.txt",
+        "kernel_xid_79_fallen-off-bus_rtx5080_journald.txt",
+        "kernel_fallen-off-bus_legacy-gpu-at_journald.txt",
+    ],
+)
+def test_recorded_events_are_found_among_forged_ones(name: str) -> None:
+    text = read_fixture(name)
+    mixed = forged.FORGED + text + forged.FORGED
+    assert parse_xid_lines(mixed) == parse_xid_lines(text)
+    assert gpu_parse.parse_fallen_off_bus(mixed) == gpu_parse.parse_fallen_off_bus(text)
+    real = [line for line in text.splitlines() if "NVRM: Xid (" in line]
+    assert len(parse_xid_lines(text)) == len(real)
+
+
+def test_kernel_message_is_the_line_after_its_prefixes() -> None:
+    for prefix in forged.PREFIXES:
+        assert gpu_parse.kernel_message(f"{prefix}{forged.XID}") == forged.XID, prefix
+    assert gpu_parse.kernel_message(forged.REAL_SEGFAULT).startswith("python3[785]: segfault at 0")
+    # a continuation line keeps its indent: it is no message's start
+    assert gpu_parse.kernel_message("               NVRM: fallen off the bus") == (
+        "               NVRM: fallen off the bus"
+    )
+    assert gpu_parse.kernel_message("[ 1.0] [drm] x") == "[drm] x"
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from gpurig.checks.rules import rules
 from gpurig.data.tables import table
 from gpurig.facts.gpurig_interconnect import PcieAcs
 from gpurig.facts.gpurig_nvidia import KernelLog
+from gpurig.read import gpu_parse
 from gpurig.read.interconnect_parse import (
     acs_redirecting,
     parse_acs_controls,
@@ -21,6 +22,7 @@ from gpurig.read.interconnect_parse import (
     parse_sxid_lines,
 )
 from gpurig.spec.finding import Finding
+from tests.unit import forged_kernel_log as forged
 from tests.unit.fact_values import h100_vm, reader
 from tests.unit.gpu_fixtures import read_fixture, run_with_stand_in
 
@@ -157,6 +159,79 @@ def test_a_task_hung_in_the_driver_is_an_error_naming_it() -> None:
     assert (finding.severity, finding.remediation) == ("error", "reboot")
     assert finding.actual.startswith("[  721.028170] INFO: task nvc:[driver]:5403 blocked")
     assert finding.actual.endswith("uvm_gpu_retain_by_uuid+0x1e/0x40 [nvidia_uvm]")
+
+
+# --- Text an account wrote ---------------------------------------------------------------------
+
+
+def test_an_sxid_or_a_hung_task_in_another_message_is_no_event() -> None:
+    """A crashing program's file name in the segfault line, a command name in an audit record:
+    the account's text, not the kernel's report."""
+    assert parse_sxid_lines(forged.segfault(forged.SXID)) == []
+    assert parse_hung_tasks(forged.segfault(forged.HUNG)) == []
+    assert parse_sxid_lines(forged.FORGED) == []
+    assert parse_hung_tasks(forged.FORGED) == []
+
+
+@pytest.mark.parametrize("prefix", forged.PREFIXES)
+def test_sxid_and_hung_task_messages_are_events_in_every_prefix(prefix: str) -> None:
+    text = "".join(f"{prefix}{m}\n" for m in forged.MESSAGES)
+    [sxid] = parse_sxid_lines(text)
+    assert (sxid.sxid, sxid.switch, sxid.message) == (
+        20034,
+        "nvidia-nvswitch0",
+        "Fatal, Link 1 LTSSM Fault Up",
+    )
+    [task] = parse_hung_tasks(text)
+    assert (task.task, task.pid, task.seconds) == ("pt_nccl_watchdg", 785, 120)
+
+
+@pytest.mark.parametrize("name", [SXID_20034, SXID_12028, HUNG_UVM, HUNG_RM_LOCK, HUNG_OTHER])
+def test_recorded_sxids_and_hung_tasks_are_found_among_forged_lines(name: str) -> None:
+    text = read_fixture(name)
+    mixed = forged.FORGED + text
+    assert parse_sxid_lines(mixed) == parse_sxid_lines(text)
+    assert [(t.task, t.pid) for t in parse_hung_tasks(mixed)] == [
+        (t.task, t.pid) for t in parse_hung_tasks(text)
+    ]
+
+
+def test_the_kernel_log_read_finds_no_event_in_forged_lines(tmp_path: Path) -> None:
+    """Through the read's own filter: nothing of the forged lines, the recorded events kept."""
+    log = read_kernel_log(forged.FORGED, tmp_path)
+    assert log == {"xids": [], "fallen_off_bus": [], "sxids": [], "hung_tasks": []}
+    recorded = read_fixture(SXID_20034) + read_fixture(
+        "kernel_fallen-off-bus_no-xid_570.158.01_dmesg.txt"
+    )
+    log = read_kernel_log(forged.FORGED + recorded + forged.CONTINUED + "\n", tmp_path)
+    assert len(log["sxids"]) == 8
+    assert [x["xid"] for x in log["xids"]] == [79]
+    assert [e["pci"] for e in log["fallen_off_bus"]] == ["0000:91:00.0", "0000:b3:00.0"]
+
+
+def test_only_a_probe_messages_own_lines_continue_it(tmp_path: Path) -> None:
+    """A line indented under the probe-time message that names a GPU is that message's only
+    where it follows it in the log: the read's filter passes indented lines only with the line
+    they continue, so a program's file name cannot go on a message the filter kept."""
+    assert gpu_parse.parse_fallen_off_bus(forged.AFTER_A_PROBE) == []
+    assert read_kernel_log(forged.AFTER_A_PROBE, tmp_path)["fallen_off_bus"] == []
+    recorded = read_fixture("kernel_fallen-off-bus_no-xid_570.158.01_dmesg.txt")
+    log = read_kernel_log(forged.AFTER_A_PROBE + recorded + forged.AFTER_A_PROBE, tmp_path)
+    assert [e["pci"] for e in log["fallen_off_bus"]] == ["0000:b3:00.0"]
+    # with no prefix (dmesg -t), the message's lines are not indented
+    unstamped = "".join(line.strip() + "\n" for line in recorded.splitlines()[:3])
+    log = read_kernel_log(forged.AFTER_A_PROBE + unstamped, tmp_path)
+    assert [e["pci"] for e in log["fallen_off_bus"]] == ["0000:b3:00.0"]
+
+
+def test_forged_kernel_log_lines_are_no_finding() -> None:
+    """The node checks (gpu.py and interconnect.py) on a kernel log of forged lines only: the
+    healthy H100 VM stays healthy (no gpu.xid, gpu.fallen_off_bus, gpu.sxid, gpu.hung_task)."""
+    from gpurig.checks import gpu as gpu_checks
+
+    values = h100_vm(xid_lines=forged.FORGED)
+    assert gpu_checks.check({}, reader(values)) == []
+    assert judge(values) == []
 
 
 # --- PCIe ACS -----------------------------------------------------------------------------------
