@@ -14,21 +14,47 @@ from gpurig.spec.pattern import lazy
 
 # Query parameters that carry a credential (GitLab's private_token, OAuth's access_token, ...).
 _QUERY_CREDENTIAL = lazy(r"token|secret|passw|key|auth|credential|sig", re.IGNORECASE)
-# A word of a secret file that is a credential: long, with letters and digits (a .netrc's
-# `machine` and host names are not).
-_TOKEN_WORD = lazy(r"(?=[^\s]*[0-9])(?=[^\s]*[A-Za-z])[^\s:=\"']{16,}")
 # Bytes of a secret file read (a token or a .netrc, not a dataset).
 MAX_READ = 65536
+# Words after which a secret file says its credential ('password s3cr3t', 'token: ...'; a
+# .netrc's `account` is a second password), and the words of a .netrc that are none (with
+# the host after `machine`): a credential is compared whatever its length, these never.
+_SAYS_CREDENTIAL = frozenset({"password", "passwd", "token", "secret", "account"})
+_NETRC_WORDS = frozenset({"machine", "default", "login", "password", "account", "macdef"})
+# A word of a secret file this long is compared whatever it says (a password, a token, a key).
+_LONG_WORD = 8
+# Around a word of a secret file: quotes and a list's comma ('"password": "s3cr3t",' in JSON).
+_QUOTES = "\"',"
+
+
+def _is_credential_key(key: str) -> bool:
+    """Whether a KEY=VALUE name says its value is a credential (HF_TOKEN, DB_PASSWORD, ...)."""
+    return bool(_QUERY_CREDENTIAL.search(key)) or key.upper().endswith(("PASS", "PWD"))
 
 
 def secret_values(text: str) -> set[str]:
-    """What in a secret file's text is a credential: the whole of a one-line file (a token
-    file), and each long word with letters and digits (a .netrc's password)."""
-    found = set(_TOKEN_WORD.findall(text))
-    whole = text.strip()
-    if whole and "\n" not in whole and len(whole) >= 8:
-        found.add(whole)
-    return found
+    """What in a secret file's text is a credential, whatever its length and shape: the whole
+    content, each line (a file of several credentials, one per line), the word after
+    `password`, `passwd`, `token`, `secret` or `account`, the value of a KEY=VALUE whose key
+    names a credential, and any other word of 8 characters or more. Never a .netrc's own words
+    (`machine`, `login`, `default`, ...) or the host after `machine`."""
+    words = text.split()
+    hosts = {after for word, after in zip(words, words[1:]) if word == "machine"}
+    trivial = _NETRC_WORDS | hosts
+    found = {text.strip()}
+    found.update(line.strip() for line in text.splitlines())
+    for i, raw in enumerate(words):
+        word = raw.strip(_QUOTES)
+        if raw.strip(f"{_QUOTES}:=").lower() in _SAYS_CREDENTIAL and i + 1 < len(words):
+            found.add(words[i + 1].strip(_QUOTES))
+        name, equals, value = word.partition("=")
+        value = value.strip(_QUOTES)
+        if equals and name and value and (_is_credential_key(name) or len(value) >= _LONG_WORD):
+            found.add(value)
+        if len(word) >= _LONG_WORD:
+            found.add(word)
+    # a value with no letter or digit ('{', '}' of a JSON key file) is no one's credential
+    return {v for v in found if v not in trivial and any(c.isalnum() for c in v)}
 
 
 def _read(src: str) -> str:

@@ -18,9 +18,11 @@ TOKEN = "hf_AbCdEf0123456789XyZabc"
 NETRC = f"machine api.github.com\nlogin ryan\npassword ghp_{'x1' * 18}\n"
 
 
-def inventory(tmp_path: Path, container: str, url: str = "https://example.org/x.git") -> Path:
+def inventory(
+    tmp_path: Path, container: str, url: str = "https://example.org/x.git", netrc: str = NETRC
+) -> Path:
     (tmp_path / "token").write_text(f"{TOKEN}\n")
-    (tmp_path / "netrc").write_text(NETRC)
+    (tmp_path / "netrc").write_text(netrc)
     path = tmp_path / "fleet.yaml"
     path.write_text(
         f"""version: 1
@@ -78,7 +80,63 @@ def test_a_credential_in_a_repo_urls_query_is_refused(tmp_path: Path):
     assert "glpat-" not in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("netrc", "container", "where"),
+    [
+        # a 13-character password: no long word with letters and digits
+        (
+            "machine git.example.org login ryan password Tr0ub4dor&3xy\n",
+            'env: {GIT_PASSWORD: "Tr0ub4dor&3xy"}',
+            "containers.train.env.GIT_PASSWORD",
+        ),
+        # a short password, after the keyword that says it is one
+        (
+            "machine git.lan\nlogin ryan\npassword s3cr3t\n",
+            'command: [train, "--password=s3cr3t"]',
+            "containers.train.command[1]",
+        ),
+        # one line of a secret of several lines, none of its words long
+        (
+            "correct horse battery staple\nred lorry yellow lorry\n",
+            'env: {PASSPHRASE: "red lorry yellow lorry"}',
+            "containers.train.env.PASSPHRASE",
+        ),
+    ],
+)
+def test_a_secrets_value_of_any_length_or_shape_is_refused(
+    tmp_path: Path, netrc: str, container: str, where: str
+):
+    done = validate(inventory(tmp_path, container, netrc=netrc))
+    assert done.returncode == 2, done
+    assert (
+        f"hosts.a.spec.{where}: holds the value of the secret {tmp_path}/netrc (placed at "
+        "/root/.netrc)"
+    ) in done.stderr
+    for value in ("Tr0ub4dor", "s3cr3t", "lorry"):
+        assert value not in done.stdout + done.stderr
+
+
+def test_a_netrcs_words_that_are_no_credential_pass(tmp_path: Path):
+    netrc = "machine git.lan\nlogin ryan\npassword s3cr3t\ndefault login anonymous\n"
+    env = "env: {HOST: git.lan, USER: ryan, A: machine, B: login, C: default, D: password}"
+    done = validate(inventory(tmp_path, env, netrc=netrc))
+    assert done.returncode == 0, done
+
+
 def test_what_counts_as_a_secrets_value():
     assert secret_values(f"{TOKEN}\n") == {TOKEN}
-    assert secret_values(NETRC) == {f"ghp_{'x1' * 18}"}
-    assert secret_values("short\n") == set()
+    assert f"ghp_{'x1' * 18}" in secret_values(NETRC)
+    assert secret_values("short\n") == {"short"}  # a file's whole content, whatever its length
+    netrc = secret_values("machine git.lan login ryan password s3cr3t account acct-9\n")
+    assert {"s3cr3t", "acct-9"} <= netrc
+    assert not {"machine", "git.lan", "login", "ryan", "password", "account"} & netrc
+    # the host after `machine` is no credential, however long
+    assert not {"api.github.com", "machine"} & secret_values(NETRC)
+    # KEY=VALUE: a credential's value whatever its length, another only when long
+    env = secret_values("HF_TOKEN=abc\nDEBUG=1\nPORT=8080\nENDPOINT=https://hf.example.org\n")
+    assert {"abc", "https://hf.example.org"} <= env
+    assert not {"1", "8080", "DEBUG"} & env
+    assert {"passwd", "tok", "sec"} <= secret_values("passwd: passwd\ntoken tok\nsecret=sec\n")
+    assert secret_values("\n  \n") == set()
+    key_file = secret_values('{\n  "type": "service_account",\n  "token": "t0k",\n}\n')
+    assert "t0k" in key_file and not {"{", "}"} & key_file
