@@ -21,7 +21,7 @@ from gpurig.spec import runtime
 
 TYPE_CHECKING = False  # typing itself is not loaded before the read starts
 if TYPE_CHECKING:
-    from gpurig.read.bounded import Started
+    from gpurig.read.forked import Started
 
 # What is kept for a spec whose command differs from run to run (one with a fresh key in it).
 VARIES = "varies"

@@ -1,8 +1,9 @@
 """A command run on this machine the way a read must be: in a session of its own from `/`,
 stdin and stderr closed off, killed as a group past its time, its output bounded in bytes, so
 nothing a local account starts from it (a daemonised child holding the pipe) keeps gpurig
-waiting. Started and collected apart, so that a node contract can start its read first; a
-read forked ahead (gpurig.read.forked) is collected without loading subprocess at all."""
+waiting. Started (gpurig.read.forked: `start`, `launch`) and collected here apart, so that a
+node contract can start its read first; a read forked ahead is collected without loading
+subprocess at all."""
 
 from __future__ import annotations
 
@@ -14,15 +15,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from gpurig.read import bounds
+from gpurig.read.forked import start
 
 if TYPE_CHECKING:
-    import subprocess
-    from typing import Union
-
-    from gpurig.read.forked import Forked
-
-    # A read started here, or forked ahead (gpurig.read.forked): collected and stopped alike.
-    Started = Union[subprocess.Popen[bytes], Forked]
+    from gpurig.read.forked import Started
 
 # After the shell has exited, how long what its children still write is waited for.
 GRACE_SECONDS = 0.2
@@ -50,21 +46,6 @@ def _stop(proc: Started) -> None:
             return
         if _exited(proc, time.monotonic() + 1):
             return
-
-
-def start(argv: Sequence[str], stderr: int | None = None) -> subprocess.Popen[bytes]:
-    """`argv` started in a session of its own from `/`, stdin closed off and stderr too (or
-    on the descriptor `stderr`), its stdout a pipe for `collect`."""
-    import subprocess
-
-    return subprocess.Popen(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL if stderr is None else stderr,
-        cwd="/",
-        start_new_session=True,
-    )
 
 
 def stop(proc: Started) -> None:

@@ -1,14 +1,15 @@
 """A node contract's read started by fork and exec from `os` alone, before anything else of the
 contract loads (gpurig.node.ahead): `subprocess` loads `signal`, `locale`, `re` and `enum`, about
 15 ms of a contract's start, which would then come before its read rather than beside it
-(benchmarks/node_contracts.py). The child is started as gpurig.read.bounded starts a read (a
-session of its own, from `/`, stdin and stderr on /dev/null, the signals Python ignores back to
-their defaults, no descriptor but its three), and is collected and stopped by bounded's own
-functions, which take a Forked as they take a Popen.
+(benchmarks/node_contracts.py). The child is started as `start` starts a read through
+subprocess (a session of its own, from `/`, stdin and stderr on /dev/null, the signals Python
+ignores back to their defaults, no descriptor but its three), and is collected and stopped by
+gpurig.read.bounded's functions, which take a Forked as they take a Popen.
 
 Only before anything has loaded `threading`: fork copies the calling thread alone, the child
 runs Python code until its exec, and a library that patches threads (gevent) patches fork too
-(`launch` starts through subprocess otherwise)."""
+(`launch` starts through `start` otherwise). Both ways of starting a read live here, and
+gpurig.read.bounded imports them, never the other way: loading this module loads `os` alone."""
 
 from __future__ import annotations
 
@@ -25,19 +26,37 @@ def alone() -> bool:
 
 TYPE_CHECKING = False  # typing is not loaded before a contract's read starts
 if TYPE_CHECKING:
-    from gpurig.read.bounded import Started
+    import subprocess
+    from collections.abc import Sequence
+    from typing import Union
+
+    # A read started by `start`, or forked: collected and stopped alike (gpurig.read.bounded).
+    Started = Union[subprocess.Popen[bytes], "Forked"]
 
 
 def launch(argv: list[str], stderr: int | None = None) -> Started:
     """`argv` started as a read is (its stderr on /dev/null or on the descriptor `stderr`):
     forked from `os` where nothing has loaded threading (a contract's start), else through
-    subprocess (gpurig.read.bounded.start), which is safe anywhere; collected and stopped by
-    bounded's functions either way."""
+    subprocess (`start`), which is safe anywhere; collected and stopped by bounded's functions
+    either way."""
     if alone():
         return fork_exec(argv, stderr)
-    from gpurig.read.bounded import start
-
     return start(argv, stderr)
+
+
+def start(argv: Sequence[str], stderr: int | None = None) -> subprocess.Popen[bytes]:
+    """`argv` started in a session of its own from `/`, stdin closed off and stderr too (or
+    on the descriptor `stderr`), its stdout a pipe for gpurig.read.bounded's `collect`."""
+    import subprocess
+
+    return subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL if stderr is None else stderr,
+        cwd="/",
+        start_new_session=True,
+    )
 
 
 class Forked:

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from gpurig.facts.round_trip import HostState, Read
 from gpurig.read import bounds
-from gpurig.read.bounded import collect, start
+from gpurig.read.bounded import collect
+from gpurig.read.forked import start
 
 if TYPE_CHECKING:
-    from gpurig.read.bounded import Started
+    from gpurig.read.forked import Started
 
 
 def lines(output: bytes) -> list[str]:

@@ -40,8 +40,8 @@ def fresh(code: str, env: dict[str, str] | None = None) -> str:
 def described(how: str) -> tuple[object, ...]:
     said = fresh(f"""
         import json, os, time
-        from gpurig.read.bounded import collect, start
-        from gpurig.read.forked import fork_exec
+        from gpurig.read.bounded import collect
+        from gpurig.read.forked import fork_exec, start
         inherited = os.dup2(os.open("/dev/null", os.O_RDONLY), 200)  # (past what sh and ls use)
         os.set_inheritable(inherited, True)  # one the parent got from its own parent
         proc = {"fork_exec" if how == "forked" else "start"}(["/bin/sh", "-c", {PROBE!r}])
