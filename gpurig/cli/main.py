@@ -111,6 +111,7 @@ def validate(inventories: tuple[str, ...]) -> None:
     missing here, on stderr), 2 with every problem when not."""
     from gpurig.spec.inventory import InventoryError, load_inventory
     from gpurig.spec.key_paths import key_warnings
+    from gpurig.spec.words import counted
 
     try:
         inventory = load_inventory(inventories)
@@ -119,7 +120,7 @@ def validate(inventories: tuple[str, ...]) -> None:
         raise SystemExit(2) from None
     for warning in key_warnings(inventory.hosts):
         click.echo(f"warning: {warning}", err=True)
-    click.echo(f"OK: {len(inventory.hosts)} hosts")
+    click.echo(f"OK: {counted(len(inventory.hosts), 'host')}")
 
 
 def which_spec(prefix: str) -> Callable[[Any], Any]:
@@ -516,6 +517,7 @@ def pin(inventory: str, check: bool) -> None:
     from gpurig.onboard.pin import PinError, PinInputError, pin_file, read_inventory, unpinned
     from gpurig.spec.inventory import format_path
     from gpurig.spec.textsafe import visible
+    from gpurig.spec.words import counted
 
     path = Path(inventory)
     try:
@@ -536,7 +538,8 @@ def pin(inventory: str, check: bool) -> None:
                 f"{inventory}:{item.line}: {format_path(item.path)}: not pinned: {item.image}"
             )
         if found:
-            click.echo(f"{len(found)} unpinned images; run `gpurig pin {inventory}`", err=True)
+            click.echo(f"{counted(len(found), 'unpinned image')}; run `gpurig pin {inventory}`",
+                       err=True)  # fmt: skip
         raise SystemExit(1 if found else 0)
     for tag, digest in resolved.items():
         click.echo(f"{tag} -> {digest}")

@@ -35,6 +35,7 @@ from gpurig.report.node_actions import CONNECT_CHECKS, UNCHECKED, NodeAction, Po
 from gpurig.report.render import HostReport
 from gpurig.spec.finding import Finding
 from gpurig.spec.pattern import lazy
+from gpurig.spec.words import counted
 
 Verdict = Literal["ok", "problem", "unknown"]
 
@@ -144,7 +145,7 @@ def summary(ids: Sequence[str], budget: int) -> str:
         text = " ".join(distinct[:shown]) + (f" (+{rest} more)" if rest else "")
         if len(text) <= budget:
             return text
-    return f"{len(distinct)} findings"
+    return counted(len(distinct), "finding")
 
 
 def npd_line(report: HostReport, m: Mode) -> str:

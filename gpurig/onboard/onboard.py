@@ -71,6 +71,7 @@ from gpurig.spec.text_file import YamlRefused, read_bytes
 from gpurig.spec.textsafe import visible
 from gpurig.spec.units import format_size
 from gpurig.spec.user_scope import is_user
+from gpurig.spec.words import counted
 
 Status = Literal["ok", "warn", "FAIL"]
 
@@ -293,7 +294,7 @@ def _cgroup(spec: Mapping[str, Any], read: Reader) -> Check:
     # cgroup v1 says "no limit" as a huge page-rounded number (and a quota of -1: no `cpus`).
     limits = [f"memory {format_size(memory)}"] if memory is not None and memory < 2**62 else []
     if cpus is not None:
-        limits.append(f"{cpus:g} CPUs")
+        limits.append(counted(cpus, "CPU"))
     if not limits:
         return Check("cgroup", "ok", "no memory or CPU limit on this login's cgroup")
     detail = f"limited to {', '.join(limits)}"
@@ -668,7 +669,7 @@ class Onboarded:
 
 
 def changes(count: int) -> str:
-    return f"{count} change{'' if count == 1 else 's'}"
+    return counted(count, "change")
 
 
 def success_verdict(done: Onboarded, request: Request) -> str:

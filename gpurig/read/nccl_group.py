@@ -18,6 +18,7 @@ from typing import Any
 from gpurig.read.nccl_tests import NcclVerdict, all_reduce_verdict
 from gpurig.spec.container import gpu_args
 from gpurig.spec.model import gpu_container
+from gpurig.spec.words import counted
 
 # mpirun's SSH launch on every host, NCCL's bootstrap across them and one message size: a
 # hang (the failure this looks for) must not hang acceptance.
@@ -71,8 +72,8 @@ def check_specs(group: str, hosts: Sequence[tuple[str, Mapping[str, Any]]]) -> N
     a host whose spec says `gpu: absent`, or no place to run on its first host."""
     if len(hosts) < 2:
         raise Refused(
-            f"group {group} has {len(hosts)} host(s): an all-reduce across hosts needs two or "
-            "more (gpurig accept HOST runs one host's own)"
+            f"group {group} has {counted(len(hosts), 'host')}: an all-reduce across hosts needs "
+            "two or more (gpurig accept HOST runs one host's own)"
         )
     absent = [name for name, spec in hosts if spec["gpu"] == "absent"]
     if absent:
@@ -149,7 +150,7 @@ def judge_group(nccl: Mapping[str, Any] | None, members: Sequence[Member]) -> Nc
     if not ranks or (ranks == gpus and len(hosts) == len(members)):
         return judged
     reason = (
-        f"the run had {ranks} ranks on {len(hosts)} hosts; the group has {gpus} GPUs on "
-        f"{len(members)} hosts"
+        f"the run had {counted(ranks, 'rank')} on {counted(len(hosts), 'host')}; the group has "
+        f"{counted(gpus, 'GPU')} on {counted(len(members), 'host')}"
     )
     return NcclVerdict("fail", [*judged.reasons, reason], judged.figures)

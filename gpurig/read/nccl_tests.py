@@ -16,6 +16,7 @@ from typing import Any, Literal
 from gpurig.data.tables import table
 from gpurig.read.acceptance import Verdict
 from gpurig.spec.units import parse_size
+from gpurig.spec.words import counted
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,9 @@ def judge_all_reduce(run: AllReduceRun, gpu_name: str, gpus: int, hosts: int = 1
     if run.out_of_bounds:
         reasons.append(f"all_reduce_perf found {run.out_of_bounds} out-of-bounds values")
     if run.failures:
-        reasons.append(f"{len(run.failures)} ranks' lines report a failure: {run.failures[0]}")
+        lines = counted(len(run.failures), "rank's line", "ranks' lines")
+        verb = "reports" if len(run.failures) == 1 else "report"
+        reasons.append(f"{lines} {verb} a failure: {run.failures[0]}")
     alone = max(sum(rank.rank == 0 for rank in run.ranks), run.alone)
     apart = not_reduced(run, gpus) if hosts > 1 else []
     if apart:

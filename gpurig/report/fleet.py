@@ -15,6 +15,7 @@ from typing import Any, Optional, Union
 from gpurig.checks.rules import found
 from gpurig.spec.finding import Finding, as_dict
 from gpurig.spec.textsafe import visible
+from gpurig.spec.words import counted
 
 # Fleet dimensions, in report order, with the words a finding uses for them.
 DIMENSIONS: dict[str, str] = {
@@ -84,7 +85,7 @@ def findings(hosts: Mapping[str, HostFacts]) -> list[Finding]:
                 f"fleet.mixed_{dim}",
                 what,
                 f"{len(counts)} different {what} versions across {len(values)} hosts",
-                f"{majority} (on {counts[majority]} hosts)",
+                f"{majority} (on {counted(counts[majority], 'host')})",
                 "; ".join(outliers),
                 "converge the outliers to the same version before running multi-node jobs",
             )

@@ -21,6 +21,7 @@ from gpurig.named_tuple import NamedTuple
 from gpurig.spec.finding import ACTIONS, Finding, as_dict
 from gpurig.spec.pattern import lazy
 from gpurig.spec.textsafe import visible
+from gpurig.spec.words import counted
 
 _COLOURS = {"error": "\033[31m", "warn": "\033[33m", "ok": "\033[32m"}
 _RESET = "\033[0m"
@@ -146,7 +147,7 @@ def to_table(reports: Sequence[HostReport], colour: bool = False) -> str:
     lines += [f"{visible(r.name):<{width}}  reached after {r.tries} tries"
               for r in reports if r.tries > 1 and r.reachable]  # fmt: skip
     failed = sum(r.failed for r in reports)
-    lines.append(f"{len(reports)} hosts, {failed} with drift")
+    lines.append(f"{counted(len(reports), 'host')}, {failed} with drift")
     ids = [f.id for r in reports for f in r.by_subject]
     hosts = _fleet(reports)
     if hosts:
@@ -216,7 +217,8 @@ def to_markdown(reports: Sequence[HostReport]) -> str:
     """A CI job summary: a verdict line, then per host with drift one row per finding (a
     subject's rows together): what it is about, what the converge does, what differs, the fix."""
     failed = [r for r in reports if r.failed]
-    verdict = "no drift" if not failed else f"drift on {len(failed)} of {len(reports)} hosts"
+    total = counted(len(reports), "host")
+    verdict = "no drift" if not failed else f"drift on {len(failed)} of {total}"
     lines = [f"## gpurig drift: {verdict}", ""]
     for report in reports:
         if not report.findings:

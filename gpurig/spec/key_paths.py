@@ -10,6 +10,7 @@ from functools import cache
 from pathlib import Path
 
 from gpurig.spec.inventory import Host
+from gpurig.spec.words import counted
 
 
 def home_relative(path: str, home: str) -> str:
@@ -71,6 +72,6 @@ def key_warnings(hosts: Sequence[Host]) -> list[str]:
                 found.setdefault((field, said), []).append(where)
     return [
         f"{wheres[0]}.{field}: {said}"
-        + (f" (and {len(wheres) - 1} other hosts)" if len(wheres) > 1 else "")
+        + (f" (and {counted(len(wheres) - 1, 'other host')})" if len(wheres) > 1 else "")
         for (field, said), wheres in found.items()
     ]

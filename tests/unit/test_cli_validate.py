@@ -58,7 +58,7 @@ def test_validate_warns_of_a_key_file_missing_here(tmp_path: Path) -> None:
     """The inventory is valid (exit 0); the host it names cannot be reached from here."""
     path = key_inventory(tmp_path, "~/.ssh/gone")
     result = CliRunner().invoke(main, ["validate", str(path)], env={"HOME": str(tmp_path)})
-    assert result.exit_code == 0 and result.stdout == "OK: 1 hosts\n"
+    assert result.exit_code == 0 and result.stdout == "OK: 1 host\n"
     assert result.stderr == (
         f"warning: {path}:3: hosts.a.ssh.key: no private key file at {tmp_path}/.ssh/gone on "
         "this machine: drift reports the host unreachable and the converge cannot log in from "
@@ -93,3 +93,6 @@ def test_a_key_many_hosts_share_is_said_once(tmp_path: Path) -> None:
     [line] = result.stderr.splitlines()
     assert line.startswith(f"warning: {path}:4: hosts.h1.ssh.key: no private key file at ")
     assert line.endswith(" (and 2 other hosts)")
+    path.write_text(path.read_text().replace("  h3: {address: 10.0.0.3}\n", ""))
+    result = CliRunner().invoke(main, ["validate", str(path)], env={"HOME": str(tmp_path)})
+    assert result.stdout == "OK: 2 hosts\n" and result.stderr.endswith(" (and 1 other host)\n")

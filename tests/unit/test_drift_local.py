@@ -45,7 +45,7 @@ def drift(*args: str) -> tuple[int, str, str]:
 def test_spec_this_machine_matches_exits_0(tmp_path: Path) -> None:
     code, out, _ = drift("--local", "--spec", str(spec_file(tmp_path, MATCHING)))
     assert code == 0, out
-    assert out.splitlines() == [f"{platform.node()}  ok", "1 hosts, 0 with drift"]
+    assert out.splitlines() == [f"{platform.node()}  ok", "1 host, 0 with drift"]
 
 
 def test_drift_on_this_machine_is_found_and_exits_1(tmp_path: Path) -> None:
@@ -76,7 +76,7 @@ def test_as_an_inventory_host_with_output_file(tmp_path: Path) -> None:
     )
     assert (code, stdout) == (1, "")
     report = out.read_text()
-    assert report.startswith("## gpurig drift: drift on 1 of 1 hosts")
+    assert report.startswith("## gpurig drift: drift on 1 of 1 host\n")
     assert "here" in report and "packages.missing" in report and "other" not in report
 
 

@@ -46,6 +46,12 @@ def test_mixed_versions_are_warnings_naming_the_outliers() -> None:
     assert found["fleet.mixed_cuda"].actual == "h100-3: 13.0"
 
 
+def test_a_majority_of_one_host_is_said_so() -> None:
+    two = {name: FLEET[name] for name in ("h100-1", "h100-3")}
+    driver = next(f for f in fleet.findings(two) if f.id == "fleet.mixed_driver")
+    assert driver.expected.endswith(" (on 1 host)")
+
+
 def test_a_uniform_fleet_has_no_findings() -> None:
     assert fleet.findings({k: v for k, v in FLEET.items() if k != "h100-3"}) == []
 

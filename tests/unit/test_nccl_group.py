@@ -132,7 +132,7 @@ def test_no_container_and_no_pinned_image_is_refused_naming_the_key() -> None:
 def test_specs_that_rule_it_out_are_refused() -> None:
     ok = spec(engine="docker", acceptance={"nccl_image": DIGEST})
     check_specs("g", [("a", ok), ("b", ok)])
-    with pytest.raises(Refused, match="group g has 1 host"):
+    with pytest.raises(Refused, match="group g has 1 host: "):
         check_specs("g", [("a", ok)])
     with pytest.raises(
         Refused, match=r"b declares gpu: absent; .* every host of the group has GPUs"
@@ -243,6 +243,11 @@ def test_wrong_values_fail_the_group_whatever_the_bandwidth() -> None:
         "all_reduce_perf found 4 out-of-bounds values",
         "2 ranks' lines report a failure: .. gpu-1-1 pid 662195: Test failure common.cu:1189",
     ]
+    one = recorded(GH200_WRONG).replace(".. gpu-1-7 pid 2448661: Test failure", "")
+    verdict = judge_group({"exit": 0, "output": one}, members(GH200, 1))
+    assert verdict.reasons[2] == (
+        "1 rank's line reports a failure: .. gpu-1-1 pid 662195: Test failure common.cu:1189"
+    )
 
 
 def test_a_run_that_left_out_a_host_s_gpus_fails() -> None:
@@ -347,6 +352,7 @@ def test_one_process_s_header_listing_one_rank_fails_the_group() -> None:
         f"{NOT_REDUCED}its one header lists one rank of the group's 16 GPUs; bus bandwidth 0 "
         f"on every row {CAUSE}"
     )
+    assert verdict.reasons[1] == "the run had 1 rank on 1 host; the group has 16 GPUs on 2 hosts"
 
 
 def test_it_fails_whatever_the_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -475,7 +481,7 @@ def test_accept_group_refuses_a_group_of_one_and_an_unknown_group(tmp_path: Path
     )
     runner = CliRunner()
     one = runner.invoke(main, ["accept", "--group", "solo", "--inventory", str(path)])
-    assert one.exit_code == 2 and "group solo has 1 host(s)" in one.stderr
+    assert one.exit_code == 2 and "group solo has 1 host: " in one.stderr
     unknown = runner.invoke(main, ["accept", "--group", "nope", "--inventory", str(path)])
     assert unknown.exit_code == 2
     assert "no host is in a group named nope; groups with hosts: solo" in unknown.stderr

@@ -104,6 +104,11 @@ def test_npd_line_is_one_line_of_at_most_80_with_ids_only() -> None:
     assert node_modes.npd_line(DOWN, m) == "gpurig: could not check: host.unreachable"
 
 
+def test_ids_past_the_budget_are_counted_in_words() -> None:
+    assert node_modes.summary(["core_dumps.file"], 8) == "1 finding"
+    assert node_modes.summary(["core_dumps.file", "disk.free"], 8) == "2 findings"
+
+
 def test_drain_reason_is_gpurig_prefix_and_ids_within_120() -> None:
     assert node_modes.drain_reason(["core_dumps.file"]) == "gpurig: core_dumps.file"
     reason = node_modes.drain_reason(sorted(CHANGE_IDS))

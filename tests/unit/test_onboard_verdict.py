@@ -127,6 +127,8 @@ def test_cgroup_v1_no_limit_is_shown_as_none() -> None:
     }
     detail = _cgroup({"engine": "none"}, reader(limited)).detail
     assert detail == "limited to memory 8 GiB, 2 CPUs"
+    one = {**limited, CpuQuota: CpuQuota.parse({"nproc": "8", "quota": "100000 100000"})}
+    assert _cgroup({"engine": "none"}, reader(one)).detail == "limited to memory 8 GiB, 1 CPU"
 
 
 def test_every_failed_preflight_check_is_in_the_verdict_with_its_fix() -> None:

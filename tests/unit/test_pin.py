@@ -144,6 +144,17 @@ def test_check_lists_unpinned_images_then_passes(registry: str, tmp_path: Path):
     assert CliRunner().invoke(main, ["pin", "--check", str(path)]).exit_code == 0
 
 
+def test_check_counts_one_unpinned_image_as_one(tmp_path: Path):
+    path = tmp_path / "one.yaml"
+    path.write_text(
+        "version: 1\nhosts:\n  a:\n    address: 203.0.113.1\n"
+        "    spec: {containers: {train: {image: registry.example/team/train:1}}}\n"
+    )
+    result = CliRunner().invoke(main, ["pin", "--check", str(path)])
+    assert result.exit_code == 1
+    assert result.stderr == f"1 unpinned image; run `gpurig pin {path}`\n"
+
+
 def test_unknown_tag_fails_naming_image_and_status(registry: str, tmp_path: Path):
     path = tmp_path / "fleet.yaml"
     path.write_text(

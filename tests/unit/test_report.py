@@ -162,7 +162,7 @@ def test_a_recreated_container_is_one_block_naming_it_with_the_fix_once() -> Non
 
 def test_the_explain_hint_only_follows_findings_and_json_keeps_its_keys() -> None:
     clean = HostReport("clean", True)
-    assert to_table([clean]).splitlines()[-1] == "1 hosts, 0 with drift"
+    assert to_table([clean]).splitlines()[-1] == "1 host, 0 with drift"
     reports = [HostReport("full-1", True, [SOCKET])]
     assert to_table(reports).splitlines()[-1].startswith("what a finding means")
     assert "explain" not in to_json(reports)
