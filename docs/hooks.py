@@ -35,8 +35,8 @@ import yaml
 
 from gpurig.checks.rules import rules
 from gpurig.report import explain
-from gpurig.report.render import HostReport
 from gpurig.report.textfile import SEVERITIES, contract_families, families, render
+from gpurig.spec.finding import HostReport
 from gpurig.spec.model import normalise
 from gpurig.spec.user_scope import ROOT_ONLY
 
@@ -64,7 +64,7 @@ def on_files(files: Any, config: Any) -> Any:
     """Add the generated pages to the site before MkDocs builds its navigation."""
     from mkdocs.structure.files import File
 
-    for path, text in pages().items():
+    for path, text in pages(config.get("site_url")).items():
         files.append(File.generated(config, path, content=text))
     return files
 
@@ -114,10 +114,11 @@ def included(kind: str, what: str) -> str:
     return blocks[0]
 
 
-def pages() -> dict[str, str]:
-    """Every generated page by its path under docs/."""
+def pages(site_url: str | None = None) -> dict[str, str]:
+    """Every generated page by its path under docs/ (`site_url`: where the site is published,
+    which an example's `$schema` then names)."""
     return {
-        "reference/spec.md": spec_reference(),
+        "reference/spec.md": spec_reference(site_url),
         "reference/findings.md": findings_reference(),
         "reference/cli.md": cli_reference(),
         "reference/metrics.md": metrics_reference(),
@@ -371,7 +372,12 @@ def _required(node: Mapping[str, Any], dotted: str, document: Mapping[str, Any])
     return parts[-1] in (parent.get("required") or [])
 
 
-def spec_reference() -> str:
+# What an example inventory names its schema by in a checkout: copied from the site, a file
+# names the site's copy instead (an editor resolves a relative path from the file itself).
+CHECKOUT_SCHEMA = "$schema=../../schemas/inventory.schema.json"
+
+
+def spec_reference(site_url: str | None = None) -> str:
     """The inventory format, a section per object of the schema: what it is and an example
     from the example inventories, then each key under its own anchor: what it means, its type,
     default, whether it is required, what it allows, an example, and what `scope: user`
@@ -395,8 +401,11 @@ def spec_reference() -> str:
         sample = next((s for s in seen[kind] if isinstance(s, Mapping) and s), None)
         if kind == "inventory":  # a whole file, the shortest, as it is written
             short = min(EXAMPLES, key=lambda path: len(path.read_text(encoding="utf-8")))
-            lines += ["Example:", "", "```yaml", short.read_text(encoding="utf-8").rstrip(),
-                      "```", ""]  # fmt: skip
+            shown = short.read_text(encoding="utf-8").rstrip()
+            if site_url:
+                published = f"$schema={site_url.rstrip('/')}/inventory.schema.json"
+                shown = shown.replace(CHECKOUT_SCHEMA, published)
+            lines += ["Example:", "", "```yaml", shown, "```", ""]
         elif sample is not None:
             shown = yaml.safe_dump(sample, sort_keys=False, width=90).rstrip()
             lines += ["Example:", "", "```yaml", shown, "```", ""]

@@ -123,3 +123,13 @@ def test_a_site_built_with_the_repository_s_address_names_it() -> None:
     built = hooks.on_page_markdown(home, config={"repo_url": url})
     assert f"uv tool install git+{url}" in built and hooks.REPOSITORY_URL not in built
     assert hooks.REPOSITORY_URL in hooks.on_page_markdown(home, config={"repo_url": None})
+
+
+def test_an_example_copied_from_the_site_names_the_sites_schema() -> None:
+    """In a checkout the examples name `../../schemas/inventory.schema.json` (an editor resolves
+    it from the file); the published page names the site's copy, which a copied file reaches."""
+    assert hooks.CHECKOUT_SCHEMA in (hooks.ROOT / "inventories/examples/example.yaml").read_text()
+    published = hooks.spec_reference("https://docs.example/gpurig/")
+    assert "$schema=https://docs.example/gpurig/inventory.schema.json" in published
+    assert hooks.CHECKOUT_SCHEMA not in published
+    assert "inventory.schema.json" in hooks.pages()
