@@ -1,26 +1,30 @@
 #!/bin/sh
 # Builds the node agent's one offline artifact for Debian and Ubuntu nodes, with Debian's own
-# dpkg-deb: DIR/gpurig-node_VERSION_ARCH.deb for nodes whose python3 is PYTHON (e.g. 3.9 for
-# Debian 11). It carries the wheelhouse (scripts/wheelhouse.sh DIR PYTHON: gpurig's wheel and
-# its locked dependencies, every one checked by hash) in /usr/share/gpurig/wheels; its postinst
+# dpkg-deb. Usage: sh scripts/node_deb.sh DIR [PYTHON_VERSION] [PLATFORM], the targets as
+# scripts/wheelhouse.sh takes them: PYTHON_VERSION the nodes' python3, 3.9 to 3.13 (e.g. 3.9
+# for Debian 11; default: this machine's python3), PLATFORM x86_64, aarch64 or a manylinux tag
+# (default: this machine's architecture); neither need be installed here.
+# What comes out: DIR/gpurig-node_VERSION_ARCH.deb (ARCH Debian's name: amd64, arm64). It
+# carries the wheelhouse (scripts/wheelhouse.sh: gpurig's wheel and its locked dependencies,
+# every one checked by hash) in /usr/share/gpurig/wheels; its postinst
 # makes /opt/gpurig, a venv of the node's own python3, and fills it from those wheels alone
 # (no network), every file root's; /usr/lib/gpurig/ holds the SLURM Prolog and
 # HealthCheckProgram wrappers and the NPD plugin config (examples/); removing the package
-# removes the venv. Run it from the checkout after `sh scripts/setup.sh`, where PyPI is reachable.
+# removes the venv. Run it from a checkout where PyPI (or the site's mirror) is reachable.
 set -eu
-if [ $# -ne 2 ]; then
-    echo "usage: sh scripts/node_deb.sh DIR PYTHON" >&2
+if [ $# -lt 1 ] || [ $# -gt 3 ] || [ -z "$1" ]; then
+    echo "usage: sh scripts/node_deb.sh DIR [PYTHON_VERSION] [PLATFORM]" >&2
     exit 2
 fi
 mkdir -p "$1"
 out=$(cd "$1" && pwd)
-python=$2
+python=${2:-$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')}
+platform=${3:-$(uname -m)}
 cd "$(dirname "$0")/.."
 
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
-sh scripts/wheelhouse.sh "$root/usr/share/gpurig/wheels" "$python" >/dev/null
-rm -f "$root/usr/share/gpurig/wheels/.gitignore"  # uv build's, for a checkout
+sh scripts/wheelhouse.sh "$root/usr/share/gpurig/wheels" "$python" "$platform" >/dev/null
 chmod 0755 "$root"
 chmod 0644 "$root"/usr/share/gpurig/wheels/*
 install -d -m 0755 "$root/usr/lib/gpurig" "$root/etc/gpurig" "$root/DEBIAN"
@@ -28,7 +32,10 @@ install -m 0755 examples/slurm/gpurig-prolog examples/slurm/gpurig-healthcheck "
 install -m 0644 examples/npd-gpurig.json "$root/usr/lib/gpurig/"
 
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' pyproject.toml)
-arch=$(dpkg --print-architecture)
+case $platform in  # wheelhouse.sh took it: x86_64, aarch64 or a manylinux tag for one
+*x86_64) arch=amd64 ;;
+*) arch=arm64 ;;
+esac
 # The wheels fit one Python minor version (compiled ones are built per version).
 next="${python%.*}.$((${python#*.} + 1))"
 cat >"$root/DEBIAN/control" <<EOF

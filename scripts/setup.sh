@@ -44,6 +44,14 @@ if [ ! -f "$wheels/requirements.txt" ]; then
     sh scripts/wheelhouse.sh "$wheels.part" >/dev/null
     mv "$wheels.part" "$wheels"
 fi
+# The same for another target, CPython 3.12 on aarch64: tests/unit/test_wheelhouse.py builds
+# that wheelhouse from them with no network and no such Python or machine here.
+if [ ! -f "$wheels-3.12-aarch64/requirements.txt" ]; then
+    echo "setup: downloading the locked wheels for CPython 3.12 on aarch64 into $wheels-3.12-aarch64"
+    rm -rf "$wheels-3.12-aarch64.part"
+    sh scripts/wheelhouse.sh "$wheels-3.12-aarch64.part" 3.12 aarch64 >/dev/null
+    mv "$wheels-3.12-aarch64.part" "$wheels-3.12-aarch64"
+fi
 
 # The build backend's wheels (scripts/build-constraints.txt), once per pin, in the user's cache:
 # tests/unit/test_install_page.py builds gpurig from a git URL with pipx, whose pip fetches the
