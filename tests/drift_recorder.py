@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpurig.checks.judge import EVERYTHING, Probed, Scope
-from gpurig.report.render import HostReport
+from gpurig.spec.finding import HostReport
 from tests.finding_examples import (
     RecordingError,
     blocks,

@@ -42,8 +42,8 @@ from gpurig.facts.gpurig_packages import OsRelease
 from gpurig.facts.round_trip import FactFailed, Unreadable, read_key
 from gpurig.plans import secrets as secrets_plan
 from gpurig.report import explain
-from gpurig.report.render import HostReport, finding_block
-from gpurig.spec.finding import Finding
+from gpurig.report.render import finding_block
+from gpurig.spec.finding import Finding, HostReport
 from gpurig.spec.inventory import Host
 from gpurig.spec.model import normalise
 from tests.unit.gpu_fixtures import FIXTURES as GPU

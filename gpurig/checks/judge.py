@@ -32,9 +32,8 @@ from gpurig.plans.change import Change, findings
 from gpurig.plans.containers import container_reads
 from gpurig.plans.toolkit import packages as toolkit_packages
 from gpurig.read import bounds
-from gpurig.report.render import HostReport
 from gpurig.spec.container import running_image
-from gpurig.spec.finding import Finding
+from gpurig.spec.finding import Finding, HostReport
 from gpurig.spec.hostkeys import is_mismatch
 from gpurig.spec.inventory import Host
 from gpurig.spec.model import normalise, toolkit_wanted

@@ -32,8 +32,7 @@ from gpurig.named_tuple import NamedTuple
 from gpurig.node.policy import Held
 from gpurig.plans import CHANGE_IDS, PLANS
 from gpurig.report.node_actions import CONNECT_CHECKS, UNCHECKED, NodeAction, Policy
-from gpurig.report.render import HostReport
-from gpurig.spec.finding import Finding
+from gpurig.spec.finding import Finding, HostReport
 from gpurig.spec.pattern import lazy
 from gpurig.spec.words import counted
 

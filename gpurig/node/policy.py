@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 from gpurig.named_tuple import NamedTuple
 from gpurig.report.node_actions import Policy
-from gpurig.report.render import HostReport
+from gpurig.spec.finding import HostReport
 
 
 def governed(report: HostReport, pol: Policy, never_off: frozenset[str]) -> HostReport:

@@ -8,7 +8,7 @@ import os
 from gpurig.checks.judge import EVERYTHING, PROBE_TIMEOUT, Probed, Scope, drift_reads, report
 from gpurig.read.bounds import OutputFlood
 from gpurig.read.local import StartedRead, read_here
-from gpurig.report.render import HostReport
+from gpurig.spec.finding import HostReport
 from gpurig.spec.inventory import Host
 from gpurig.spec.model import normalise
 from gpurig.spec.user_scope import is_user

@@ -25,8 +25,8 @@ from gpurig.node.policy import governed, withheld
 from gpurig.node.read import read_local
 from gpurig.read.local import StartedRead
 from gpurig.report.node_actions import Policy, policy
-from gpurig.report.render import HostReport, render
-from gpurig.spec.finding import Finding
+from gpurig.report.render import render
+from gpurig.spec.finding import Finding, HostReport
 from gpurig.spec.inventory import Host
 
 

@@ -32,7 +32,7 @@ from gpurig.spec.user_scope import is_user
 
 if TYPE_CHECKING:
     from gpurig.checks.judge import Probed
-    from gpurig.report.render import HostReport
+    from gpurig.spec.finding import HostReport
     from gpurig.spec.inventory import Host
 
 LOCK_WAIT = 300.0  # seconds one `up` waits for another's converge on this node

@@ -51,8 +51,8 @@ from gpurig.remote.drift import Then, probe_hosts, run_drift
 from gpurig.remote.jump import LOGINS, endpoint
 from gpurig.remote.key_scan import fetch_host_key
 from gpurig.remote.pyinfra_inventory import cache_dir, jump_data
-from gpurig.report.render import HostReport, to_table
-from gpurig.spec.finding import Finding
+from gpurig.report.render import to_table
+from gpurig.spec.finding import Finding, HostReport
 from gpurig.spec.hostkeys import (
     changed_message,
     fingerprint,

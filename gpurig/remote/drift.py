@@ -21,7 +21,7 @@ from gpurig.checks.judge import SUDO_PASSWORD, Probed, drift_reads, report
 from gpurig.facts.round_trip import HostState, Read
 from gpurig.remote import pyinfra_guard, retry
 from gpurig.remote.pyinfra_inventory import pyinfra_hosts
-from gpurig.report.render import HostReport
+from gpurig.spec.finding import HostReport
 from gpurig.spec.inventory import Host
 from gpurig.spec.model import normalise
 

@@ -14,41 +14,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from types import MappingProxyType
 from typing import Any
 
-from gpurig.named_tuple import NamedTuple
-from gpurig.spec.finding import ACTIONS, Finding, as_dict
+from gpurig.spec.finding import ACTIONS, Finding, HostReport, as_dict
 from gpurig.spec.pattern import lazy
 from gpurig.spec.textsafe import visible
 from gpurig.spec.words import counted
 
 _COLOURS = {"error": "\033[31m", "warn": "\033[33m", "ok": "\033[32m"}
 _RESET = "\033[0m"
-
-
-class HostReport(NamedTuple):
-    """One host's outcome: reachable or not, and its findings."""
-
-    name: str
-    reachable: bool
-    findings: Sequence[Finding] = ()
-    # What must match across a multi-node job (driver, CUDA, kernel, toolkit, images, code).
-    facts: Mapping[str, Any] = MappingProxyType({})
-    tries: int = 1  # connections tried: more than one where the host blinked first
-
-    @property
-    def failed(self) -> bool:
-        """Drift for CI: unreachable, or any error finding (warnings alone pass)."""
-        return not self.reachable or any(f.severity == "error" for f in self.findings)
-
-    @property
-    def by_subject(self) -> list[Finding]:
-        """Its findings with each subject's together, subjects in the order they first appear."""
-        first: dict[str, int] = {}
-        for n, f in enumerate(self.findings):
-            first.setdefault(f.subject, n)
-        return sorted(self.findings, key=lambda f: first[f.subject])
 
 
 def exit_code(reports: Sequence[HostReport]) -> int:

@@ -31,9 +31,8 @@ from gpurig.checks.all import CHECK_IDS
 from gpurig.fsutil import atomic_write
 from gpurig.named_tuple import NamedTuple
 from gpurig.plans import CHANGE_IDS
-from gpurig.report.render import HostReport
 from gpurig.safe_path import walk
-from gpurig.spec.finding import Severity
+from gpurig.spec.finding import HostReport, Severity
 
 FILENAME = "gpurig_drift.prom"
 SEVERITIES: tuple[str, ...] = get_args(Severity)

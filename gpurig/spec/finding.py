@@ -1,13 +1,17 @@
 """One finding: one thing on a host that is wrong (a container, a checkout, a file, a GPU, a
-unit), what the converge does about it, and how it differs from what was declared or expected.
+unit), what the converge does about it, and how it differs from what was declared or expected;
+and one host's report: reachable or not, and its findings.
 
 A plan's changes (gpurig.plans.change) and the checks (gpurig.checks.all) both end as
 findings, so every report format (gpurig.report.render) labels, groups and prints them one way.
-The record sits below the plans and the checks that both make it.
+The records sit below the plans and the checks that make them, and the judge that makes a
+host's report (gpurig.checks.judge) below the formats that print it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, Literal
 
 from gpurig.named_tuple import NamedTuple
@@ -70,3 +74,27 @@ def as_dict(finding: Finding) -> dict[str, Any]:
     row["action"] = finding.action
     row["differences"] = [d._asdict() for d in finding.differences]
     return row
+
+
+class HostReport(NamedTuple):
+    """One host's outcome: reachable or not, and its findings."""
+
+    name: str
+    reachable: bool
+    findings: Sequence[Finding] = ()
+    # What must match across a multi-node job (driver, CUDA, kernel, toolkit, images, code).
+    facts: Mapping[str, Any] = MappingProxyType({})
+    tries: int = 1  # connections tried: more than one where the host blinked first
+
+    @property
+    def failed(self) -> bool:
+        """Drift for CI: unreachable, or any error finding (warnings alone pass)."""
+        return not self.reachable or any(f.severity == "error" for f in self.findings)
+
+    @property
+    def by_subject(self) -> list[Finding]:
+        """Its findings with each subject's together, subjects in the order they first appear."""
+        first: dict[str, int] = {}
+        for n, f in enumerate(self.findings):
+            first.setdefault(f.subject, n)
+        return sorted(self.findings, key=lambda f: first[f.subject])

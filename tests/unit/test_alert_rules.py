@@ -16,7 +16,7 @@ from test_cli_drift import free_port, inventory
 
 from gpurig.cli.main import main
 from gpurig.report import textfile
-from gpurig.report.render import HostReport
+from gpurig.spec.finding import HostReport
 
 RULES = Path(__file__).parents[2] / "examples" / "prometheus" / "gpurig-rules.yml"
 

@@ -12,8 +12,8 @@ from gpurig.checks.rules import rules
 from gpurig.cli.main import main
 from gpurig.plans import CHANGE_IDS
 from gpurig.report import explain, fleet
-from gpurig.report.render import HostReport
 from gpurig.report.textfile import families
+from gpurig.spec.finding import HostReport
 
 
 def written_ids() -> set[str]:

@@ -151,7 +151,8 @@ def test_no_secret_value_or_plain_digest_reaches_any_output(tmp_path: Path, faul
     import hashlib
 
     from gpurig.plans import secrets as secrets_plan
-    from gpurig.report.render import HostReport, render
+    from gpurig.report.render import render
+    from gpurig.spec.finding import HostReport
 
     value = "hf_0123456789abcdefSECRET"
     src, dest = tmp_path / "token", tmp_path / "dest"

@@ -29,9 +29,9 @@ from gpurig.cli.main import main
 from gpurig.onboard.onboard import Check, render_checks
 from gpurig.onboard.pin import PinInputError, pin_text
 from gpurig.remote.pyinfra_inventory import load_groups
-from gpurig.report.render import HostReport, render, to_json, to_junit, to_markdown, to_table
+from gpurig.report.render import render, to_json, to_junit, to_markdown, to_table
 from gpurig.spec import safe_yaml
-from gpurig.spec.finding import Difference, Finding
+from gpurig.spec.finding import Difference, Finding, HostReport
 from gpurig.spec.inventory import (
     InventoryError,
     format_path,

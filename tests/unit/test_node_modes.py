@@ -19,8 +19,7 @@ from gpurig.node import modes as node_modes
 from gpurig.node.argv import MODES
 from gpurig.node.modes import NodeState, health_action, mode, parse_nodes
 from gpurig.plans import CHANGE_IDS, PLANS
-from gpurig.report.render import HostReport
-from gpurig.spec.finding import Finding
+from gpurig.spec.finding import Finding, HostReport
 
 PLANS_DIR = Path(node_modes.__file__).parents[1] / "plans"
 HOSTILE = "\x1b[2J evil\nline ) Reason=x [root@2020-01-01T00:00:00]"

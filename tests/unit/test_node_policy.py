@@ -19,9 +19,8 @@ from gpurig.node.policy import Held, budget_nodes, governed, withheld
 from gpurig.plans import CHANGE_IDS
 from gpurig.report import explain
 from gpurig.report.node_actions import FAMILY, default_action, governed_ids, policy
-from gpurig.report.render import HostReport
 from gpurig.report.textfile import contract_families, render
-from gpurig.spec.finding import Difference, Finding
+from gpurig.spec.finding import Difference, Finding, HostReport
 from gpurig.spec.inventory import SCHEMA_PATH, InventoryError, load_spec_file
 
 # The node's hardware and health, which an operator drains for (the and NHC's).

@@ -11,9 +11,9 @@ import pytest
 from gpurig.deploys.containers import run_command
 from gpurig.plans.repos import plan as repos_plan
 from gpurig.report.formats import FORMATS
-from gpurig.report.render import HostReport, render
+from gpurig.report.render import render
 from gpurig.spec.container import diff_container
-from gpurig.spec.finding import Difference, Finding
+from gpurig.spec.finding import Difference, Finding, HostReport
 from gpurig.spec.model import normalise
 from gpurig.spec.redact import REDACTED, redacted
 

@@ -21,8 +21,7 @@ from gpurig.cli.main import main
 from gpurig.plans import CHANGE_IDS
 from gpurig.plans.change import Change, findings
 from gpurig.report import textfile
-from gpurig.report.render import HostReport
-from gpurig.spec.finding import Finding
+from gpurig.spec.finding import Finding, HostReport
 
 HOSTILE = 'ev"il\\ \n\x1b[2J{} # TYPE x counter'
 DRIFTED = HostReport(

@@ -13,8 +13,8 @@ import pytest
 
 from gpurig.checks.compat import Finding
 from gpurig.node.up import UpError, exports, reason, up
-from gpurig.report.render import HostReport
 from gpurig.root_env import ROOT_PATH
+from gpurig.spec.finding import HostReport
 from gpurig.spec.inventory import load_spec_file
 from gpurig.spec.model import normalise
 
