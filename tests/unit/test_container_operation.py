@@ -79,7 +79,9 @@ def created(commands: list[Any]) -> tuple[str, str]:
     [(data, dest)] = [upload["command"][1:]]
     stage = dest.removesuffix("/upload")
     assert upload == {"_sudo": False, "command": ["upload", data, f"{stage}/upload"]}
-    assert f"mkdir -m 700 {stage} && (umask 077 && : > {stage}/upload)" in make
+    # Made by the login that uploads into it, without sudo: root's own when root converges.
+    assert make["_sudo"] is False
+    assert f"mkdir -m 700 {stage} && (umask 077 && : > {stage}/upload)" in make["command"]
     assert f" --env-file {stage}/upload " in run_cmd
     assert run_cmd.endswith(f" >/dev/null; rc=$?; rm -rf {stage}; exit $rc")
     assert "--env " not in run_cmd
