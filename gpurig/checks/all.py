@@ -34,6 +34,7 @@ from gpurig.checks import interconnect as interconnect_checks
 from gpurig.checks import node as node_checks
 from gpurig.checks.rules import one_per_cause
 from gpurig.facts.round_trip import Unreadable
+from gpurig.plans import CHANGE_IDS
 from gpurig.spec.finding import Finding
 
 Read = Callable[..., Any]
@@ -50,6 +51,18 @@ CHECK_IDS = (
     *node_checks.IDS, *container_checks.IDS, *gpu_checks.IDS, *interconnect_checks.IDS,
     *compat.IDS, *fabric_checks.IDS, *over_time.IDS,
 )  # fmt: skip
+# Findings that say the host was not read, or part of it could not be: its checks did not all
+# run, so the run did not succeed there (the textfile's last_run_success 0) and no 0 is
+# claimed for it.
+NOT_READ = frozenset(
+    {"host.unreachable", "host.key_changed", "host.sudo_password", "state.unreadable"}
+)
+
+
+def known_ids() -> tuple[str, ...]:
+    """Every finding id a drift run can report, from the lists the plans' and checks' tests
+    hold complete (each id there has a case that makes it fire)."""
+    return tuple(sorted({*CHANGE_IDS, *CHECK_IDS}))
 
 
 def rules(containers: bool = True, imports: bool = True) -> tuple[Rule, ...]:

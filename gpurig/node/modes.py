@@ -27,11 +27,11 @@ from functools import cache
 from typing import Literal, Optional
 
 from gpurig.checks.all import CHECK_IDS
+from gpurig.checks.node_actions import CONNECT_CHECKS, UNCHECKED, NodeAction, Policy
 from gpurig.data.tables import table
 from gpurig.named_tuple import NamedTuple
 from gpurig.node.policy import Held
 from gpurig.plans import CHANGE_IDS, PLANS
-from gpurig.report.node_actions import CONNECT_CHECKS, UNCHECKED, NodeAction, Policy
 from gpurig.spec.finding import Finding, HostReport
 from gpurig.spec.pattern import lazy
 from gpurig.spec.words import counted

@@ -1,7 +1,7 @@
 """What a node contract does about each finding, and how many nodes it may hold drained: the
 spec's `node_contracts` over the defaults of gpurig/data/node_modes.yaml.
 
-- `actions` (gpurig.report.node_actions, which the catalogue shows too): per finding id or
+- `actions` (gpurig.checks.node_actions, which the catalogue shows too): per finding id or
   family (`gpu.*`), `drain` (an error drains the node), `report` (said on stderr, in syslog,
   the textfile and the exit status; never drained) or `off` (left out of the report).
 - `drain_budget`: before a node is drained, the nodes of its partitions already drained or down
@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from gpurig.checks.node_actions import Policy
 from gpurig.named_tuple import NamedTuple
-from gpurig.report.node_actions import Policy
 from gpurig.spec.finding import HostReport
 
 

@@ -16,6 +16,7 @@ from typing import Literal, TextIO
 
 from gpurig.checks.judge import Probed, Scope
 from gpurig.checks.judge import report as judge
+from gpurig.checks.node_actions import Policy, policy
 from gpurig.facts.gpurig_nvidia import KernelLog
 from gpurig.facts.round_trip import read_key
 from gpurig.node import ack as acks
@@ -24,7 +25,6 @@ from gpurig.node import over_time
 from gpurig.node.policy import governed, withheld
 from gpurig.node.read import read_local
 from gpurig.read.local import StartedRead
-from gpurig.report.node_actions import Policy, policy
 from gpurig.report.render import render
 from gpurig.spec.finding import Finding, HostReport
 from gpurig.spec.inventory import Host

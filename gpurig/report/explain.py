@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpurig.checks import compat, gpu, interconnect, node
+from gpurig.checks.all import known_ids
+from gpurig.checks.node_actions import default_action, policy
 from gpurig.checks.rules import ByInput, rules
 from gpurig.data.tables import table
 from gpurig.plans import CHANGE_IDS
 from gpurig.plans import severity as change_severity
 from gpurig.report import fleet
-from gpurig.report.node_actions import default_action, policy
-from gpurig.report.textfile import known_ids
 
 GROUPED = ".differs"
 # The concerns whose plan can give one subject two of its ids, so drift reports them as one

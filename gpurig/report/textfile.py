@@ -27,20 +27,14 @@ from collections.abc import Mapping, Sequence
 from typing import get_args
 
 from gpurig import __version__
-from gpurig.checks.all import CHECK_IDS
+from gpurig.checks.all import NOT_READ, known_ids
 from gpurig.fsutil import atomic_write
 from gpurig.named_tuple import NamedTuple
-from gpurig.plans import CHANGE_IDS
 from gpurig.safe_path import walk
 from gpurig.spec.finding import HostReport, Severity
 
 FILENAME = "gpurig_drift.prom"
 SEVERITIES: tuple[str, ...] = get_args(Severity)
-# Findings that say the host was not read, or part of it could not be: its checks did not all
-# run, so the run did not succeed there and no 0 is claimed for it.
-UNCHECKED = frozenset(
-    {"host.unreachable", "host.key_changed", "host.sudo_password", "state.unreadable"}
-)
 
 Labels = Mapping[str, str]
 
@@ -53,15 +47,9 @@ class Family(NamedTuple):
     samples: tuple[tuple[Labels, float], ...]
 
 
-def known_ids() -> tuple[str, ...]:
-    """Every finding id a drift run can report, from the lists the plans' and checks' tests
-    hold complete (each id there has a case that makes it fire)."""
-    return tuple(sorted({*CHANGE_IDS, *CHECK_IDS}))
-
-
 def checked(report: HostReport) -> bool:
     """Whether the host was read and every concern judged (the run succeeded there)."""
-    return report.reachable and not any(f.id in UNCHECKED for f in report.findings)
+    return report.reachable and not any(f.id in NOT_READ for f in report.findings)
 
 
 def families(

@@ -1,4 +1,4 @@
-"""What a node contract does about each finding (gpurig/report/node_actions.py,
+"""What a node contract does about each finding (gpurig/checks/node_actions.py,
 gpurig/node/policy.py): the defaults of
 gpurig/data/node_modes.yaml, a spec's `node_contracts` over them, the schema's refusals, the
 drain budget over the cluster's nodes, and the contracts run on this machine."""
@@ -12,13 +12,13 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from gpurig.checks.node_actions import FAMILY, default_action, governed_ids, policy
 from gpurig.cli.main import main
 from gpurig.node import modes as node_modes
 from gpurig.node.modes import NodeState
 from gpurig.node.policy import Held, budget_nodes, governed, withheld
 from gpurig.plans import CHANGE_IDS
 from gpurig.report import explain
-from gpurig.report.node_actions import FAMILY, default_action, governed_ids, policy
 from gpurig.report.textfile import contract_families, render
 from gpurig.spec.finding import Difference, Finding, HostReport
 from gpurig.spec.inventory import SCHEMA_PATH, InventoryError, load_spec_file

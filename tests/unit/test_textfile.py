@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_cli_drift import free_port, inventory
 
 from gpurig import __version__
-from gpurig.checks.all import CHECK_IDS
+from gpurig.checks.all import CHECK_IDS, NOT_READ, known_ids
 from gpurig.checks.node import unreachable, unreadable
 from gpurig.cli.main import main
 from gpurig.plans import CHANGE_IDS
@@ -62,7 +62,7 @@ def test_local_file_has_each_finding_zeros_counts_and_run_info() -> None:
     assert findings[labels(id="disk.free", severity="error")] == 0
     assert findings[labels(id="disk.free", severity="warn")] == 0
     assert findings[labels(id="packages.missing", severity="warn")] == 0
-    assert len(findings) == 2 * len(textfile.known_ids())
+    assert len(findings) == 2 * len(known_ids())
     assert sum(findings.values()) == 3
     assert metrics["gpurig_drift_findings_by_severity"] == {
         labels(severity="error"): 2,
@@ -87,9 +87,9 @@ def test_a_grouped_finding_counts_under_each_of_its_ids() -> None:
 
 
 def test_known_ids_are_the_plans_and_checks_lists() -> None:
-    assert set(textfile.known_ids()) == {*CHANGE_IDS, *CHECK_IDS}
-    assert len(textfile.known_ids()) == len(set(textfile.known_ids()))
-    assert set(CHECK_IDS) >= textfile.UNCHECKED
+    assert set(known_ids()) == {*CHANGE_IDS, *CHECK_IDS}
+    assert len(known_ids()) == len(set(known_ids()))
+    assert set(CHECK_IDS) >= NOT_READ
 
 
 def test_no_host_text_in_the_file() -> None:

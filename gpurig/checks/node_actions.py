@@ -1,7 +1,7 @@
 """What a node contract does about each finding id: `drain`, `report` or `off`, from the spec's
-`node_contracts.actions` over the defaults of gpurig/data/node_modes.yaml. In the core, so the
-findings catalogue (`gpurig explain`, the docs) shows each id's default; the contracts apply it
-(gpurig.node.policy, with the drain budget).
+`node_contracts.actions` over the defaults of gpurig/data/node_modes.yaml. In the core, below
+both its readers: the findings catalogue (gpurig.report.explain: `gpurig explain`, the docs)
+shows each id's default; the contracts apply it (gpurig.node.policy, with the drain budget).
 
 The spec's own entries win over the defaults; within each, an id's entry wins over its
 family's (`gpu.*`: every id of that first word).
@@ -12,17 +12,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
+from gpurig.checks.all import NOT_READ, known_ids
 from gpurig.data.tables import table
 from gpurig.named_tuple import NamedTuple
-from gpurig.report import textfile
 
 NodeAction = Literal["drain", "report", "off"]
 FAMILY = ".*"
 # A finding standing for several ids (a grouped `container.differs`) takes the strongest.
 _STRENGTH = {"off": 0, "report": 1, "drain": 2}
-# Findings that say the node, or part of it, was not read or not judged (the textfile's, and
-# a bug in gpurig met while judging): no verdict of clean, and no policy hides them.
-UNCHECKED = textfile.UNCHECKED | {"gpurig.internal_error"}
+# Findings that say the node, or part of it, was not read or not judged (NOT_READ, and a bug
+# in gpurig met while judging): no verdict of clean, and no policy hides them.
+UNCHECKED = NOT_READ | {"gpurig.internal_error"}
 # Checks a local read never reports: they are about connecting to a host.
 CONNECT_CHECKS = frozenset({"host.unreachable", "host.key_changed", "host.sudo_password"})
 
@@ -30,7 +30,7 @@ CONNECT_CHECKS = frozenset({"host.unreachable", "host.key_changed", "host.sudo_p
 def governed_ids() -> tuple[str, ...]:
     """The ids a spec's `node_contracts.actions` may name (the schema's findingSelector): every
     id a contract reports, but those that say the node was not read or judged."""
-    return tuple(sorted(set(textfile.known_ids()) - UNCHECKED - CONNECT_CHECKS))
+    return tuple(sorted(set(known_ids()) - UNCHECKED - CONNECT_CHECKS))
 
 
 class Policy(NamedTuple):
