@@ -123,6 +123,19 @@ def validate(inventories: tuple[str, ...]) -> None:
     click.echo(f"OK: {counted(len(inventory.hosts), 'host')}")
 
 
+def _keys_load(hosts: Any, passphrase_asked: bool = False) -> None:
+    """Exit 2, before any host is touched, where a private key the hosts name cannot be loaded
+    here (gpurig.remote.key_load): the inventory's error on this machine, not a host that did
+    not answer. Loads paramiko: only the commands that connect call it."""
+    from gpurig.remote.key_load import KeyRefused, refuse_unloadable
+
+    try:
+        refuse_unloadable(hosts, passphrase_asked)
+    except KeyRefused as exc:
+        click.echo(str(exc), err=True)
+        raise SystemExit(2) from None
+
+
 def which_spec(prefix: str) -> Callable[[Any], Any]:
     """--as NAME and --spec FILE: the spec this machine is read or converged as (drift, up)."""
 
@@ -204,6 +217,7 @@ def drift(
         click.echo(f"{inventory}: no host named {', '.join(unknown)}", err=True)
         raise SystemExit(2)
     selected = [h for h in hosts if not limits or h.name in limits]
+    _keys_load(selected)
     # Imported here: the console script (gpurig.cli.entry) has patched gevent in by now.
     from gpurig.remote.drift import progress_stream, run_drift
     from gpurig.remote.pyinfra_inventory import cache_dir
@@ -323,6 +337,9 @@ def converge(
     bad = [word for word in data if "=" not in word or word.startswith("=")]
     if bad:
         raise click.BadParameter(f"{bad[0]!r} is not KEY=VALUE", param_hint="--data")
+    chosen = [h for h in inventory.hosts
+              if not limits or h.name in limits or set(h.groups) & set(limits)]  # fmt: skip
+    _keys_load(chosen, passphrase_asked=sys.stdin.isatty())  # pyinfra asks on a terminal
     from gpurig.remote.converge import inventory_env, pyinfra_argv
 
     flags = ["--dry"] if dry else []
@@ -379,15 +396,20 @@ def onboard(
 
     Preflight is read-only; a refusal names its step (preflight, record, converge, verify,
     accept). The last line is the verdict and the command to run next. Exit 0 onboarded
-    (a host without a GPU that does not require one included), 1 refused.
+    (a host without a GPU that does not require one included), 1 refused, 2 a private key
+    that cannot be loaded here (said before the host is contacted).
     """
     # Imported here: the console script (gpurig.cli.entry) has patched gevent in by now.
     from gpurig.onboard.onboard import OnboardError, Request, failure_verdict, success_verdict
     from gpurig.onboard.onboard import onboard as run_onboard
+    from gpurig.remote.key_load import KeyRefused
 
     request = Request(address, name, inventory, port, user, key, groups, timeout, yes, margin / 100)
     try:
         done = run_onboard(request, confirm=_confirm, echo=click.echo)
+    except KeyRefused as exc:
+        click.echo(str(exc), err=True)
+        raise SystemExit(2) from None
     except OnboardError as exc:
         click.echo(f"{exc}\n{failure_verdict(exc, request)}", err=True)
         raise SystemExit(1) from None
@@ -446,6 +468,7 @@ def accept(
     from gpurig.onboard import accept as acceptance
     from gpurig.remote.pyinfra_inventory import cache_dir
 
+    _keys_load([found])
     accepted = acceptance.measure(found, cache_dir(), margin / 100)
     saved = acceptance.save(found, accepted)
     click.echo(acceptance.render(found, accepted, fmt), nl=False)
@@ -478,6 +501,7 @@ def _accept_group(inventory: Any, group: str, paths: list[Any], fmt: str) -> Non
     from gpurig.onboard import accept_group
     from gpurig.remote.pyinfra_inventory import cache_dir
 
+    _keys_load(hosts)
     try:
         accepted = accept_group.measure_group(group, hosts, cache_dir())
     except Refused as exc:

@@ -49,6 +49,7 @@ from gpurig.read.acceptance import DEFAULT_MARGIN
 from gpurig.remote.converge import ConvergeResult, converge
 from gpurig.remote.drift import Then, probe_hosts, run_drift
 from gpurig.remote.jump import LOGINS, endpoint
+from gpurig.remote.key_load import refuse_unloadable
 from gpurig.remote.key_scan import fetch_host_key
 from gpurig.remote.pyinfra_inventory import cache_dir, jump_data
 from gpurig.report.render import to_table
@@ -511,6 +512,7 @@ def preflight(
     recorded = next((h for h in current.hosts if h.name == request.name), None) or next(
         (h for h in current.hosts if (h.address, h.ssh.port, _hop(h)) == where), None
     )
+    refuse_unloadable([host])  # before the host is contacted (its host key read)
     host_key, line = _trust_host_key(request, host, recorded, confirm)
     checks = [Check("ssh", "ok", line)]
     ssh = {"port": host.ssh.port, **ssh, "host_key": host_key}

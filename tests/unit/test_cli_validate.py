@@ -17,9 +17,17 @@ BAD = Path(__file__).parent / "bad_inventories" / "size-without-unit.yaml"
 GPURIG = Path(sys.executable).with_name("gpurig")
 
 
+def stand_in_key(path: Path) -> Path:
+    """A file shaped as a private key, as validate reads one (its armour, mode 0600; validate
+    parses no key: the commands that connect do)."""
+    path.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n-----END OPENSSH PRIVATE KEY-----\n")
+    path.chmod(0o600)
+    return path
+
+
 def test_validate_valid_inventory_exits_0(tmp_path: Path) -> None:
     (tmp_path / ".ssh").mkdir()
-    (tmp_path / ".ssh" / "rental_ed25519").write_text("a key\n")  # the example's key, here
+    stand_in_key(tmp_path / ".ssh" / "rental_ed25519")  # the example's key, here
     result = CliRunner().invoke(main, ["validate", str(EXAMPLE)], env={"HOME": str(tmp_path)})
     assert result.exit_code == 0, result.output
     assert result.stdout == "OK: 3 hosts\n"
@@ -71,7 +79,7 @@ def test_validate_warns_of_an_absolute_key_path_outside_the_repository(tmp_path:
     path = key_inventory(tmp_path, str(outside))
     inside.parent.mkdir()
     for key in (outside, inside):
-        key.write_text("a key\n")
+        stand_in_key(key)
     result = CliRunner().invoke(main, ["validate", str(path)], env={"HOME": str(tmp_path)})
     assert result.exit_code == 0
     assert result.stderr == (

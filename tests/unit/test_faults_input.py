@@ -447,7 +447,9 @@ def test_a_plainly_written_fleet_of_5000_hosts_is_valid(tmp_path: Path) -> None:
     path = tmp_path / "fleet.yaml"
     path.write_text(fleet_inventory(5000), encoding="utf-8")
     (tmp_path / ".ssh").mkdir()
-    (tmp_path / ".ssh" / "gpurig-sandbox").write_text("the fleet's key\n")  # its ~/ key
+    key = tmp_path / ".ssh" / "gpurig-sandbox"  # its ~/ key, shaped as one (validate warns else)
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n-----END OPENSSH PRIVATE KEY-----\n")
+    key.chmod(0o600)
     start = time.perf_counter()
     result = CliRunner().invoke(main, ["validate", str(path)], env={"HOME": str(tmp_path)})
     print(f"validate of 5000 hosts ({path.stat().st_size} bytes): "
