@@ -15,6 +15,7 @@ from gpurig.facts.round_trip import BOUNDED, EUID, LINES, Sectioned, part_text, 
 from gpurig.facts.safe_path import SAFE_PATH
 from gpurig.read import node_parse
 from gpurig.spec.pattern import lazy
+from gpurig.spec.textsafe import first_unsafe
 
 # `df -P`'s line for one file system: name (may hold blanks), four numbers, capacity, mount.
 _DF_LINE = lazy(r"(?P<fs>.+?)\s+(?P<total>\d+)\s+(?P<used>\d+)\s+(?P<avail>\d+)\s+"
@@ -198,9 +199,28 @@ _LOGIN_FILES = (
 # Seconds a kept answer is used (re-asked at least this often: a file a profile sources is
 # not in the key).
 LOGIN_KEPT_S = 300
+# A traced login's prefix: the file and line of each command it runs (bash repeats its first
+# character once for each file sourced and each command substitution it is in).
+_PS4 = shlex.quote("+${BASH_SOURCE}:${LINENO}: ")
+# What a login shell reads, in bash's order (bash(1) INVOCATION), traced: root's locator.
+_AS_LOGIN = shlex.quote(
+    f"PS4={_PS4}; set -x\n"
+    "if [ -r /etc/profile ]; then . /etc/profile; fi\n"
+    'for f in "$HOME/.bash_profile" "$HOME/.bash_login" "$HOME/.profile"; do\n'
+    '  if [ -r "$f" ]; then . "$f"; break; fi\n'
+    "done"
+)
+# The traced commands that may set the core limit, at most 300 characters each (a longer line
+# is dropped, never cut), the last LOGIN_TRACED of them, each behind `at `: what LoginShell
+# parses, and all it keeps.
+LOGIN_TRACED = 8
+_TRACED_ULIMITS = (
+    r"sed -e '/^+/!d' -e '/ulimit .*c/!d' -e '/^.\{301\}/d' -e 's/^/at /' | "
+    f"sed -e :a -e '$q;N;{LOGIN_TRACED + 1},$D;ba'"
+)
 _LOGIN = f"""
 if command -v bash >/dev/null 2>&1; then login=bash; else login=sh; fi
-me='' kept='' up='' v='' hit=''
+me='' kept='' up='' v='' w='' hit=''
 while read -r k _ e _; do [ "$k" != Uid: ] || {{ me=$e; break; }}; done </proc/self/status
 case $me in
   '') ;;
@@ -222,18 +242,23 @@ if [ -n "$kd" ] && [ -n "$up" ] && walk "$kd" && [ "${{OWNER:-0}}" = "$me" ] &&
   shell=''
   while IFS=: read -r _ _ u _ _ _ s; do [ "$u" != "$me" ] || {{ shell=$s; break; }}; done \
     </etc/passwd 2>/dev/null
-  # ... and the limits it starts from (this session's, which PAM set at login).
-  key="$me $HOME $login $(ulimit -c; ulimit -H -c)
+  # ... and the limits it starts from (this session's, which PAM set at login). `2`: answers
+  # kept with where a limit was set (one kept before, without, is asked again).
+  key="2 $me $HOME $login $(ulimit -c; ulimit -H -c)
 $(stat -L -c '%d %i %s %Y %Z %n' -- {_LOGIN_FILES} 2>/dev/null)"
   kept=$CHECKED/login
   if [ -f "$kept" ] && [ ! -L "$kept" ]; then
-    had=''
-    {{ read -r at v && while IFS= read -r l; do had="$had${{had:+
-}}$l"; done; }} <"$kept" 2>/dev/null
+    had='' was=''
+    {{ read -r at v && while IFS= read -r l; do case $l in
+      'at '*) was="$was${{was:+
+}}$l" ;;
+      *) had="$had${{had:+
+}}$l" ;;
+    esac; done; }} <"$kept" 2>/dev/null
     case $at in
       '' | *[!0-9]*) ;;
       *) [ "$had" = "$key" ] && [ $((up - at)) -ge 0 ] && [ $((up - at)) -lt {LOGIN_KEPT_S} ] &&
-        hit=1 ;;
+        hit=1 w=$was ;;
     esac
   fi
 fi
@@ -243,17 +268,80 @@ if [ -z "$hit" ]; then
   # the pipe ends (in a subshell).
   v=$(bounded "$login" -lc 'ulimit -c' </dev/null 2>/dev/null |
     {{ v=; while IFS= read -r l || [ -n "$l" ]; do v=$l; done; printf '%s\n' "$v"; }})
+  # Where a limit that is not 0 comes from: a second, traced login (a host whose limit is 0
+  # pays nothing). bash takes no PS4 from the environment as root: there the login's files are
+  # sourced in bash's order by a shell that sets PS4 itself.
+  if [ "$login" = bash ] && [ -n "$v" ] && [ "$v" != 0 ] && command -v sed >/dev/null 2>&1
+  then
+    if [ "$me" = 0 ]; then
+      w=$(unset BASH_ENV ENV; bounded bash --noprofile --norc -c {_AS_LOGIN} </dev/null 2>&1 \
+        >/dev/null | {_TRACED_ULIMITS})
+    else
+      w=$(PS4={_PS4}; export PS4; bounded bash -lxc 'ulimit -c' </dev/null 2>&1 >/dev/null |
+        {_TRACED_ULIMITS})
+    fi
+  fi
   if [ -n "$kept" ] && [ -n "$v" ]; then
-    printf '%s %s\n%s\n' "$up" "$v" "$key" >"$kept.$$" && mv -f -- "$kept.$$" "$kept"
+    {{ printf '%s %s\n' "$up" "$v"; [ -z "$w" ] || printf '%s\n' "$w"; printf '%s\n' "$key"
+    }} >"$kept.$$" && mv -f -- "$kept.$$" "$kept"
   fi
 fi
 printf '%s\n' "$v"
+[ -z "$w" ] || printf '%s\nhome %s\n' "$w" "$HOME"
 """
+
+
+# A traced command that may set the core limit, as _TRACED_ULIMITS keeps it: `at `, PS4's
+# file and line, then `ulimit` (or `builtin ulimit`, `command ulimit`) and its words.
+_TRACED = lazy(
+    r"at \++(?P<file>[^+\x00-\x1f\x7f][^\x00-\x1f\x7f]{0,255}):(?P<line>[0-9]{1,9}): "
+    r"(?P<command>(?:(?:builtin|command) )?ulimit(?P<words>(?: [-A-Za-z0-9]{1,24}){1,8}))"
+)
+_HOME = lazy(r"home /[^\x00-\x1f\x7f]{0,255}")
+# What `ulimit -c VALUE` accepts and prints (bash's `hard` and `soft` name another limit).
+_CORE_VALUE = lazy(r"[0-9]{1,20}|unlimited|hard|soft")
+
+
+def core_value(words: Sequence[str]) -> str | None:
+    """The core limit a `ulimit` command's words set (`-c 0`, `-S -c unlimited`, `-Hc 0`,
+    `-n 1024 -c 0`), or None where they set none (`-c` alone prints it)."""
+    value = None
+    for index, word in enumerate(words):
+        if len(word) > 1 and word[0] == "-" and word[1:].isalpha() and word.endswith("c"):
+            given = words[index + 1] if index + 1 < len(words) else ""
+            if _CORE_VALUE.fullmatch(given):
+                value = given
+    return value
+
+
+def _where(lines: Sequence[str], limit: str | None, home: str | None) -> dict[str, Any] | None:
+    """The traced command that left the core limit at `limit`: the last one setting it to that
+    value, else the last one setting it at all (a `hard` or `soft`), never one setting 0 (a
+    limit of 0 that did not hold is not that line's doing). Its file is `~/...` under home."""
+    found = []
+    for line in lines:
+        match = _TRACED.fullmatch(line)
+        value = core_value(match["words"].split()) if match else None
+        if match and value is not None and first_unsafe(match["file"], "") is None:
+            found.append((match, value))
+    chosen = next((m for m, value in reversed(found) if value == limit), None)
+    if chosen is None and found and found[-1][1] != "0":
+        chosen = found[-1][0]
+    if chosen is None:
+        return None
+    path, home = chosen["file"], (home or "").rstrip("/")
+    if home and path.startswith(home + "/"):
+        path = "~/" + path[len(home) + 1 :]
+    return {"file": path, "line": int(chosen["line"]), "command": chosen["command"]}
 
 
 class LoginShell(Sectioned[dict[str, Any]]):
     """The core file limit a login shell ends up with (`ulimit -c` after /etc/profile,
-    profile.d and the login's own ~/.profile, as an SSH session or `bash -l` reads them).
+    profile.d and the login's own ~/.profile, as an SSH session or `bash -l` reads them), and
+    where a limit that is not 0 was set: {"ulimit_c", "where": {"file", "line", "command"}
+    of the last `ulimit` that set it, or None}. bash's trace of a second login gives the file
+    and line (`PS4`); nothing it prints runs, and only the last LOGIN_TRACED lines naming
+    `ulimit`, of at most 300 characters each, leave the host.
     The answer is kept in the account's runtime directory (where the walk says only this
     account, or root alone, can change it), with the identity of every file such a shell
     reads, for LOGIN_KEPT_S: a node contract at every job start then pays a `stat`, not root's
@@ -265,7 +353,18 @@ class LoginShell(Sectioned[dict[str, Any]]):
 
     @staticmethod
     def parse(parts: Mapping[str, str]) -> dict[str, Any]:
-        return {"ulimit_c": part_text(parts, "ulimit_c")}
+        first, *rest = (parts.get("ulimit_c") or "").strip("\n").split("\n")
+        traced, home = [], None
+        for line in rest:
+            if line.startswith("at ") and len(traced) < LOGIN_TRACED:
+                traced.append(line)
+            elif line.startswith("home ") and home is None:  # the account's HOME, if plain
+                home = line[len("home ") :] if _HOME.fullmatch(line) else ""
+            else:
+                raise ValueError(f"unexpected line: {line[:80]!r}")
+        limit = first.strip() or None
+        where = _where(traced, limit, home) if limit not in (None, "0") else None
+        return {"ulimit_c": limit, "where": where}
 
 
 ENGINES = ("docker", "podman")

@@ -149,20 +149,35 @@ def _not_root(spec: Spec, read: Read) -> Iterator[Finding]:
     )
 
 
-def _core_dumps(spec: Spec, read: Read) -> Iterator[Finding]:
+def core_dumps(spec: Spec, read: Read) -> Iterator[Finding]:
+    """A login shell that ends with a core limit other than 0 while core dumps are disabled:
+    where the login's trace shows the `ulimit` that set it, the finding names its file and
+    line (LoginShell's `where`), else where to look."""
     if spec["core_dumps"] != "disabled":
         return
-    login = read(LoginShell)["ulimit_c"]
-    if login not in ("0", None):
-        yield found(
-            "core_dumps.login_shell",
-            "login shells",
-            "a login shell may still write core files, which can fill the disk",
-            "ulimit -c 0",
-            f"ulimit -c {login}",
-            "find what raises the limit after /etc/profile.d/gpurig-core.sh (~/.bashrc, "
-            "/etc/bash.bashrc) and remove it",
+    shell = read(LoginShell)
+    login = shell["ulimit_c"]
+    if login in ("0", None):
+        return
+    ours = "gpurig's block" if is_user(spec) else "/etc/profile.d/gpurig-core.sh"
+    message = "a login shell may still write core files, which can fill the disk"
+    fix = f"find what raises the limit after {ours} (~/.bashrc, /etc/bash.bashrc) and remove it"
+    where = shell.get("where")
+    if where:
+        at = f"{where['file']}:{where['line']}"
+        message = f"{at} `{where['command']}` raises the limit after {ours}: {message}"
+        fix = (
+            f"remove `{where['command']}` at {at} (or declare core_dumps: enabled where core "
+            "files are wanted)"
         )
+    yield found(
+        "core_dumps.login_shell",
+        "login shells",
+        message,
+        "ulimit -c 0",
+        f"ulimit -c {login}",
+        fix,
+    )
 
 
 def _size(size: int | None) -> str:
@@ -344,7 +359,7 @@ def import_reads(spec: Spec, read: Read) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _imports(spec: Spec, read: Read) -> Iterator[Finding]:
+def env_imports(spec: Spec, read: Read) -> Iterator[Finding]:
     for path, entry in import_reads(spec, read).items():
         repo = spec["repos"][path]
         wanted = repo["python"]["imports"]
@@ -389,6 +404,6 @@ def _imports(spec: Spec, read: Read) -> Iterator[Finding]:
             )
 
 
-RULES = (_not_root, _core_dumps, _disks, _shm, _oom, _leaks)
+RULES = (_not_root, core_dumps, _disks, _shm, _oom, _leaks)
 # Environments' imports: a node contract's mode may leave them out for time (gpurig.checks.all).
-IMPORTS = (_imports,)
+IMPORTS = (env_imports,)

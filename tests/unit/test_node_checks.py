@@ -203,6 +203,30 @@ def test_every_node_check_is_a_check_id_with_a_known_remediation() -> None:
         assert row["remediation"] in rules()["remediations"]
 
 
+@pytest.mark.parametrize(
+    ("spec", "ours"),
+    [(SPEC, "/etc/profile.d/gpurig-core.sh"), (normalise({"scope": "user"}), "gpurig's block")],
+    ids=["system", "user"],
+)
+def test_a_login_shell_raising_the_limit_is_named_by_file_and_line(spec: Any, ours: str):
+    """The login's trace named the `ulimit` that left the limit: the finding says which file
+    and line undid gpurig's, and the fix is to remove that line, not a list of places."""
+    where = {"file": "~/.profile", "line": 12, "command": "ulimit -c unlimited"}
+    shell = {"ulimit_c": "unlimited", "where": where}
+    [finding] = judged(spec, reader({**VALUES, LoginShell: shell}))
+    assert finding.id == "core_dumps.login_shell" and finding.severity == "error"
+    assert finding.message == (
+        f"~/.profile:12 `ulimit -c unlimited` raises the limit after {ours}: a login shell may "
+        "still write core files, which can fill the disk"
+    )
+    assert finding.fix.startswith("remove `ulimit -c unlimited` at ~/.profile:12 (or declare ")
+    assert finding.actual == "ulimit -c unlimited"
+    # Where the trace named nothing (no bash, a limit PAM set), where to look instead.
+    [unnamed] = judged(spec, reader({**VALUES, LoginShell: {"ulimit_c": "unlimited"}}))
+    assert unnamed.message == "a login shell may still write core files, which can fill the disk"
+    assert unnamed.fix.startswith(f"find what raises the limit after {ours} (~/.bashrc")
+
+
 def test_container_oom_kill_names_the_container_and_the_count() -> None:
     kills = node_parse.count(
         oom_kill_line(fixture("memory.oom_control_oom-kill-2_linux-6.18.44.txt"))

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from gpurig.facts import gpurig_node
 from gpurig.facts.gpurig_container import TORCH_LINE, TORCH_PY, ContainerTorch
 from gpurig.facts.gpurig_node import (
     CgroupLeaks,
@@ -264,29 +265,164 @@ def test_disk_space_reads_all_paths_with_one_df_of_each_kind_and_each_path_where
 
 
 @pytest.mark.parametrize(
-    ("profile", "expected"),
+    ("profile", "expected", "line"),
     [
-        ("ulimit -S -c 0\n", "0"),
+        ("ulimit -S -c 0\n", "0", None),
         # The user's own line after gpurig's block, and a login file that prints first.
-        ("ulimit -S -c 0\necho welcome back\nulimit -S -c unlimited\n", "unlimited"),
-        ("ulimit -S -c 0\nulimit -S -c 2048", "2048"),  # no final newline
+        ("ulimit -S -c 0\necho welcome back\nulimit -S -c unlimited\n", "unlimited", 3),
+        ("ulimit -S -c 0\nulimit -S -c 2048", "2048", 2),  # no final newline
     ],
 )
 def test_login_shell_reads_the_limit_the_users_own_login_file_leaves(
-    tmp_path: Path, profile: str, expected: str
+    tmp_path: Path, profile: str, expected: str, line: int | None
 ) -> None:
-    """The real login shell with the login's own ~/.profile: its last word is the answer."""
+    """The real login shell with the login's own ~/.profile: its last word is the answer, and
+    a limit that is not 0 comes with the line that set it."""
     (tmp_path / ".profile").write_text(profile)
     fact = LoginShell()
     env = {"HOME": str(tmp_path), "PATH": os.environ["PATH"]}
     done = subprocess.run(["sh", "-c", fact.command()], env=env, capture_output=True,
                           text=True, check=True)  # fmt: skip
-    assert fact.process(done.stdout.splitlines()) == {"ulimit_c": expected}
+    found = fact.process(done.stdout.splitlines())
+    assert found["ulimit_c"] == expected
+    assert (found["where"] or {}).get("line") == line
+    assert line is None or found["where"]["file"] == "~/.profile"
 
 
-def _login_runs(home: Path, kept: Path | None) -> tuple[str, int]:
+# gpurig's block in the user's ~/.profile (scope: user), as the converge writes it.
+BLOCK = (
+    "# >>> gpurig core_dumps (written by gpurig: edits here are replaced) >>>\n"
+    "ulimit -S -c 0 2>/dev/null || true\n"
+    "# <<< gpurig core_dumps <<<\n"
+)
+# The field note: the user's own line after gpurig's block, then a subshell and a command
+# substitution that set other limits (neither changes the login's own), then a file it sources.
+RAISED = (
+    f"export EDITOR=vi\n{BLOCK}alias ll='ls -l'\nulimit -c unlimited\n"
+    "( ulimit -c 5 )\nx=$(ulimit -c 7; echo)\n"
+)
+AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def _login_as(home: Path, account: list[str]) -> dict[str, Any]:
+    fact = LoginShell()
+    env = {"HOME": str(home), "PATH": os.environ["PATH"]}
+    done = subprocess.run([*account, "sh", "-c", fact.command()], env=env, capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    return fact.process(done.stdout.splitlines())
+
+
+@pytest.mark.parametrize("account", [[], AS_NOBODY], ids=["this-login", "another-account"])
+@pytest.mark.parametrize(
+    ("files", "where"),
+    [
+        ({".profile": RAISED}, {"file": "~/.profile", "line": 6,
+                                "command": "ulimit -c unlimited"}),
+        # A login file that ~/.profile sources, as Debian's sources ~/.bashrc.
+        ({".profile": f"{BLOCK}. \"$HOME/.bashrc\"\n",
+          ".bashrc": "# ~/.bashrc\n\nulimit -Sc unlimited\n"},
+         {"file": "~/.bashrc", "line": 3, "command": "ulimit -Sc unlimited"}),
+        # bash reads ~/.bash_profile first, and then not ~/.profile.
+        ({".profile": "ulimit -c 1\n", ".bash_profile": f"{BLOCK}builtin ulimit -c 4096\n"},
+         {"file": "~/.bash_profile", "line": 4, "command": "builtin ulimit -c 4096"}),
+    ],
+    ids=["profile", "sourced", "bash_profile"],
+)  # fmt: skip
+def test_login_shell_names_the_file_and_line_that_raised_the_limit(
+    private_dir: Path, files: dict[str, str], where: dict[str, Any], account: list[str]
+) -> None:
+    """The real login shell, traced: the last `ulimit` that left the limit where the login
+    ends, by file (under HOME: `~/...`) and line. As root bash takes no PS4 from the
+    environment: the login's files are read in bash's order by a shell that sets it; another
+    account's login shell is traced itself."""
+    if account and os.geteuid() != 0:
+        pytest.skip("another account's login needs root to start it")
+    home = private_dir / "home"
+    home.mkdir(mode=0o755)
+    for name, text in files.items():
+        (home / name).write_text(text)
+    found = _login_as(home, account)
+    assert found == {"ulimit_c": where["command"].split()[-1], "where": where}
+
+
+def test_the_login_shells_trace_leaves_the_host_bounded_and_parsed_strictly(tmp_path: Path):
+    """A profile that sets the limit a thousand times, with a line too long to keep, then a
+    command substitution in its words: at most LOGIN_TRACED lines of at most 300 characters
+    each come back, and what names the location is what bash ran, never a command for us."""
+    loop = "i=0\nwhile [ $i -lt 1000 ]; do ulimit -S -c $i; i=$((i+1)); done\n"
+    long = f"ulimit -S -c 1 {'-n 64 ' * 60}\n"
+    (tmp_path / ".profile").write_text(f"{loop}{long}ulimit -S -c $(echo 77)\n")
+    fact = LoginShell()
+    env = {"HOME": str(tmp_path), "PATH": os.environ["PATH"]}
+    done = subprocess.run(["sh", "-c", fact.command()], env=env, capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    traced = [line for line in done.stdout.splitlines() if line.startswith("at ")]
+    assert 0 < len(traced) <= gpurig_node.LOGIN_TRACED and all(len(line) <= 303 for line in traced)
+    assert fact.process(done.stdout.splitlines()) == {
+        "ulimit_c": "77",
+        "where": {"file": "~/.profile", "line": 4, "command": "ulimit -S -c 77"},
+    }
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["0", "at +/root/.profile:3: ulimit -c 0", "oops"],  # a line that is none of ours
+        ["0", *(["at +/x:1: ulimit -c 1"] * 9)],  # more than the shell keeps (LOGIN_TRACED)
+        ["0", "home /h", "home /h"],
+    ],
+)
+def test_login_shell_output_is_refused_unless_it_is_what_the_fact_prints(lines: list[str]):
+    with pytest.raises(ValueError, match="unexpected line"):
+        LoginShell.parse({"ulimit_c": "\n".join(lines)})
+
+
+@pytest.mark.parametrize(
+    "traced",
+    [
+        "at +/h/.profile\x1b[2J:3: ulimit -c unlimited",  # a control character in its name
+        "at +/h/.pro\u202efile:3: ulimit -c unlimited",  # a character that reorders text
+        "at +/h/.profile:3: ulimit -c $(reboot)",  # words bash would have expanded
+        "at +/h/.profile:3: eval ulimit -c unlimited",
+        "at +/h/.profile:3: ulimit -c",  # prints the limit, sets none
+        "at +/h/.profile:x: ulimit -c unlimited",
+        "at + ulimit -c unlimited",  # root's bash, had it taken PS4 from the environment
+        "at +/h/.profile:3: ulimit -S -c 0",  # gpurig's own line did not hold: not its doing
+    ],
+)
+def test_a_traced_line_names_a_location_only_when_it_is_one(traced: str) -> None:
+    assert LoginShell.parse({"ulimit_c": f"unlimited\n{traced}\nhome /h"}) == {
+        "ulimit_c": "unlimited", "where": None
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("home", "file"),
+    [("home /h", "~/.profile"), ("home /h/", "~/.profile"), ("home /", "/h/.profile"),
+     ("home /h\x1b[2J", "/h/.profile"), ("home /hh", "/h/.profile")],
+)  # fmt: skip
+def test_a_file_under_the_accounts_home_is_said_from_it(home: str, file: str) -> None:
+    """`~/` only for a file inside HOME, and only from a HOME the fact can print plainly."""
+    traced = "at +/h/.profile:3: ulimit -c unlimited"
+    found = LoginShell.parse({"ulimit_c": f"unlimited\n{traced}\n{home}"})
+    assert found["where"] == {"file": file, "line": 3, "command": "ulimit -c unlimited"}
+
+
+@pytest.mark.parametrize(
+    ("words", "value"),
+    [("-c 0", "0"), ("-S -c unlimited", "unlimited"), ("-Hc 0", "0"), ("-n 1024 -c 9", "9"),
+     ("-c hard", "hard"), ("-c", None), ("-a", None), ("-cn 0", None), ("-c -n", None),
+     ("0", None)],
+)  # fmt: skip
+def test_core_value_reads_the_limit_a_ulimit_command_sets(words: str, value: str | None):
+    assert gpurig_node.core_value(words.split()) == value
+
+
+def _login_runs(
+    home: Path, kept: Path | None, where: dict[str, Any] | None = None
+) -> tuple[str, int]:
     """LoginShell's answer, and how many times the login shell ran so far (its ~/.profile
-    counts them)."""
+    counts them); the location it names must be `where`."""
     fact = LoginShell()
     env = {"HOME": str(home), "PATH": os.environ["PATH"]}
     if kept is not None:
@@ -294,15 +430,16 @@ def _login_runs(home: Path, kept: Path | None) -> tuple[str, int]:
     done = subprocess.run(["sh", "-c", fact.command()], env=env, capture_output=True,
                           text=True, check=True)  # fmt: skip
     runs = home / "runs"
-    return fact.process(done.stdout.splitlines())["ulimit_c"], (
-        len(runs.read_text().splitlines()) if runs.exists() else 0
-    )
+    found = fact.process(done.stdout.splitlines())
+    assert found["where"] == where
+    return found["ulimit_c"], (len(runs.read_text().splitlines()) if runs.exists() else 0)
 
 
 def test_the_login_shells_answer_is_kept_until_a_login_file_changes(tmp_path: Path) -> None:
     """Root's profile runs at every job start and health interval: kept under the identity of
     every login file, it runs again only when one changes (here: the user's own line added
-    after gpurig's, which must be seen at once) or the answer is old."""
+    after gpurig's, which must be seen at once) or the answer is old. A limit that is not 0
+    runs it once more, traced, for where it was set; that is kept with the answer."""
     home, kept = tmp_path / "home", tmp_path / "run"
     home.mkdir()
     kept.mkdir(mode=0o700)
@@ -311,9 +448,15 @@ def test_the_login_shells_answer_is_kept_until_a_login_file_changes(tmp_path: Pa
     assert _login_runs(home, kept) == ("0", 1)  # kept: no login shell
     with (home / ".profile").open("a") as profile:
         profile.write("ulimit -S -c unlimited\n")
-    assert _login_runs(home, kept) == ("unlimited", 2)
-    assert _login_runs(home, kept) == ("unlimited", 2)
+    where = {"file": "~/.profile", "line": 3, "command": "ulimit -S -c unlimited"}
+    assert _login_runs(home, kept, where) == ("unlimited", 3)  # the answer, then its trace
+    assert _login_runs(home, kept, where) == ("unlimited", 3)  # kept, with where it was set
     assert [p.name for p in kept.iterdir()] == ["login"]  # one answer, the last
+    # Another login's answer (another HOME, limit 0) takes nothing of the kept location.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / ".profile").write_text("ulimit -S -c 0\n")
+    assert _login_runs(other, kept) == ("0", 0)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a directory of another account's")
