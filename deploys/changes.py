@@ -23,7 +23,7 @@ def start(changes: Sequence[Change], idle: str) -> bool:
     if not changes:
         host.noop(idle)
         return False
-    changing()
+    changing(c.id for c in changes)
     return True
 
 

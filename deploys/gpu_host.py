@@ -2,12 +2,15 @@
 
 Run it from the repository root (pyinfra puts the current directory on sys.path). Every fact
 the plans need is read in one remote command first; operations that find nothing to change
-run no command at all, so a converged host costs one round trip.
+run no command at all, so a converged host costs one round trip. Last, the errors drift would
+still report about what the converge manages and cannot fix (a login file raising the core
+limit again) fail the host in drift's words, as a refusal does (deploys/managed.py).
 """
 
 from pyinfra import host
 from pyinfra.api import OperationError
 
+from gpurig.checks.managed import converge_reads
 from gpurig.deploys import lock, snapshot
 from gpurig.deploys.cleanup import cleanup
 from gpurig.deploys.compose import compose
@@ -16,12 +19,12 @@ from gpurig.deploys.core_dumps import core_dumps
 from gpurig.deploys.driver import driver
 from gpurig.deploys.engine import engine
 from gpurig.deploys.guard import refuse
+from gpurig.deploys.managed import left_as_drift
 from gpurig.deploys.packages import packages
 from gpurig.deploys.repos import repos
 from gpurig.deploys.secrets import secrets
 from gpurig.deploys.toolkit import nvidia_toolkit
 from gpurig.facts.round_trip import Unreadable
-from gpurig.plans import converge_reads
 
 spec = host.data.get("spec")  # normalised when the inventory was loaded (gpurig.spec.model)
 allow = str(host.data.get("allow_recreate", "")).lower() in ("1", "true", "yes")
@@ -48,6 +51,8 @@ else:
         nvidia_toolkit(spec)
         cleanup(spec)
         containers(spec, allow)
+        # What drift would still say is an error: the converge says it too, and fails.
+        left_as_drift(spec)
     except Unreadable as exc:  # what this host printed: it fails alone (raised, it stops all)
         refuse(
             name="Read the host",

@@ -61,7 +61,7 @@ def _oom(spec: Spec, read: Read) -> Iterator[Finding]:
             )
 
 
-def _engine_api(spec: Spec, read: Read) -> Iterator[Finding]:
+def engine_api(spec: Spec, read: Read) -> Iterator[Finding]:
     if is_user(spec) or spec["engine"] != "podman" or not spec["podman_socket"]:
         return  # the user's own socket is the engine plan's (it asks for _ping itself)
     if read(EngineSocket, path=PODMAN_SOCKET)["answers"] is False:
@@ -76,6 +76,6 @@ def _engine_api(spec: Spec, read: Read) -> Iterator[Finding]:
         )
 
 
-RULES = (_engine_api,)
+RULES = (engine_api,)
 # What reads inside declared containers: a node contract's mode may leave it out for time.
 CONTAINER_RULES = (_restarting, _oom)

@@ -1,8 +1,10 @@
 """The change table: on real Docker and Podman hosts converged with a full spec, hand-made
 changes of every kind the converge manages. For each: `gpurig drift` exits 1 naming its id,
 the converge clears it (or refuses, with the reason, and changes nothing), and drift is clean
-after. Things that are not drift stay quiet. Every change id the plans can emit has a row here
-or a stated reason why only the unit table (tests/unit/test_plans.py) can make it fire."""
+after: every error drift reports after a converge that the converge cannot fix is one the
+converge said (a refusal, or an error of what it manages), and one that exits 0 leaves none.
+Things that are not drift stay quiet. Every change id the plans can emit has a row here or a
+stated reason why only the unit table (tests/unit/test_plans.py) can make it fire."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import pytest
 from support import Sandbox, Upstream, finding_ids, gpurig, host_spec, remote, write_inventory
 from test_user_scope import ROWS as USER_ROWS
 
+from gpurig.checks import managed
 from gpurig.checks.all import CHECK_IDS
 from gpurig.plans import CHANGE_IDS
 from gpurig.plans.compose import PLUGIN
@@ -25,7 +28,7 @@ from gpurig.plans.core_dumps import MANAGED_FILES
 from gpurig.plans.driver import UNATTENDED
 from gpurig.plans.engine import DOCKER_HOST_PROFILE, PODMAN_REGISTRIES
 from gpurig.plans.toolkit import KEYRING, OCI_HOOK, SOURCES_LIST, packages
-from gpurig.remote.converge import converge
+from gpurig.remote.converge import ConvergeResult, converge
 from gpurig.sandbox import aptrepo
 
 DOCKER, PODMAN, POD = "full-2", "full-3", "fleet-002"
@@ -172,6 +175,20 @@ def drift(inventory: Path, host: str) -> tuple[int, set[str]]:
 def clean(inventory: Path, host: str) -> tuple[int, set[str]]:
     """drift's exit code and ids: a converged sandbox host has none, not even advice."""
     return drift(inventory, host)
+
+
+def unsaid(inventory: Path, host: str, result: ConvergeResult) -> list[str]:
+    """The errors drift reports right after a converge that the converge cannot fix and did
+    not say: a change it refuses (`action: refused`) or an error of what it manages that no
+    change of its own clears (gpurig.checks.managed). After a converge that exits 0, every
+    such error; after one that fails, those whose subject its output does not name. (Changes
+    a refusal kept it from making are the next converge's: drift says it fixes them.)"""
+    proc = gpurig("drift", str(inventory), "--limit", host, "--format", "json")
+    [report] = json.loads(proc.stdout)["hosts"]
+    errors = [f for f in report["findings"] if f["severity"] == "error"
+              and (f["action"] == "refused" or finding_ids([f]) & set(managed.IDS))]  # fmt: skip
+    return [f"{f['id']} ({f['subject']})" for f in errors
+            if result.returncode == 0 or f["subject"] not in result.stderr]  # fmt: skip
 
 
 def sh(sandbox: Sandbox, host: str, commands: list[str]) -> None:
@@ -470,12 +487,15 @@ def test_change(
     if row.refused:
         assert result.returncode != 0, result.changed
         assert row.refused in result.stderr, result.stderr[-2000:]
+        # Every error drift then reports that the converge cannot fix, the converge said.
+        assert unsaid(path, row.host, result) == [], result.stderr[-2000:]
         sh(sandbox, row.host, row.kept)
         if row.opt_in:
             result = converge([path], limit=[row.host], data=row.opt_in)
             assert result.returncode == 0, result.stderr[-2000:]
+            assert unsaid(path, row.host, result) == []
         sh(sandbox, row.host, row.restore)
     else:
-        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.returncode == 0, result.stderr[-2000:]  # and drift clean, below
     sh(sandbox, row.host, row.check)
     assert clean(inventory, row.host) == (0, set())

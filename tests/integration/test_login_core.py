@@ -4,7 +4,9 @@ and with `drift --local` on the host, for a user (scope: user, alice on full-1, 
 ~/.profile) and for root (scope: system, root's ~/.profile on a fleet host).
 
 The login shell's answer once read as nothing at all (the value was lost in a pipe's
-subshell), so drift said nothing; these run the real shell as the real account."""
+subshell), so drift said nothing; these run the real shell as the real account. A converge
+once exited 0 with nothing done while drift said error: now it fails, naming the file and line
+of the `ulimit` that undid gpurig's, in drift's words."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from support import FLEET, FULL, Sandbox, gpurig, remote, write_inventory
+from test_change_table import unsaid
 from test_user_scope import HOST, LOGIN, USER, as_alice_on_host, install_gpurig, ssh
 
 from gpurig.plans.core_dumps import MANAGED_FILES
@@ -84,8 +87,15 @@ def test_a_users_own_line_after_gpurigs_block_is_an_error(
     assert over_ssh(inventory, LOGIN) == expected
     on_host = as_alice_on_host(box, "gpurig drift --local --spec ~/core.yaml --format json")
     assert (on_host.returncode, core_findings(json.loads(on_host.stdout))) == expected
-    again = converge([inventory], limit=[LOGIN])  # the user's line is not the converge's
-    assert again.returncode == 0 and again.change_count == 0, again.changed
+    # The user's line is not the converge's to remove: it changes nothing, and fails, naming
+    # the file and line in drift's words (it once exited 0 while drift said error).
+    line = ssh(box, LOGIN, "wc -l < ~/.profile").strip()
+    named = f"~/.profile:{line} `{RAISE}` raises the limit after gpurig's block"
+    assert named in said(inventory, LOGIN)
+    again = converge([inventory], limit=[LOGIN])
+    assert again.returncode != 0 and again.change_count == 0, again.changed
+    assert named in again.stderr and said(inventory, LOGIN) in again.stderr, again.stderr[-3000:]
+    assert unsaid(inventory, LOGIN, again) == []
 
 
 def test_roots_own_line_after_gpurigs_file_is_an_error(box: Sandbox, tmp_path: Path) -> None:
@@ -102,11 +112,27 @@ def test_roots_own_line_after_gpurigs_file_is_an_error(box: Sandbox, tmp_path: P
         assert over_ssh(inventory, ROOT_HOST) == expected
         code, out = as_root(box, "gpurig drift --local --spec /root/core.yaml --format json")
         assert (code, core_findings(json.loads(out))) == expected
+        # Root's bash takes no PS4 from the environment: the file and line all the same.
+        line = ssh(box, ROOT_HOST, "wc -l < /root/.profile").strip()
+        named = f"~/.profile:{line} `{RAISE}` raises the limit after /etc/profile.d/gpurig-core.sh"
+        assert named in said(inventory, ROOT_HOST)
+        again = converge([inventory], limit=[ROOT_HOST])
+        assert again.returncode != 0 and again.change_count == 0, again.changed
+        assert named in again.stderr, again.stderr[-3000:]
+        assert unsaid(inventory, ROOT_HOST, again) == []
     finally:
         ssh(box, ROOT_HOST, "mv /root/.profile.kept /root/.profile")
         undo = write_inventory(box, tmp_path / "undo.yaml", {ROOT_HOST: {**spec,
                                "core_dumps": "enabled"}})  # fmt: skip
         assert converge([undo], limit=[ROOT_HOST]).returncode == 0
+
+
+def said(inventory: Path, name: str) -> str:
+    """drift's core_dumps.login_shell for the host, in the one line the converge says it."""
+    proc = gpurig("drift", str(inventory), "--limit", name, "--format", "json")
+    [host] = json.loads(proc.stdout)["hosts"]
+    [found] = [f for f in host["findings"] if f["id"] == ID]
+    return f"{found['message']}; expected {found['expected']}; found {found['actual']}"
 
 
 def as_root(box: Sandbox, script: str) -> tuple[int, str]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from gpurig.checks import managed
 from gpurig.checks.all import check
 from gpurig.checks.judge import drift_reads, evaluate, fleet_facts
 from gpurig.facts.gpurig_container import ContainerInspect, ContainerTorch
@@ -80,11 +81,13 @@ def test_every_read_of_a_full_spec_is_answered_by_one_command():
 
 def test_drift_reads_are_the_converges_and_the_checks():
     """Drift reads what the converge reads plus what the checks and the fleet view judge; the
-    converge pays for none of the checks' reads."""
-    converge = {read_key(c, k) for c, k in converge_reads(SPEC)}
+    converge pays only for the checks of what it manages (gpurig.checks.managed)."""
+    converge = {read_key(c, k) for c, k in managed.converge_reads(SPEC)}
     drift = {read_key(c, k) for c, k in drift_reads(SPEC)}
     checks = {read_key(c, k) for c, k in required_reads(lambda r: check(SPEC, r))}
+    planned = {read_key(c, k) for c, k in converge_reads(SPEC)}
     assert converge < drift and checks <= drift
+    assert converge - planned == {read_key(c, k) for c, k in managed.reads(SPEC)} - planned
     # The release (and the fleet view's kernel): the engine's packages differ by release.
     assert read_key(OsRelease, {}) in converge
     assert drift - converge - checks == set()
