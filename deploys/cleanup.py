@@ -15,6 +15,7 @@ from gpurig.facts.gpurig_cleanup import RAY_PROCESSES
 from gpurig.facts.safe_path import AS_ACCOUNT, SAFE_PATH
 from gpurig.plans import cleanup as plan
 from gpurig.plans.change import Change
+from gpurig.spec.words import counted
 
 # Removes $2 if it is still what was found, checked by whoever removes it right before:
 # $1 `d` a directory, `f` a regular file, `c` a regular file that is a core file (its ELF
@@ -65,7 +66,7 @@ def commands(change: Change) -> str:
     data = change.data
     if change.id == "cleanup.ray_sessions":
         stale = data["stale"]
-        freed = f"{len(stale)} stale Ray sessions, {sum(stale.values())} KiB"
+        freed = f"{counted(len(stale), 'stale Ray session')}, {sum(stale.values())} KiB"
         return (
             f"if pgrep -f {shlex.quote(RAY_PROCESSES)} >/dev/null; "
             "then echo 'gpurig: Ray started meanwhile; /tmp/ray left alone'; "
@@ -73,13 +74,13 @@ def commands(change: Change) -> str:
         )
     if change.id == "cleanup.core_files":
         files = data["files"]
-        freed = f"{len(files)} core files, {sum(files.values())} bytes"
+        freed = f"{counted(len(files), 'core file')}, {counted(sum(files.values()), 'byte')}"
         return _remove(sorted(files), freed, "c")
     if change.id == "cleanup.editable_finders":
         finders = data["finders"]
         paths = sorted({p for finder, pths in finders.items() for p in (finder, *pths)})
         return _remove(
-            paths, f"{len(finders)} stale editable finders: {', '.join(sorted(finders))}"
+            paths, f"{counted(len(finders), 'stale editable finder')}: {', '.join(sorted(finders))}"
         )
     cache = data["cache"]
     return _remove([cache["path"]], f"{plan.FLASHINFER_CACHE}, {cache['kib']} KiB", "d")

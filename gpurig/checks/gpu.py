@@ -29,6 +29,7 @@ from gpurig.facts.gpurig_nvidia import (
 from gpurig.facts.gpurig_units import Units
 from gpurig.spec.finding import Finding
 from gpurig.spec.pattern import lazy
+from gpurig.spec.words import counted
 
 Gpu = Mapping[str, Any]
 Read = Callable[..., Any]
@@ -132,8 +133,8 @@ def _expected(spec: Spec, read: Read) -> Iterator[Finding]:
         yield found(
             "gpu.count",
             "GPUs",
-            f"the host has {len(gpus)} GPUs, {expect['count']} were declared",
-            f"{expect['count']} GPUs",
+            f"the host has {counted(len(gpus), 'GPU')}, {expect['count']} were declared",
+            counted(expect["count"], "GPU"),
             f"{len(gpus)}: {', '.join(names) or 'none'}",
             "compare with the rental order",
         )
@@ -143,7 +144,8 @@ def _expected(spec: Spec, read: Read) -> Iterator[Finding]:
         yield found(
             "gpu.model",
             "GPUs",
-            f"{len(wrong)} GPUs are not the declared model",
+            f"{counted(len(wrong), 'GPU')} {'is' if len(wrong) == 1 else 'are'} not the declared "
+            "model",
             model or "",
             "; ".join(f"GPU {g.get('index')} {g.get('name')} uuid {g.get('uuid')}" for g in wrong),
             "compare with the rental order",
@@ -353,7 +355,7 @@ def _memory(_spec: Spec, read: Read) -> Iterator[Finding]:
             yield found(
                 check_id,
                 _several(hit),
-                f"{len(hit)} GPUs: {what}",
+                f"{counted(len(hit), 'GPU')}: {what}",
                 "no",
                 "; ".join(
                     f"{_who(h)}, uncorrectable rows {h.get('remap_uncorrectable')}" for h in hit
@@ -513,7 +515,7 @@ def _kernel_log(_spec: Spec, read: Read) -> Iterator[Finding]:
         yield found(
             "gpu.xid",
             "kernel log",
-            f"Xid {xid} ({mnemonic}) logged {len(lines)} times since boot",
+            f"Xid {xid} ({mnemonic}) logged {counted(len(lines), 'time')} since boot",
             "no Xid events",
             _log(lines),
             f"NVIDIA's catalog action for Xid {xid}",
@@ -556,7 +558,7 @@ def _presence(spec: Spec, read: Read) -> Iterator[Finding]:
             "GPUs",
             "the spec says no GPU but the host has some",
             "no GPU",
-            f"{found_gpus} GPUs",
+            counted(found_gpus, "GPU"),
             "set gpu: auto or required for this host",
         )
 

@@ -18,6 +18,7 @@ from gpurig.facts.gpurig_interconnect import PcieAcs
 from gpurig.facts.gpurig_nvidia import KernelLog, NvidiaGpus
 from gpurig.read.interconnect_parse import AcsControl, acs_redirecting, sxid_severity_word
 from gpurig.spec.finding import Finding
+from gpurig.spec.words import counted
 
 Read = Callable[..., Any]
 Spec = Mapping[str, Any]
@@ -65,7 +66,8 @@ def _sxids(_spec: Spec, read: Read) -> Iterator[Finding]:
         yield found(
             "gpu.sxid",
             f"NVSwitch {pci}",
-            f"NVSwitch SXid {sxid} ({name}, {category}) logged {len(lines)} times since boot",
+            f"NVSwitch SXid {sxid} ({name}, {category}) logged {counted(len(lines), 'time')} "
+            "since boot",
             "no SXid events",
             log_excerpt(lines),
             f"NVIDIA's Fabric Manager guide: SXid {sxid} is {category}",
@@ -107,9 +109,9 @@ def _acs(_spec: Spec, read: Read) -> Iterator[Finding]:
     yield found(
         "pcie.acs_enabled",
         "PCIe bridges",
-        f"ACS is on at {len(enabled)} PCIe bridge(s) on the path of this host's {peers} GPUs "
-        "and RDMA NICs: peer-to-peer traffic between them may be redirected through the CPU "
-        "or hang",
+        f"ACS is on at {counted(len(enabled), 'PCIe bridge')} on the path of this host's "
+        f"{peers} GPUs and RDMA NICs: peer-to-peer traffic between them may be redirected "
+        "through the CPU or hang",
         "ACSCtl: SrcValid- ReqRedir- CmpltRedir- EgressCtrl- on the bridges between GPUs",
         log_excerpt(shown),
         "disable IO virtualization (VT-d/IOMMU) or ACS in the BIOS, or clear it on each bridge "

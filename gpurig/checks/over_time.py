@@ -26,6 +26,7 @@ from gpurig.data.tables import table
 from gpurig.named_tuple import NamedTuple
 from gpurig.read.interconnect_parse import sxid_severity_word
 from gpurig.spec.finding import Finding
+from gpurig.spec.words import counted
 
 FABRIC_IDS = ("fabric.symbol_error_rate", "fabric.link_errors", "fabric.port_flap")
 IDS = (*FABRIC_IDS, "gpu.fault_after_reboot")
@@ -232,7 +233,7 @@ def after_reboot(
             "gpu.fault_after_reboot",
             "kernel log",
             f"{code} asked for a reboot on the boot before this one and is logged again on "
-            f"this one ({len(lines)} lines): the reboot did not clear it",
+            f"this one ({counted(len(lines), 'line')}): the reboot did not clear it",
             f"no {code} after the reboot it asked for",
             log_excerpt(lines),
             "send these log lines with the case",

@@ -13,6 +13,7 @@ from gpurig.facts.gpurig_user import UserCoreFiles, UserRaySessions
 from gpurig.plans.change import Change
 from gpurig.spec.finding import Severity
 from gpurig.spec.user_scope import is_user
+from gpurig.spec.words import counted
 
 FLASHINFER_CACHE = "~/.cache/flashinfer"
 IDS = (
@@ -53,7 +54,7 @@ def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
                 _change(
                     "cleanup.ray_sessions",
                     "/tmp/ray",
-                    f"{len(stale)} stale sessions, {sum(stale.values())} KiB",
+                    f"{counted(len(stale), 'stale session')}, {sum(stale.values())} KiB",
                     "remove the stale Ray sessions",
                     stale=stale,
                 )
@@ -65,7 +66,7 @@ def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
                 _change(
                     "cleanup.core_files",
                     ", ".join(sorted(cores)),
-                    f"{len(cores)} core files, {sum(cores.values())} bytes",
+                    f"{counted(len(cores), 'core file')}, {counted(sum(cores.values()), 'byte')}",
                     "remove the core files",
                     files=cores,
                 )
@@ -77,7 +78,7 @@ def plan(spec: Mapping[str, Any], read: Callable[..., Any]) -> list[Change]:
                 _change(
                     "cleanup.editable_finders",
                     ", ".join(sorted(finders)),
-                    f"{len(finders)} finders of deleted sources",
+                    f"{counted(len(finders), 'finder')} of deleted sources",
                     "remove the stale editable finders",
                     finders=finders,
                 )

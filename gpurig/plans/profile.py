@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpurig.plans.change import Change
+from gpurig.spec.words import counted
 
 
 def block(
@@ -46,7 +47,7 @@ def block(
         Change(
             change_id,
             subject,
-            f"gpurig's {len(wanted)} lines",
+            f"gpurig's {counted(len(wanted), 'line')}",
             actual,
             f"write it in {where}",
             data=data,

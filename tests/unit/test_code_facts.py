@@ -23,6 +23,7 @@ from gpurig.facts.gpurig_files import MODP_2048, SecretDigests
 from gpurig.facts.gpurig_repo import LOCK_MARKER, RepoState
 from gpurig.plans import cleanup as cleanup_plan
 from gpurig.plans import repos as repos_plan
+from gpurig.plans.change import Change
 from gpurig.plans.repos import env_marker
 from gpurig.plans.secrets import local_digest, public, shared_key
 from gpurig.spec.model import normalise
@@ -297,7 +298,7 @@ def test_core_files_are_found_by_their_elf_header(tmp_path: Path):
     assert found == {str(tmp_path / "core"): (tmp_path / "core").stat().st_size}
     spec = {"cleanup": {"core_files": True}}
     outputs = clean(spec, dirs=[str(tmp_path)])
-    assert "gpurig: freed 1 core files" in outputs[0]
+    assert "gpurig: freed 1 core file, " in outputs[0]
     assert not (tmp_path / "core").exists() and (tmp_path / "core.123").exists()
     assert clean(spec, dirs=[str(tmp_path)]) == []
 
@@ -365,6 +366,23 @@ def test_python_facts_never_import_from_the_working_directory(tmp_path: Path):
     assert not (tmp_path / "ran").exists()
 
 
+def test_what_the_cleanup_freed_counts_one_as_one():
+    one = {
+        "cleanup.core_files": ({"files": {"/tmp/core.1": 1}}, "1 core file, 1 byte"),
+        "cleanup.ray_sessions": (
+            {"stale": {"/tmp/ray/session_1": 4}},
+            "1 stale Ray session, 4 KiB",
+        ),
+        "cleanup.editable_finders": (
+            {"finders": {"/f.py": ["/f.pth"]}},
+            "1 stale editable finder: /f.py",
+        ),
+    }
+    for change_id, (data, freed) in one.items():
+        command = cleanup.commands(Change(change_id, "leftovers", "", "", "", data=data))
+        assert f"echo 'gpurig: freed {freed}'" in command
+
+
 def test_ray_sessions_fact_sees_live_ray_and_the_latest_session():
     if Path("/tmp/ray").exists():
         pytest.skip("/tmp/ray exists on this machine; not touching it")
@@ -385,7 +403,7 @@ def test_ray_sessions_fact_sees_live_ray_and_the_latest_session():
             raylet.send_signal(signal.SIGKILL)
             raylet.wait()
         outputs = clean({"cleanup": {"ray_sessions": True}})
-        assert "freed 1 stale Ray sessions" in outputs[0]
+        assert "freed 1 stale Ray session, " in outputs[0]
         assert sorted(p.name for p in Path("/tmp/ray").iterdir()) == [
             "session_2",
             "session_latest",

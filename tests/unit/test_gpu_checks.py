@@ -51,6 +51,22 @@ def test_count_and_model_name_the_gpus_found() -> None:
     assert {f.remediation for f in findings.values()} == {"contact-provider"}
 
 
+def test_one_gpu_is_said_as_one() -> None:
+    """The H100 VM has one GPU: the messages that count GPUs (or an Xid's lines) say one."""
+    found = {f.id: f for f in check(expect(count=8, model="A100"), h100_vm())}
+    assert found["gpu.count"].message == "the host has 1 GPU, 8 were declared"
+    assert found["gpu.count"].expected == "8 GPUs"
+    assert found["gpu.model"].message == "1 GPU is not the declared model"
+    [unexpected] = [f for f in check({"gpu": "absent"}, h100_vm()) if f.id == "gpu.unexpected"]
+    assert unexpected.actual == "1 GPU"
+    pending = [f for f in check({}, _set_health(retired_pending=True)) if f.id.endswith("pending")]
+    assert pending[0].message == "1 GPU: memory pages wait to be retired"
+    log = read_fixture("kernel_xid_119_gsp_rpc_timeout.txt").splitlines()
+    one = "\n".join(log[: next(i for i, line in enumerate(log) if "Xid" in line) + 1])
+    [xid] = [f for f in check({}, h100_vm(xid_lines=one)) if f.id == "gpu.xid"]
+    assert xid.message == "Xid 119 (GSP_RPC_TIMEOUT) logged 1 time since boot"
+
+
 def test_every_finding_has_a_remediation_from_the_table() -> None:
     allowed = set(rules()["remediations"])
     for check_id in gpu_checks.IDS:

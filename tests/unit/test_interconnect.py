@@ -272,7 +272,7 @@ def test_acs_is_judged_by_what_sits_below_each_bridge() -> None:
     assert gpu_port.device.startswith("02:00.0") and gpu_port.below == [peers[0]]
     [finding] = judge(h100_vm(acs=gpu_port_acs_on(text)))
     assert finding.id == "pcie.acs_enabled" and finding.severity == "warn"
-    assert "1 PCIe bridge(s) on the path of this host's 4 GPUs and RDMA NICs" in finding.message
+    assert "1 PCIe bridge on the path of this host's 4 GPUs and RDMA NICs" in finding.message
     assert finding.actual.startswith("02:00.0 PCI bridge: Broadcom")
     assert "(above 3D controller: NVIDIA Corporation GH100 [H100 SXM5 80GB] (rev a1))" in (
         finding.actual
@@ -298,7 +298,7 @@ def test_acs_on_a_multi_gpu_host_is_a_warning_naming_the_bridges() -> None:
     assert (finding.severity, finding.remediation) == (
         rules()["checks"]["pcie.acs_enabled"]["severity"], "by-hand"
     )  # fmt: skip
-    assert "4 PCIe bridge(s) on the path of this host's 4 GPUs" in finding.message
+    assert "4 PCIe bridges on the path of this host's 4 GPUs" in finding.message
     assert "SrcValid+ ReqRedir+ CmpltRedir+ UpstreamFwd+" in finding.actual
 
 

@@ -158,6 +158,7 @@ def test_a_code_back_after_its_reboot_is_the_hardwares_case_not_another_reboot()
     )
     assert fired.fix.endswith("hardware: open a case with the provider / RMA, with the evidence "
                               "in the finding; a reboot will not clear it")  # fmt: skip
+    assert "is logged again on this one (1 line): the reboot did not clear it" in fired.message
     assert left["xids"] == [] and left["fallen_off_bus"] == []  # not asked to reboot again
     assert left["sxids"] == log["sxids"]  # the SXid did not ask before: judged as always
     assert over_time.after_reboot(log, []) == (log, [])

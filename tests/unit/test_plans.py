@@ -458,6 +458,20 @@ def test_every_change_id_has_a_case_and_every_case_an_id():
     assert literal <= set(CHANGE_IDS), literal - set(CHANGE_IDS)
 
 
+@pytest.mark.parametrize(
+    ("change_id", "field", "said"),
+    [
+        ("cleanup.core_files", "actual", "1 core file, 4096 bytes"),
+        ("cleanup.ray_sessions", "actual", "1 stale session, 4 KiB"),
+        ("cleanup.editable_finders", "actual", "1 finder of deleted sources"),
+        ("core_dumps.profile", "expected", "gpurig's 1 line"),
+    ],
+)
+def test_a_count_of_one_is_said_as_one(change_id: str, field: str, said: str):
+    [change] = [c for c in changes(*CASES[change_id]) if c.id == change_id]
+    assert getattr(change, field) == said
+
+
 @pytest.mark.parametrize("change_id", sorted(CASES))
 def test_the_difference_is_found_with_its_id(change_id: str):
     kind, mutation = CASES[change_id]
