@@ -133,7 +133,8 @@ def _expected(spec: Spec, read: Read) -> Iterator[Finding]:
         yield found(
             "gpu.count",
             "GPUs",
-            f"the host has {counted(len(gpus), 'GPU')}, {expect['count']} were declared",
+            f"the host has {counted(len(gpus), 'GPU')}, {expect['count']} "
+            f"{'was' if expect['count'] == 1 else 'were'} declared",
             counted(expect["count"], "GPU"),
             f"{len(gpus)}: {', '.join(names) or 'none'}",
             "compare with the rental order",

@@ -56,6 +56,12 @@ def test_one_gpu_is_said_as_one() -> None:
     found = {f.id: f for f in check(expect(count=8, model="A100"), h100_vm())}
     assert found["gpu.count"].message == "the host has 1 GPU, 8 were declared"
     assert found["gpu.count"].expected == "8 GPUs"
+    [one] = [f for f in check(expect(count=2), h100_vm()) if f.id == "gpu.count"]
+    assert one.message == "the host has 1 GPU, 2 were declared"
+    two = h100_vm()
+    two[NvidiaGpus]["gpus"] *= 2
+    [declared] = [f for f in check(expect(count=1), two) if f.id == "gpu.count"]
+    assert (declared.message, declared.expected) == ("the host has 2 GPUs, 1 was declared", "1 GPU")
     assert found["gpu.model"].message == "1 GPU is not the declared model"
     [unexpected] = [f for f in check({"gpu": "absent"}, h100_vm()) if f.id == "gpu.unexpected"]
     assert unexpected.actual == "1 GPU"
