@@ -71,16 +71,22 @@ def on_files(files: Any, config: Any) -> Any:
 
 def on_page_markdown(markdown: str, config: Any = None, **_: Any) -> str:
     """Each `<!-- include ... -->` replaced by what it names; the test markers removed; the
-    repository's address where the site was built with one (mkdocs.yml's repo_url)."""
+    repository's address and the site's own where the site was built with them (mkdocs.yml's
+    repo_url and site_url)."""
     markdown = GUIDE_TEST.sub(lambda m: m["fence"], markdown)
     repo = config.get("repo_url") if config is not None else None
     if repo:
         markdown = markdown.replace(REPOSITORY_URL, repo)
+    site = config.get("site_url") if config is not None else None
+    if site:
+        markdown = markdown.replace(DOCS_URL, f"`{site.rstrip('/')}`")
     return INCLUDE.sub(lambda m: included(m["kind"], m["what"]), markdown)
 
 
 # What the pages say where the repository's address goes, when the site is built without one.
 REPOSITORY_URL = "REPOSITORY-URL"
+# And where the site's own address goes (`gpurig drift --docs-url`), when built without one.
+DOCS_URL = "DOCS-URL"
 
 
 INCLUDE = re.compile(

@@ -18,10 +18,11 @@ ROOT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # Names that only say how to print (LC_* too).
 KEPT = frozenset(("LANG", "LANGUAGE", "TZ", "TERM"))
 # What gpurig reads itself on a node: what slurmd says of the node and the script's context,
-# and (a node contract's only) where it keeps its copies, walked as root before any use
-# (gpurig.spec.runtime).
+# (a node contract's only) where it keeps its copies, walked as root before any use
+# (gpurig.spec.runtime), and the documentation's address a report links to, checked before
+# any host is read (gpurig.report.docs_url; only ever written into the report).
 SLURM_OWN = ("SLURMD_NODENAME", "SLURM_SCRIPT_CONTEXT")
-OWN = ("GPURIG_RUNTIME_DIR", *SLURM_OWN)
+OWN = ("GPURIG_RUNTIME_DIR", "GPURIG_DOCS_URL", *SLURM_OWN)
 
 
 def allowed(environ: Mapping[str, str], home: str, own: Iterable[str] = ()) -> dict[str, str]:

@@ -19,6 +19,7 @@ import click
 from gpurig import __version__
 from gpurig.node.argv import MODES
 from gpurig.remote import retry
+from gpurig.report import docs_url as docs
 from gpurig.report.formats import FORMATS
 
 if TYPE_CHECKING:
@@ -173,6 +174,14 @@ def which_spec(prefix: str) -> Callable[[Any], Any]:
     metavar="DIR",
     help="Also write DIR/gpurig_drift.prom for node_exporter's textfile collector.",
 )
+@click.option(
+    "--docs-url",
+    metavar="URL",
+    envvar=docs.ENV,
+    show_envvar=True,
+    help="The documentation's address (http or https): the markdown and junit reports link "
+    "each finding id to its page, URL/findings/ID/.",
+)
 @CONNECT_RETRIES
 def drift(
     inventory: str | None,
@@ -184,6 +193,7 @@ def drift(
     output: TextIO | None,
     mode: str | None,
     textfile: Path | None,
+    docs_url: str | None,
     retries: int,
 ) -> None:
     """Check hosts read-only against their spec: exit 0 clean, 1 drift, 2 invalid input.
@@ -197,14 +207,21 @@ def drift(
     npd prints one line of at most 80 characters, exit 0 OK, 1 problem, 2 could not check.
 
     --textfile DIR writes the results for Prometheus (node_exporter's textfile collector): one
-    file per node with --local, one file with a `host` label per host from a controller."""
+    file per node with --local, one file with a `host` label per host from a controller.
+
+    --docs-url URL (or GPURIG_DOCS_URL), where the documentation is published: each finding id
+    in the markdown and junit reports links to its page, and the table's last line names the
+    first id's."""
     _drift_usage(inventory, limits, local, as_host, spec_file)
     if mode is not None and not local:
         raise click.UsageError("--mode goes with --local")
+    docs_url = _docs_url(docs_url, mode)
     if local:
         from gpurig.node.command import drift_here
 
-        raise SystemExit(drift_here(inventory, as_host, spec_file, fmt, output, mode, textfile))
+        raise SystemExit(
+            drift_here(inventory, as_host, spec_file, fmt, output, mode, textfile, docs_url)
+        )
     from gpurig.spec.inventory import InventoryError, load_inventory
 
     try:
@@ -228,10 +245,29 @@ def drift(
     reports = run_drift(selected, cache_dir(), progress_stream(), retries)
     duration = time.monotonic() - started
     stream = output or sys.stdout
-    stream.write(render(reports, fmt, colour=output is None and stream.isatty()))
+    stream.write(render(reports, fmt, output is None and stream.isatty(), docs_url))
     if textfile is not None and not written(textfile, reports, duration, True):
         raise SystemExit(1)
     raise SystemExit(exit_code(reports))
+
+
+def _docs_url(value: str | None, mode: str | None) -> str | None:
+    """--docs-url URL or GPURIG_DOCS_URL, checked (gpurig.report.docs_url): a bad one exits 2
+    before any host is read. A node contract's report (--mode) links nothing: it refuses the
+    option and never stops on the variable."""
+    if value is None:
+        return None
+    ctx = click.get_current_context()
+    from_env = ctx.get_parameter_source("docs_url") is click.core.ParameterSource.ENVIRONMENT
+    if mode is not None:
+        if from_env:
+            return None
+        raise click.UsageError("--docs-url goes without --mode: a node contract links nothing")
+    try:
+        return docs.checked(value)
+    except ValueError as exc:
+        hint = docs.ENV if from_env else "'--docs-url'"
+        raise click.BadParameter(f"{value!r}: {exc}", param_hint=hint) from None
 
 
 def _drift_usage(

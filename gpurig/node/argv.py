@@ -3,7 +3,8 @@ fifth of a Prolog's start (benchmarks/node_contracts.py). Only the shapes the no
 are run with are read here (`drift --local --spec FILE|--as NAME INVENTORY [--mode M] [--format F]
 [--textfile DIR]`, `up --local --spec FILE`); anything else, a help, a typo, an option out of
 place or a value click would refuse, is None and goes to click, so one parser says every
-error (tests/unit/test_node_argv.py holds the two to the same reading)."""
+error (tests/unit/test_node_argv.py holds the two to the same reading). So does a report
+without a mode while GPURIG_DOCS_URL is set: click checks the address and its links go in."""
 
 from __future__ import annotations
 
@@ -74,6 +75,8 @@ def _checked(command: str, values: dict[str, str], positional: list[str]) -> Nod
     if (spec is None) == (as_host is None) or (spec is not None and inventory is not None):
         return None
     if as_host is not None and inventory is None:
+        return None
+    if mode is None and os.environ.get("GPURIG_DOCS_URL"):  # gpurig.report.docs_url.ENV
         return None
     return NodeCall("drift", inventory, as_host, spec, mode, fmt, textfile)
 

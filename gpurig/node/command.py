@@ -33,9 +33,11 @@ def drift_here(
     output: TextIO | None = None,
     mode: str | None = None,
     textfile: str | os.PathLike[str] | None = None,
+    docs_url: str | None = None,
 ) -> int:
     """This machine read and judged as `as_host` of `inventory`, or as the spec in
-    `spec_file`, as `mode`'s contract says when one is given."""
+    `spec_file`, as `mode`'s contract says when one is given; without one, the report's ids
+    linked to their pages under `docs_url` (checked: gpurig.report.docs_url)."""
     # A contract's read starts first: the checks load while it runs (gpurig.node.ahead).
     ahead = _ahead(spec_file or str(inventory), as_host, mode) if mode is not None else None
     from gpurig.spec.inventory import InventoryError, load_inventory, load_spec_file
@@ -72,7 +74,7 @@ def drift_here(
 
     reports = [drift_local(host)]
     stream = output or sys.stdout
-    stream.write(render(reports, fmt, colour=output is None and stream.isatty()))
+    stream.write(render(reports, fmt, output is None and stream.isatty(), docs_url))
     if textfile is not None and not written(textfile, reports, time.monotonic() - started, False):
         return 1
     return exit_code(reports)

@@ -109,10 +109,13 @@ def finding_block(host: str, f: Finding, width: int = 0, colour: bool = False) -
     return lines
 
 
-def to_table(reports: Sequence[HostReport], colour: bool = False) -> str:
+def to_table(
+    reports: Sequence[HostReport], colour: bool = False, docs_url: str | None = None
+) -> str:
     """A block per finding, a subject's blocks together: a headline (host, severity, subject,
     what the converge does, id), a check's message, the values, the fix; where there were
-    findings, a last line naming `gpurig explain`, which says what an id means."""
+    findings, a last line naming `gpurig explain`, which says what an id means, and with
+    `docs_url` (gpurig.report.docs_url) the first id's page."""
     width = max([len(visible(r.name)) for r in reports] or [0])
     lines = [line for r in reports for f in r.by_subject
              for line in finding_block(r.name, f, width, colour)]  # fmt: skip
@@ -132,16 +135,22 @@ def to_table(reports: Sequence[HostReport], colour: bool = False) -> str:
         lines += [visible(f"warn   {f.id}  {f.message}: {f.actual}") for f in fleet_findings]
         ids += [f.id for f in fleet_findings]
     if ids:
-        lines.append(
-            f"what a finding means and what to do: gpurig explain ID (e.g. {visible(ids[0])})"
-        )
+        hint = f"what a finding means and what to do: gpurig explain ID (e.g. {visible(ids[0])})"
+        if docs_url:
+            from gpurig.report.docs_url import page
+
+            hint += f" or its page, {visible(page(docs_url, ids[0]))}"
+        lines.append(hint)
     return "\n".join(lines) + "\n"
 
 
-def to_junit(reports: Sequence[HostReport]) -> str:
+def to_junit(reports: Sequence[HostReport], docs_url: str | None = None) -> str:
     """One testsuite, one testcase per host, one <failure> per error finding: its headline as
-    the message, what differs and the fix as the text."""
+    the message, what differs and the fix as the text, and with `docs_url`
+    (gpurig.report.docs_url) the id's page; warnings as the testcase's output."""
     import xml.etree.ElementTree as ET
+
+    about = _pages(docs_url)
 
     failures = sum(1 for r in reports if r.failed)
     suite = ET.Element(
@@ -156,12 +165,23 @@ def to_junit(reports: Sequence[HostReport]) -> str:
             if f.severity == "error":
                 failure = ET.SubElement(case, "failure", type=_xml(f.id))
                 failure.set("message", _xml(_headline(f)))
-                failure.text = _xml("\n".join([*_what(f), f"fix: {_fix(f)}"]))
-        warnings = [f"{_headline(f)}: {f.message}" for f in report.by_subject
-                    if f.severity == "warn"]  # fmt: skip
+                page = [f"docs: {about(f.id)}"] if docs_url else []
+                failure.text = _xml("\n".join([*_what(f), f"fix: {_fix(f)}", *page]))
+        warnings = [f"{_headline(f)}: {f.message}" + (f" (docs: {about(f.id)})" if docs_url else "")
+                    for f in report.by_subject if f.severity == "warn"]  # fmt: skip
         if warnings:
             ET.SubElement(case, "system-out").text = _xml("\n".join(warnings))
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _pages(docs_url: str | None) -> Any:
+    """A function from an id to its page under `docs_url`, percent-encoded
+    (gpurig.report.docs_url.page); "" for every id without one."""
+    if not docs_url:
+        return lambda finding_id: ""
+    from gpurig.report.docs_url import page
+
+    return lambda finding_id: page(docs_url, finding_id)
 
 
 def _xml(text: str) -> str:
@@ -187,9 +207,15 @@ def _code(text: str) -> str:
     return f"`{text}`" if _IDENTIFIER.fullmatch(text) else _cell(text)
 
 
-def to_markdown(reports: Sequence[HostReport]) -> str:
+def to_markdown(reports: Sequence[HostReport], docs_url: str | None = None) -> str:
     """A CI job summary: a verdict line, then per host with drift one row per finding (a
-    subject's rows together): what it is about, what the converge does, what differs, the fix."""
+    subject's rows together): what it is about, what the converge does, what differs, the fix;
+    with `docs_url` (gpurig.report.docs_url), each id a link to its page."""
+    about = _pages(docs_url)
+
+    def named(finding_id: str) -> str:
+        return f"[{_code(finding_id)}]({about(finding_id)})" if docs_url else _code(finding_id)
+
     failed = [r for r in reports if r.failed]
     total = counted(len(reports), "host")
     verdict = "no drift" if not failed else f"drift on {len(failed)} of {total}"
@@ -206,7 +232,7 @@ def to_markdown(reports: Sequence[HostReport]) -> str:
         ]
         for f in report.by_subject:
             cells = [_cell(f.severity), _cell(f.subject or "host"), _cell(ACTIONS[f.action]),
-                     _code(f.id), " · ".join(map(_cell, _what(f))), _cell(_fix(f))]  # fmt: skip
+                     named(f.id), " · ".join(map(_cell, _what(f))), _cell(_fix(f))]  # fmt: skip
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     hosts = _fleet(reports)
@@ -214,14 +240,18 @@ def to_markdown(reports: Sequence[HostReport]) -> str:
         from gpurig.report import fleet
 
         lines += ["### Fleet", "", fleet.render_markdown(hosts), ""]
-        lines += [f"- warn {_code(f.id)}: {_cell(f.message)}: {_cell(f.actual)}"
+        lines += [f"- warn {named(f.id)}: {_cell(f.message)}: {_cell(f.actual)}"
                   for f in fleet.findings(hosts)]  # fmt: skip
     return "\n".join(lines)
 
 
-def render(reports: Sequence[HostReport], fmt: str, colour: bool = False) -> str:
-    """The report in one of FORMATS (gpurig.report.formats)."""
-    renderers = {"json": to_json, "junit": to_junit, "markdown": to_markdown}
+def render(
+    reports: Sequence[HostReport], fmt: str, colour: bool = False, docs_url: str | None = None
+) -> str:
+    """The report in one of FORMATS (gpurig.report.formats); with `docs_url`, a checked
+    documentation address (gpurig.report.docs_url), its finding ids lead to their pages."""
     if fmt == "table":
-        return to_table(reports, colour)
-    return renderers[fmt](reports)
+        return to_table(reports, colour, docs_url)
+    if fmt == "json":
+        return to_json(reports)
+    return to_junit(reports, docs_url) if fmt == "junit" else to_markdown(reports, docs_url)
