@@ -210,7 +210,8 @@ def replay(recorded: Mapping[str, Any]) -> HostReport:
     it (the fact's default, as HostState answers an empty section); a recording whose verdict
     that changes fails test_finding_examples, and is recorded again."""
     host = recorded["host"]
-    entry = Host(host["name"], "", None, (), host["spec"], host["source"], 0)  # type: ignore[arg-type]
+    spec = normalise(host["spec"])  # as the inventory loaded it, today's defaults too
+    entry = Host(host["name"], "", None, (), spec, host["source"], 0)  # type: ignore[arg-type]
     state = None
     if recorded["state"] is not None:
         state = decode_state(recorded["state"])

@@ -36,7 +36,7 @@ from gpurig.spec.container import running_image
 from gpurig.spec.finding import Finding, HostReport
 from gpurig.spec.hostkeys import is_mismatch
 from gpurig.spec.inventory import Host
-from gpurig.spec.model import normalise, toolkit_wanted
+from gpurig.spec.model import toolkit_wanted
 
 PROBE_TIMEOUT = bounds.PROBE_TIMEOUT  # here too: a test shortens drift's at call time
 
@@ -162,7 +162,7 @@ def report(result: Probed, scope: Scope = EVERYTHING) -> HostReport:
         why = "the host printed nothing (timeout, or a shell error)"
         return HostReport(name, True, [unreadable("state", RuntimeError(why))], tries=tries)
     try:
-        spec = normalise(result.host.spec)
+        spec = result.host.spec
         findings = evaluate(spec, result.state, scope)
         facts = fleet_facts(spec, Snapshot(result.state)) if scope == EVERYTHING else {}
         return HostReport(name, True, findings, facts, tries)

@@ -516,7 +516,6 @@ def _accept_group(inventory: Any, group: str, paths: list[Any], fmt: str) -> Non
     """`accept --group`: refused (2) before any host is touched where the inventory rules it
     out, (1) where a host lists no GPU; else measured, recorded and reported."""
     from gpurig.read.nccl_group import Refused, check_specs
-    from gpurig.spec.model import normalise
 
     members = inventory.groups().get(group)
     if members is None:
@@ -529,7 +528,7 @@ def _accept_group(inventory: Any, group: str, paths: list[Any], fmt: str) -> Non
         raise SystemExit(2)
     hosts = [h for h in inventory.hosts if h.name in members]
     try:
-        check_specs(group, [(h.name, normalise(h.spec)) for h in hosts])
+        check_specs(group, [(h.name, h.spec) for h in hosts])
     except Refused as exc:
         click.echo(f"accept --group refused: {exc}", err=True)
         raise SystemExit(2) from None

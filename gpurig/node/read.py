@@ -10,7 +10,6 @@ from gpurig.read.bounds import OutputFlood
 from gpurig.read.local import StartedRead, read_here
 from gpurig.spec.finding import HostReport
 from gpurig.spec.inventory import Host
-from gpurig.spec.model import normalise
 from gpurig.spec.user_scope import is_user
 
 
@@ -59,7 +58,7 @@ def read_local(
     """This machine read as `host` (local_read: sh in a subprocess, no SSH stack), through
     sudo where passwordless (never with scope: user, which acts as the user). A read past
     `timeout` is {}: `state.unreadable`, said so; output past the bounds is refused."""
-    spec = normalise(host.spec)
+    spec = host.spec
     sudo = not is_user(spec) and local_sudo()
     reads = drift_reads(spec, scope)
     try:

@@ -27,7 +27,6 @@ from gpurig.node.ahead import Ahead
 from gpurig.read.bounds import PROBE_TIMEOUT
 from gpurig.root_env import SLURM_OWN, allowed
 from gpurig.safe_path import walk
-from gpurig.spec.model import normalise
 from gpurig.spec.user_scope import is_user
 
 if TYPE_CHECKING:
@@ -212,7 +211,7 @@ def up(host: Host, say: Callable[[str], None], source: bytes | None = None) -> R
     UpError naming why the node cannot serve the job. `source`: the bytes of the file `host`
     came from, for the read its spec made last time (gpurig.node.ahead), started under the
     lock while the judge is loaded: on a converged node that read is most of `up`."""
-    spec = normalise(host.spec)
+    spec = host.spec
     if not is_user(spec) and os.geteuid() != 0:
         raise UpError(
             f"scope: system changes the whole node and needs root (this is uid {os.geteuid()}); "

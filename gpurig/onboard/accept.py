@@ -23,7 +23,7 @@ from gpurig.fsutil import atomic_write, xdg_dir
 from gpurig.read.acceptance import DEFAULT_MARGIN, Verdict, judge_host
 from gpurig.read.nccl_tests import message_bytes, with_all_reduce
 from gpurig.spec.inventory import Host
-from gpurig.spec.model import gpu_container, normalise
+from gpurig.spec.model import gpu_container
 from gpurig.spec.textsafe import visible
 from gpurig.spec.user_scope import is_user
 
@@ -48,7 +48,7 @@ class Accepted:
 
 def judged(host: Host, gpus: list[str], found: dict[str, Any], margin: float) -> Accepted:
     """The Acceptance fact's reading of one host whose GPU query listed `gpus`, judged."""
-    spec = normalise(host.spec)
+    spec = host.spec
     _, container = gpu_container(spec)
     result = found["result"]
     if result is None and found["error"]:
@@ -88,7 +88,7 @@ def measure(host: Host, cache: Path, margin: float = DEFAULT_MARGIN) -> Accepted
     and judge one host (the script and dcgmi run only where a GPU is listed)."""
     from gpurig.remote.drift import probe_hosts  # pyinfra's API: loaded only when a host is read
 
-    spec = normalise(host.spec)
+    spec = host.spec
     engine, container = gpu_container(spec)
     fact = UserAcceptance if is_user(spec) else Acceptance
 

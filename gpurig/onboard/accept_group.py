@@ -30,7 +30,6 @@ from gpurig.read.nccl_group import (
 )
 from gpurig.read.nccl_tests import NcclVerdict, message_bytes
 from gpurig.spec.inventory import Host
-from gpurig.spec.model import normalise
 from gpurig.spec.textsafe import visible
 from gpurig.spec.user_scope import is_user
 
@@ -52,7 +51,7 @@ class GroupAccepted:
 
 def ran_in(first: Host) -> str:
     """Where mpirun runs, in words (the spec's place on the group's first host)."""
-    _, container, image = place(normalise(first.spec))
+    _, container, image = place(first.spec)
     return f"{f'container {container}' if container else f'image {image}'} on {first.name}"
 
 
@@ -62,7 +61,7 @@ def measure_group(group: str, hosts: Sequence[Host], cache: Path) -> GroupAccept
     Refused (nothing run) where a host lists no GPU."""
     from gpurig.remote.drift import probe_hosts  # pyinfra's API: loaded only when hosts are read
 
-    first, spec = hosts[0], normalise(hosts[0].spec)
+    first, spec = hosts[0], hosts[0].spec
     engine, container, image = place(spec)
     fact = UserGroupAllReduce if is_user(spec) else GroupAllReduce
     where = ran_in(first)

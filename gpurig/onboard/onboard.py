@@ -67,7 +67,6 @@ from gpurig.spec.inventory import (
     load_inventory_text,
 )
 from gpurig.spec.key_paths import home_relative
-from gpurig.spec.model import normalise
 from gpurig.spec.text_file import YamlRefused, read_bytes
 from gpurig.spec.textsafe import visible
 from gpurig.spec.units import format_size
@@ -316,7 +315,7 @@ def host_checks(host: Host, read: Reader) -> list[Check]:
     read is made whatever was read before, so recording this lists all it needs
     (`preflight_reads`).
     """
-    spec = normalise(host.spec)
+    spec = host.spec
     findings = check(spec, read)
     judges: list[tuple[str, Callable[[], Check]]] = [
         ("os", lambda: _os(spec, read)),
@@ -519,7 +518,7 @@ def preflight(
     edited = edit_inventory(text, request.name, address, ssh, request.groups)
     host = _candidate(request, text, address, ssh)
     # As the login itself (no sudo), so the read can say whether that login can become root.
-    reach = _reach(normalise(host.spec), request.timeout)
+    reach = _reach(host.spec, request.timeout)
     reads = preflight_reads(host)
     [result] = probe_hosts([host], cache_dir(), sudo=False, reads=lambda _: reads, then=reach)
     if result.connect_error is not None:

@@ -23,7 +23,6 @@ from gpurig.remote import pyinfra_guard, retry
 from gpurig.remote.pyinfra_inventory import pyinfra_hosts
 from gpurig.spec.finding import HostReport
 from gpurig.spec.inventory import Host
-from gpurig.spec.model import normalise
 
 # A further read on the same connection, given what the first one found (onboarding's reach).
 Then = Callable[[PyinfraHost, dict[str, Any]], dict[str, Any]]
@@ -116,7 +115,7 @@ def probe_hosts(
 
     def probe(host: Host) -> Probed:
         pyinfra_host = inventory.get_host(host.name)
-        read = reads(normalise(host.spec))
+        read = reads(host.spec)
         return Probed(host, *_read_host(pyinfra_host, read, sudo, then, retries=retries))
 
     done: dict[str, Probed] = {}

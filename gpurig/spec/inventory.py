@@ -95,7 +95,9 @@ class SshSettings(NamedTuple):
 
 
 class Host(NamedTuple):
-    """One host after merging defaults, its groups and its own entry."""
+    """One host after merging defaults, its groups and its own entry. Its `spec` is normalised
+    here, on the way in (gpurig.spec.model.normalise: defaults applied, each value spelt one
+    way), and nowhere again: drift, the contracts, `up --local` and onboarding read it as is."""
 
     name: str
     address: str

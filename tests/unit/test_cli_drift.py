@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from gpurig.cli.main import main
 from gpurig.remote.drift import run_drift
 from gpurig.spec.inventory import Host, SshSettings
+from gpurig.spec.model import normalise
 
 BAD = Path(__file__).parent / "bad_inventories" / "size-without-unit.yaml"
 
@@ -73,7 +74,7 @@ def test_unknown_limit_exits_2(tmp_path: Path) -> None:
 def test_real_read_through_pyinfra_local_connector(tmp_path: Path) -> None:
     """The fact's command and process() as pyinfra runs them, on this machine."""
     spec = {"engine": "none", "checks": {"disk_free_min": "1000t"}, "core_dumps": "enabled"}
-    local = Host("@local", "localhost", SshSettings(), (), spec, "test", 1)
+    local = Host("@local", "localhost", SshSettings(), (), normalise(spec), "test", 1)
     [report] = run_drift([local], tmp_path)
     assert report.reachable
     assert [f.id for f in report.findings] == ["disk.free"]

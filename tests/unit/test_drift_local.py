@@ -22,6 +22,7 @@ from gpurig.remote.drift import run_drift
 from gpurig.report.formats import FORMATS
 from gpurig.report.render import render
 from gpurig.spec.inventory import Host, SshSettings
+from gpurig.spec.model import normalise
 
 ROOT = Path(__file__).resolve().parents[2]
 # dpkg is Essential on every Debian and Ubuntu host (the hosts gpurig converges).
@@ -84,7 +85,7 @@ def test_same_report_as_drift_over_a_connector(tmp_path: Path) -> None:
     """`drift --local` and `drift` give one report for one state: both read this machine (drift
     through pyinfra's @local connector, as its own test does) and render in every format."""
     spec = {"core_dumps": "disabled", "packages": [INSTALLED, ABSENT]}
-    host = Host("@local", "localhost", SshSettings(), (), spec, "test", 1)
+    host = Host("@local", "localhost", SshSettings(), (), normalise(spec), "test", 1)
     local = drift_local(host)
     [remote] = run_drift([host], tmp_path)
     assert "packages.missing" in [f.id for f in local.findings]

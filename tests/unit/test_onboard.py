@@ -227,7 +227,7 @@ def facts(**changes: Any) -> dict[type, Any]:
 def new_host(spec: dict[str, Any]) -> Any:
     text = edit_inventory(PROFILES.read_text(), "new", "203.0.113.9", SSH, [])
     [host] = load_inventory_text(text, "fleet.yaml").hosts
-    return host._replace(spec=spec)
+    return host._replace(spec=normalise(spec))  # as a loaded host's is
 
 
 def checks(spec: dict[str, Any], values: dict[type, Any]) -> dict[str, Check]:
