@@ -70,11 +70,13 @@ import_runner() {
     # python finds its environment by the name it is run by), so no link is re-read.
     walk "$3" && RUN_PY=$HELD && walk "$1" && RUN_IN=$CHECKED || return
     # What that python loads at start-up lies in the environment's tree (a .pth in its
-    # site-packages runs, pyvenv.cfg names its home): as root, every entry there is root's and
-    # no group or other account may write it, or it does not run at all.
+    # site-packages runs, pyvenv.cfg names its home): as root, every directory there and every
+    # file python loads (.py, .pyc, .pth, .so, .cfg) is root's and no group or other account
+    # may write it, or it does not run at all. (uv's own .lock, say, is nothing python loads.)
     [ "$me" = 0 ] || return
-    found=$(find -H "$2" -xdev \( ! -uid 0 -o \( ! -type l -perm /022 \) \) -print -quit \
-      2>/dev/null) || { REFUSED="could not list $2 to tell who can change it"; return; }
+    found=$(find -H "$2" -xdev \( -type d -o -name '*.py' -o -name '*.pyc' -o -name '*.pth' \
+      -o -name '*.so' -o -name '*.cfg' \) \( ! -uid 0 -o \( ! -type l -perm /022 \) \) \
+      -print -quit 2>/dev/null) || { REFUSED="could not list $2 to tell who can change it"; return; }
     [ -z "$found" ] || REFUSED="$found, which root's python would load, is not root's alone"
     return
   fi

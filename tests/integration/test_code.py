@@ -218,7 +218,9 @@ def test_declared_imports_shadowed_by_the_checkout_are_found(
         findings = drift_findings(_with_imports(converged, tmp_path / "shadowed.yaml", names))
     finally:
         shell.check_output(f"rm -r {PROJ}/keepme {PROJ}/docker {PROJ}/alpha")
-    [imports] = [f for f in findings if f["id"] == "env.imports"]
+    found = [f for f in findings if f["id"] == "env.imports"]
+    assert len(found) == 1, [(f["id"], f["actual"]) for f in findings]
+    [imports] = found
     assert imports["severity"] == "error" and imports["remediation"] == "reconverge"
     assert imports["actual"] == (
         f"keepme: from {PROJ}/keepme; docker: a directory without __init__.py: {PROJ}/docker; "

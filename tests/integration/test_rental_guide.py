@@ -241,12 +241,14 @@ def run_ci(tmp_path: Path, work: Path, key: str) -> str:
     summary = tmp_path / "summary.md"
     runner = Shell(tmp_path / "ci-home", repo, {"GITHUB_STEP_SUMMARY": str(summary)})
     runner.env["PATH"] = f"{shim}:{runner.env['PATH']}"
-    secrets = {"GPURIG_SSH_KEY": key}
+    # The repository's secrets and variables, as GitHub puts them in a step's env.
+    given = {"secrets": {"GPURIG_SSH_KEY": key},
+             "vars": {"GPURIG_DOCS_URL": "https://docs.example/gpurig"}}  # fmt: skip
     failed = False
     for step in yaml.safe_load((repo / WORKFLOW).read_text())["jobs"]["drift"]["steps"]:
         if "run" not in step or (failed and step.get("if") != "always()"):
             continue
-        env = {k: re.sub(r"\$\{\{ secrets\.(\w+) \}\}", lambda m: secrets[m[1]], v)
+        env = {k: re.sub(r"\$\{\{ (secrets|vars)\.(\w+) \}\}", lambda m: given[m[1]][m[2]], v)
                for k, v in (step.get("env") or {}).items()}  # fmt: skip
         done = subprocess.run(
             ["bash", "-e", "-c", step["run"]], cwd=repo, env={**runner.env, **env},

@@ -122,6 +122,8 @@ def test_a_pth_another_account_planted_in_roots_environment_never_runs_as_root(
     checkout = environment(private_dir, 0, 0)
     venv = private_dir / "venv"
     (venv / "pyvenv.cfg").write_text("home = /usr/bin\ninclude-system-site-packages = false\n")
+    (venv / ".lock").write_text("")  # uv's, mode 0666: nothing python loads, so no refusal
+    (venv / ".lock").chmod(0o666)
     site = venv / "lib" / f"python{_base_version()}" / "site-packages"
     site.mkdir(parents=True)
     marker = private_dir / "pth-ran-as"
@@ -150,3 +152,15 @@ def test_the_callers_python_variables_reach_no_python_root_runs(
     assert entry["ran"] and entry["refused"] is None, entry
     time.sleep(0.5)  # the browser is started in the background
     assert not marker.exists(), f"the caller's BROWSER ran as uid {marker.read_text()}"
+
+
+def test_a_file_python_does_not_load_is_no_reason_to_refuse(private_dir: Path) -> None:
+    """uv leaves a world-writable `.lock` in the environments it makes: python never loads it,
+    so root's own environment is still checked."""
+    checkout = environment(private_dir, 0, 0)
+    (checkout / "json.py").unlink()
+    lock = private_dir / "venv" / ".lock"
+    lock.write_text("")
+    lock.chmod(0o666)
+    entry = check_imports(checkout)
+    assert entry["ran"] and entry["refused"] is None, entry
