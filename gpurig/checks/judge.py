@@ -9,7 +9,7 @@ never a crash: a CI job must see the whole fleet's report even when one box is d
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpurig.checks import fabric
 from gpurig.checks.all import ODD_OUTPUT, check
@@ -35,8 +35,10 @@ from gpurig.read import bounds
 from gpurig.spec.container import running_image
 from gpurig.spec.finding import Finding, HostReport
 from gpurig.spec.hostkeys import is_mismatch
-from gpurig.spec.inventory import Host
 from gpurig.spec.model import toolkit_wanted
+
+if TYPE_CHECKING:  # judging a read needs no inventory validator (jsonschema, ruamel)
+    from gpurig.spec.inventory import Host
 
 PROBE_TIMEOUT = bounds.PROBE_TIMEOUT  # here too: a test shortens drift's at call time
 

@@ -64,10 +64,11 @@ def drift_here(
         return 2
     started = time.monotonic()
     if mode is not None:
+        from gpurig.node.modes import mode as contract
         from gpurig.node.run import run_mode
 
         take = ahead.take if ahead is not None else None
-        return run_mode(mode, host, started, fmt, output, textfile, take)
+        return run_mode(contract(mode), host, started, fmt, output, textfile, take)
     from gpurig.node.read import drift_local
     from gpurig.report.render import exit_code, render
     from gpurig.report.textfile import written

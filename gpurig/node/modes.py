@@ -27,6 +27,7 @@ from functools import cache
 from typing import Literal, Optional
 
 from gpurig.checks.all import CHECK_IDS
+from gpurig.checks.judge import Scope
 from gpurig.checks.node_actions import CONNECT_CHECKS, UNCHECKED, NodeAction, Policy
 from gpurig.data.tables import table
 from gpurig.named_tuple import NamedTuple
@@ -54,7 +55,8 @@ IMPORT_CHECKS = frozenset({"env.imports", "env.imports_unchecked"})
 
 
 class Mode(NamedTuple):
-    """One contract: its time (whole run, and the read within it) and what it reads."""
+    """One contract: its time (whole run, and the read within it) and what it reads (`scope`:
+    the plans, containers and imports, each call bounded by the read's time)."""
 
     name: str
     limit_seconds: float
@@ -62,6 +64,7 @@ class Mode(NamedTuple):
     plans: frozenset[str]
     containers: bool
     imports: bool
+    scope: Scope
     max_output: int | None = None
 
 
@@ -73,8 +76,11 @@ def mode(name: str) -> Mode:
     unknown = plans - {plan for plan, _ in PLANS}
     if unknown:
         raise ValueError(f"node_modes.yaml: {name}: no such plan: {sorted(unknown)}")
-    return Mode(name, float(row["limit_seconds"]), int(row["read_seconds"]), plans,
-                bool(row["containers"]), bool(row["imports"]), row.get("max_output"))  # fmt: skip
+    read_seconds, containers = int(row["read_seconds"]), bool(row["containers"])
+    imports = bool(row["imports"])
+    scope = Scope(plans, containers, imports, bound=read_seconds)
+    return Mode(name, float(row["limit_seconds"]), read_seconds, plans, containers, imports, scope,
+                row.get("max_output"))  # fmt: skip
 
 
 def plan_of(change_id: str) -> str:

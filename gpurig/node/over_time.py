@@ -120,17 +120,27 @@ def reboots(
     return probed._replace(state={**(probed.state or {}), key: left}), findings
 
 
+def acknowledged(probed: Probed, limits: Mapping[str, float]) -> Probed:
+    """The read without the kernel-log events `gpurig ack` said are handled (gpurig.node.ack)."""
+    key = read_key(KernelLog, {})
+    log = (probed.state or {}).get(key)
+    if not limits or not isinstance(log, dict):
+        return probed
+    return probed._replace(state={**(probed.state or {}), key: acks.unacknowledged(log, limits)})
+
+
 def judged(
-    probed: Probed,
     full: Probed,
+    limits: Mapping[str, float],
     boot: Callable[[], str] = acks.boot_id,
     clock: Callable[[], float] = lambda: time.clock_gettime(time.CLOCK_BOOTTIME),
     state_dir: str | os.PathLike[str] | None = None,
 ) -> tuple[Probed, list[Finding], list[str]]:
-    """The read `probed` (acknowledged events already left out; `full` before that) judged over
+    """The read `full` without the kernel-log events acknowledged up to `limits`, judged over
     time: the read to judge as usual, the findings over time, and notes for stderr and syslog.
     `boot` and `clock` are the boot id and the seconds since boot (parameters at the edge, so a
     test can stand for a reboot)."""
+    probed = acknowledged(full, limits)
     if probed.state is None:
         return probed, [], []
     try:

@@ -28,11 +28,9 @@ import time
 from collections.abc import Mapping
 from typing import Literal, TextIO
 
-from gpurig.checks.judge import Probed, Scope
+from gpurig.checks.judge import Probed
 from gpurig.checks.judge import report as judged_report
 from gpurig.checks.node_actions import Policy, policy
-from gpurig.facts.gpurig_nvidia import KernelLog
-from gpurig.facts.round_trip import read_key
 from gpurig.named_tuple import NamedTuple
 from gpurig.node import ack as acks
 from gpurig.node import modes as node_modes
@@ -42,7 +40,7 @@ from gpurig.node.policy import governed, withheld
 from gpurig.node.read import read_local
 from gpurig.read.local import StartedRead
 from gpurig.report.render import render
-from gpurig.spec.finding import Finding, HostReport
+from gpurig.spec.finding import HostReport
 from gpurig.spec.inventory import Host
 
 # What acting on SLURM came to: done, could not be done, or a drain withheld by the budget.
@@ -101,12 +99,8 @@ def refused(name: str, message: str) -> int:
     return node_modes.exit_status(m, "unknown")
 
 
-def scope(m: Mode) -> Scope:
-    return Scope(m.plans, m.containers, m.imports, bound=m.read_seconds)
-
-
 def run_mode(
-    name: str,
+    m: Mode,
     host: Host,
     started: float,
     fmt: str,
@@ -116,7 +110,6 @@ def run_mode(
 ) -> int:
     """Read and judge this node as the mode says, govern and act as the spec's policy says,
     and return the exit status."""
-    m = node_modes.mode(name)
     probed = read(host, m, ahead)
     judged = judge(probed, m)
     decision = govern(judged, m, policy(host.spec))
@@ -126,15 +119,18 @@ def run_mode(
 
 def read(host: Host, m: Mode, ahead: StartedRead | None = None) -> Probed:
     """This node read as the mode says, within its read time."""
-    return read_local(host, scope(m), timeout=m.read_seconds, ahead=ahead)
+    return read_local(host, m.scope, timeout=m.read_seconds, ahead=ahead)
 
 
 def judge(probed: Probed, m: Mode) -> Judged:
     """The read judged: acknowledged kernel-log events left out, over time, then drift's plans
     and checks as the mode scopes them."""
     limits, acknowledged_at = acks.current()
-    now_read, later, notes = over_time.judged(acknowledged(probed, limits), probed)
-    return Judged(with_findings(judged_report(now_read, scope(m)), later), notes, acknowledged_at)
+    now_read, later, notes = over_time.judged(probed, limits)
+    report = judged_report(now_read, m.scope)
+    if later and report.reachable:  # the findings judged over time added
+        report = report._replace(findings=[*report.findings, *later])
+    return Judged(report, notes, acknowledged_at)
 
 
 def govern(judged: Judged, m: Mode, pol: Policy) -> Decision:
@@ -271,19 +267,3 @@ def _say_healthcheck(decision: Decision, notes: list[str], done: tuple[str, Outc
 def _reported(decision: Decision) -> str:
     ids = node_modes.acted_on(decision.report, decision.policy, "report")
     return f"not drained for {' '.join(ids)} (policy: report)"
-
-
-def with_findings(report: HostReport, later: list[Finding]) -> HostReport:
-    """The report with the findings judged over time (gpurig.node.over_time) added."""
-    if not later or not report.reachable:
-        return report
-    return report._replace(findings=[*report.findings, *later])
-
-
-def acknowledged(probed: Probed, limits: Mapping[str, float]) -> Probed:
-    """The read without the kernel-log events `gpurig ack` said are handled (gpurig.node.ack)."""
-    key = read_key(KernelLog, {})
-    log = (probed.state or {}).get(key)
-    if not limits or not isinstance(log, dict):
-        return probed
-    return probed._replace(state={**(probed.state or {}), key: acks.unacknowledged(log, limits)})

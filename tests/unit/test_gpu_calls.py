@@ -23,7 +23,6 @@ from gpurig.checks.judge import drift_reads
 from gpurig.facts.gpurig_nvidia import NvidiaGpus
 from gpurig.facts.round_trip import HostState, read_key
 from gpurig.node.modes import mode
-from gpurig.node.run import scope
 from gpurig.read import gpu_parse
 from gpurig.spec.model import normalise
 from tests.unit.gpu_fixtures import read_fixture, recorded_command
@@ -148,9 +147,9 @@ def run_as_reader(script: str, directory: Path | None) -> list[str]:
 def fast_subset_calls(mode_name: str, directory: Path | None) -> tuple[list[str], dict]:
     """The nvidia-smi calls (arguments, in order) the mode's one read makes with the stand-in
     in `directory` (none: no nvidia-smi there), and the GPU query's value it read."""
-    reads = drift_reads(normalise({}), scope(mode(mode_name)))
+    reads = drift_reads(normalise({}), mode(mode_name).scope)
     state = HostState()
-    output = run_as_reader(state.command(reads, scope(mode(mode_name)).bound), directory)
+    output = run_as_reader(state.command(reads, mode(mode_name).scope.bound), directory)
     values = state.process(output)
     calls = (directory / "calls").read_text().splitlines() if directory else []
     return calls, values[read_key(NvidiaGpus, {})]

@@ -324,9 +324,8 @@ def test_a_body_shares_the_read_s_shell_only_where_the_values_are_the_same(
     section in a subshell, and most of a contract's sections need no subshell."""
     from gpurig.facts import round_trip
     from gpurig.node import modes as node_modes
-    from gpurig.node.run import scope
 
-    for reads in (drift_reads(SPEC), drift_reads(SPEC, scope(node_modes.mode("npd")))):
+    for reads in (drift_reads(SPEC), drift_reads(SPEC, node_modes.mode("npd").scope)):
         fact, shared = run_here(reads)
         command = fact.command(reads=reads)
         monkeypatch.setattr(round_trip, "shares_shell", lambda body: False)

@@ -17,7 +17,7 @@ from gpurig.cli.main import main
 from gpurig.facts.gpurig_nvidia import KernelLog
 from gpurig.facts.round_trip import read_key
 from gpurig.node import ack as acks
-from gpurig.node.run import acknowledged
+from gpurig.node.over_time import acknowledged
 from gpurig.read.gpu_parse import kernel_stamp
 from gpurig.spec.inventory import Host, SshSettings
 from tests.finding_examples import STATES, replay
@@ -92,7 +92,7 @@ SANDBOX_STATE = STATES / "test_a_declared_inode_floor_above_the_hosts_is_drift-f
 
 def judged(text: str, limits: dict[str, float]) -> list[str]:
     """The kernel-log ids a contract reports on that read whose kernel log is `text`, after
-    the acknowledgement's `limits` (gpurig.node.run.acknowledged, then the judge)."""
+    the acknowledgement's `limits` (gpurig.node.over_time.acknowledged, then the judge)."""
     host = Host("n1", "localhost", SshSettings(), (), {}, "node.yaml", 1)
     kept = acknowledged(Probed(host, state_of(text)), limits).state or {}
     recorded = json.loads(SANDBOX_STATE.read_text())

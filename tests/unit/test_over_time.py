@@ -168,7 +168,7 @@ def _contract_over_time(log: dict, boot: str, state_dir: Path) -> list[str]:
     """The contracts' judging over time of a read holding kernel log `log`, on boot `boot`."""
     host = Host("node-1", "localhost", SshSettings(), (), {}, "test", 1)
     probed = Probed(host, {read_key(KernelLog, {}): log})
-    _, findings, _ = kept_over_time.judged(probed, probed, boot=lambda: boot, state_dir=state_dir)
+    _, findings, _ = kept_over_time.judged(probed, {}, boot=lambda: boot, state_dir=state_dir)
     return ids(findings)
 
 
