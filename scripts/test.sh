@@ -12,4 +12,21 @@ export PATH
 ruff check .
 ruff format --check .
 sh scripts/docs.sh
-exec pytest -q "$@"
+# Tests named on the command line run as asked. The whole suite runs as two pytest processes at
+# once: the integration tests wait on their hosts most of the time (sshd, apt, systemd, SLURM's
+# intervals), which leaves a core to the unit tests; the unit tests' output follows.
+for arg in "$@"; do
+  case $arg in -*) ;; *) exec pytest -q "$@" ;; esac
+done
+unit_log=$(mktemp)
+trap 'rm -f "$unit_log"' EXIT
+pytest -q "$@" tests/unit >"$unit_log" 2>&1 &
+unit=$!
+status=0
+pytest -q "$@" tests/integration || status=$?
+unit_status=0
+wait "$unit" || unit_status=$?
+echo "--- unit tests (run beside the integration tests) ---"
+cat "$unit_log"
+[ "$status" -ne 0 ] || status=$unit_status
+exit "$status"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import testinfra
@@ -166,3 +167,32 @@ class Upstream:
         git(self.work, "commit", "-qm", message)
         git(self.work, "push", "-q", "origin", "HEAD:main")
         return git(self.work, "rev-parse", "HEAD")
+
+
+# What `sandbox up --release` starts: full-1 and full-2 for the release matrix (Podman and
+# Docker), full-3 for the node agent on a host nothing converged.
+RELEASE_FULL = 3
+
+
+@dataclass
+class ReleaseHosts:
+    """Each release's hosts, started once for every module that needs them and removed once the
+    last of those modules is done with them (the modules' tests run next to each other)."""
+
+    box: Sandbox
+    users: dict[str, set[str]]  # suite: the modules still to use its hosts
+    started: set[str] = field(default_factory=set)
+
+    def hold(self, suite: str) -> None:
+        if suite not in self.started:
+            up = self.box.cli("up", "--release", suite, "--fleet", "0", "--full", str(RELEASE_FULL))
+            assert up.returncode == 0, up.stdout + up.stderr
+            self.started.add(suite)
+
+    def done(self, suite: str, module: str) -> None:
+        left = self.users.setdefault(suite, set())
+        left.discard(module)
+        if not left and suite in self.started:
+            self.started.discard(suite)
+            down = self.box.cli("down", "--release", suite)
+            assert down.returncode == 0, down.stderr

@@ -8,7 +8,8 @@ releases, the same from the one offline artifact (scripts/node_deb.sh): installe
 run through its wrappers and NPD config on the hand-made FAULTS, removed without a trace.
 test_slurm.py makes the same FAULTS on a Debian 12 node and finds the same ids there, with the
 normal install and over SSH; its SLURM drains and resumes a node through the .deb's wrappers.
-Each release's host is started once for this module's tests on it, and removed after."""
+Each release's hosts are started once for this module's tests and the release matrix's
+(test_releases.py), and removed after."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import REPO_ROOT, Sandbox, finding_ids, gpurig, remote
+from support import RELEASE_FULL, REPO_ROOT, ReleaseHosts, Sandbox, finding_ids, gpurig, remote
 from test_node_install import readme_steps
 from testinfra.host import Host
 
@@ -49,17 +50,15 @@ FAULTS = (
 
 
 @pytest.fixture(scope="module")
-def release_host(request: pytest.FixtureRequest, sandbox: Sandbox) -> Iterator[str]:
-    """A full host of the release `request.param` beside the session's, removed after this
-    module's tests on it."""
+def release_host(request: pytest.FixtureRequest, release_hosts: ReleaseHosts) -> Iterator[str]:
+    """A full host of the release `request.param` that nothing converges (the release matrix
+    converges its others: the hosts are shared, conftest.py)."""
     suite = request.param
-    up = sandbox.cli("up", "--release", suite, "--fleet", "0", "--full", "1")
-    assert up.returncode == 0, up.stdout + up.stderr
+    release_hosts.hold(suite)
     try:
-        yield host_name("full", "1", suite)
+        yield host_name("full", str(RELEASE_FULL), suite)
     finally:
-        down = sandbox.cli("down", "--release", suite)
-        assert down.returncode == 0, down.stderr
+        release_hosts.done(suite, __name__)
 
 
 def contract(shell: Host, mode: str) -> tuple[int, str]:

@@ -1,12 +1,12 @@
-"""The release matrix: Debian 11 (bullseye) and 13 (trixie) hosts beside the session's Debian
-12 ones (`gpurig sandbox up --release`), each release's hosts started once for all its tests
-and removed after (`down --release`). On each: the full spec converged on a Docker host and a
-Podman host (engine, NVIDIA toolkit from the sandbox's apt repository, a container by digest,
-a repository with a pip-locked environment, secrets, core dumps), a second converge with
-nothing to do, drift clean, hand-made changes caught by drift and cleared by the converge;
-scope: user for a plain account; the node contracts on Debian 13, and on Debian 11 (python3
-3.9: the node agent only, tests/integration/test_node_py39.py) onboarding saying what runs
-there, naming the release."""
+"""The release matrix: Debian 11 (bullseye) and 13 (trixie) hosts beside the session's Debian 12
+ones (`gpurig sandbox up --release`), each release's hosts started once for all its tests (and
+the node agent's, test_node_py39.py) and removed after (`down --release`). On each: the full
+spec converged on a Docker host and a Podman host (engine, NVIDIA toolkit from the sandbox's apt
+repository, a container by digest, a repository with a pip-locked environment, secrets, core
+dumps), a second converge with nothing to do, drift clean, hand-made changes caught by drift and
+cleared by the converge; scope: user for a plain account; the node contracts on Debian 13, and
+on Debian 11 (python3 3.9: the node agent only, tests/integration/test_node_py39.py) onboarding
+saying what runs there, naming the release."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import Sandbox, Upstream, finding_ids, gpurig, host_spec, remote
+from support import ReleaseHosts, Sandbox, Upstream, finding_ids, gpurig, host_spec, remote
 from test_change_table import OLD
 from test_user_scope import install_gpurig, user_spec
 
@@ -83,18 +83,17 @@ def drift(inventory: Path, host: str) -> tuple[int, set[str]]:
 def release(
     request: pytest.FixtureRequest,
     sandbox: Sandbox,
+    release_hosts: ReleaseHosts,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Release]:
     """The release's two full hosts and a plain account, converged once with the full spec
-    (and the user's), torn down after the release's tests."""
+    (and the user's); the hosts are shared with the node agent's tests (conftest.py)."""
     suite = request.param
-    up = sandbox.cli("up", "--release", suite, "--fleet", "0", "--full", "2")
-    assert up.returncode == 0, up.stdout + up.stderr
+    release_hosts.hold(suite)
     try:
         yield converged(sandbox, suite, tmp_path_factory.mktemp(suite))
     finally:
-        down = sandbox.cli("down", "--release", suite)
-        assert down.returncode == 0, down.stderr
+        release_hosts.done(suite, __name__)
 
 
 def converged(box: Sandbox, suite: str, tmp: Path) -> Release:
