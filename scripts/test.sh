@@ -12,11 +12,12 @@ export PATH
 ruff check .
 ruff format --check .
 sh scripts/docs.sh
-# Tests named on the command line run as asked. The whole suite runs as two pytest processes at
-# once: the integration tests wait on their hosts most of the time (sshd, apt, systemd, SLURM's
-# intervals), which leaves a core to the unit tests; the unit tests' output follows.
+# Tests named on the command line (a file, a directory, a test's id) run as asked. The whole
+# suite runs as two pytest processes at once: the integration tests wait on their hosts most of
+# the time (sshd, apt, systemd, SLURM's intervals), which leaves a core to the unit tests; the
+# unit tests' output follows.
 for arg in "$@"; do
-  case $arg in -*) ;; *) exec pytest -q "$@" ;; esac
+  case $arg in -*) ;; *) [ ! -e "${arg%%::*}" ] || exec pytest -q "$@" ;; esac
 done
 unit_log=$(mktemp)
 trap 'rm -f "$unit_log"' EXIT
