@@ -16,10 +16,8 @@ a Python that imports a few modules and prints the lines the profile evaluates, 
 lookups on PATH): the login-shell read runs root's profile, so a heavy one would be timed at
 every run were its answer not kept (gpurig.facts.gpurig_node.LoginShell keeps it for a few
 minutes, keyed by the login files; a last row times npd with that answer removed first, as a
-run after it expired pays). The contracts take root's HOME from the password database, whatever
-HOME their caller passes (gpurig.root_env): the benchmark runs in a mount namespace of its own,
-each round's HOME bound over root's home directory, so this machine's own profile is never run,
-and up's converge writes only into the benchmark's HOME. What the contracts keep between runs
+run after it expired pays). This machine's own profile is never run, and up's converge writes
+only into the benchmark's HOME. What the contracts keep between runs
 (the spec's parse, the read they start ahead: gpurig.spec.runtime) goes to a runtime directory of
 its own; the warm-up run keeps it, as a node's first job does. Prints the medians of wall time, CPU
 time (user + system, the process and its children) and the largest process's peak RSS, their ratios
@@ -33,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import pwd
 import statistics
 import subprocess
 import sys
@@ -206,24 +203,7 @@ def compare(commands: dict[str, list[str]], env: dict[str, str], pairs: int) -> 
         print(f"{name:<28}{wall:>8.3f}{cpu:>8.3f}{mib:>7.1f}{ratios}")
 
 
-def private_mounts() -> None:
-    """Re-run this benchmark in a mount namespace of its own (once): the bind mounts over
-    root's home that follow are seen by nothing else on the machine, and go with it."""
-    if os.environ.get("GPURIG_BENCH_UNSHARED") != "1":
-        env = {**os.environ, "GPURIG_BENCH_UNSHARED": "1"}
-        unshare = ["unshare", "--mount", "--propagation", "private"]
-        os.execvpe(unshare[0], [*unshare, sys.executable, *sys.argv], env)
-
-
-def as_roots_home(home: Path) -> None:
-    """`home` bound over root's home directory (in this benchmark's own mount namespace)."""
-    roots = pwd.getpwuid(0).pw_dir
-    subprocess.run(["umount", roots], capture_output=True)  # the round before's, if any
-    subprocess.run(["mount", "--bind", str(home), roots], check=True)
-
-
 def main() -> None:
-    private_mounts()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--top", type=int, default=10)
@@ -247,9 +227,8 @@ def main() -> None:
         for heavy in (False, True):
             home = Path(tmp, "heavy-home" if heavy else "home")
             login = stock_home(home, heavy)
-            as_roots_home(home)
             env = {**os.environ, "INCDIR": str(NHC / "scripts"), "NHC_RM": "none"}
-            env["HOME"] = pwd.getpwuid(0).pw_dir  # the bench HOME, bound over it
+            env["HOME"] = str(home)
             # What a contract keeps between runs, apart for each HOME (as two nodes would).
             run = Path(tmp, "run-heavy" if heavy else "run")
             env["GPURIG_RUNTIME_DIR"] = str(run)
