@@ -61,9 +61,6 @@ class Mode(NamedTuple):
     name: str
     limit_seconds: float
     read_seconds: int
-    plans: frozenset[str]
-    containers: bool
-    imports: bool
     scope: Scope
     max_output: int | None = None
 
@@ -76,11 +73,9 @@ def mode(name: str) -> Mode:
     unknown = plans - {plan for plan, _ in PLANS}
     if unknown:
         raise ValueError(f"node_modes.yaml: {name}: no such plan: {sorted(unknown)}")
-    read_seconds, containers = int(row["read_seconds"]), bool(row["containers"])
-    imports = bool(row["imports"])
-    scope = Scope(plans, containers, imports, bound=read_seconds)
-    return Mode(name, float(row["limit_seconds"]), read_seconds, plans, containers, imports, scope,
-                row.get("max_output"))  # fmt: skip
+    read_seconds = int(row["read_seconds"])
+    scope = Scope(plans, bool(row["containers"]), bool(row["imports"]), bound=read_seconds)
+    return Mode(name, float(row["limit_seconds"]), read_seconds, scope, row.get("max_output"))
 
 
 def plan_of(change_id: str) -> str:
@@ -89,11 +84,11 @@ def plan_of(change_id: str) -> str:
 
 def checked_ids(m: Mode) -> tuple[str, ...]:
     """Every id the mode can report: its plans' change ids and the checks over what it reads."""
-    changes = {i for i in CHANGE_IDS if plan_of(i) in m.plans}
+    changes = {i for i in CHANGE_IDS if plan_of(i) in m.scope.plans}
     checks = set(CHECK_IDS) - CONNECT_CHECKS
-    if not m.containers:
+    if not m.scope.containers:
         checks -= CONTAINER_CHECKS
-    if not m.imports:
+    if not m.scope.imports:
         checks -= IMPORT_CHECKS
     return tuple(sorted(changes | checks))
 

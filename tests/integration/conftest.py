@@ -54,9 +54,7 @@ RELEASE_USERS = pytest.StashKey[dict[str, set[str]]]()
 def release_hosts(sandbox: Sandbox, request: pytest.FixtureRequest) -> Iterator[ReleaseHosts]:
     hosts = ReleaseHosts(sandbox, request.config.stash.get(RELEASE_USERS, {}))
     yield hosts
-    for suite in sorted(hosts.started):  # a run cut short (-x, a failed setup)
-        hosts.users[suite] = set()
-        hosts.done(suite, "")
+    hosts.close()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

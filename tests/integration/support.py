@@ -196,3 +196,9 @@ class ReleaseHosts:
             self.started.discard(suite)
             down = self.box.cli("down", "--release", suite)
             assert down.returncode == 0, down.stderr
+
+    def close(self) -> None:
+        """Every release still up removed (a run cut short: -x, a failed setup)."""
+        for suite in sorted(self.started):
+            self.users[suite] = set()
+            self.done(suite, "")

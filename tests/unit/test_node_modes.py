@@ -46,7 +46,7 @@ def test_the_command_line_names_every_mode_the_table_defines() -> None:
 @pytest.mark.parametrize("name", MODES)
 def test_each_mode_loads_with_known_plans_and_a_time_within_its_limit(name: str) -> None:
     m = mode(name)
-    assert m.plans <= {plan for plan, _ in PLANS}
+    assert m.scope.plans <= {plan for plan, _ in PLANS}
     assert 0 < m.read_seconds < m.limit_seconds
 
 
