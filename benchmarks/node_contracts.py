@@ -1,36 +1,40 @@
-"""gpurig's node contracts side by side with LBNL NHC 1.4.3 on the same kinds of checks, run on
-this machine (a Prolog runs at every job start on every node).
+"""gpurig's node contracts side by side with LBNL NHC 1.4.3 on the same kinds of checks, run on this
+machine (a Prolog runs at every job start on every node).
 
     sudo .venv/bin/python benchmarks/node_contracts.py [--pairs 10] [--top 10]
 
 Runs in pairs, interleaved, so both see the same load: NHC (benchmarks/nhc, vendored from its 1.4.3
-release under its licence) with a configuration of matching checks (root filesystem mounted
-read-write, disk and inode headroom, free memory, load, the core pattern), and `python -I -m gpurig
+release under its licence) with a configuration of matching checks (root filesystem mounted read-
+write, disk and inode headroom, free memory, load, the core pattern), and `python -I -m gpurig
 drift --local --spec SPEC --mode MODE` for npd, prolog and healthcheck (which, with no scontrol
 here, says it cannot act) with a spec declaring core dumps and disk headroom (what those checks
 judge). Then `gpurig up --local` with nothing to do (a spec whose converge has nothing to change
 here, converged once first). All run twice over, each time with a HOME of their own for root: one
 holding Debian's stock login files (base-files' dot.profile and dot.bashrc, where this machine has
-them), one whose ~/.profile also sources a script doing what a conda or pyenv init does (starting
-a Python that imports a few modules and prints the lines the profile evaluates, then a few
-lookups on PATH): the login-shell read runs root's profile, so a heavy one would be timed at
-every run were its answer not kept (gpurig.facts.gpurig_node.LoginShell keeps it for a few
-minutes, keyed by the login files; a last row times npd with that answer removed first, as a
-run after it expired pays). This machine's own profile is never run, and up's converge writes
-only into the benchmark's HOME. What the contracts keep between runs
-(the spec's parse, the read they start ahead: gpurig.spec.runtime) goes to a runtime directory of
-its own; the warm-up run keeps it, as a node's first job does. Prints the medians of wall time, CPU
+them), one whose ~/.profile also sources a script doing what a conda or pyenv init does (starting a
+Python that imports a few modules and prints the lines the profile evaluates, then a few lookups on
+PATH): the login-shell read runs root's profile, so a heavy one would be timed at every run were
+its answer not kept (gpurig.facts.gpurig_node.LoginShell keeps it for a few minutes, keyed by the
+login files; a last row times npd with that answer removed first, as a run after it expired pays).
+The contracts take root's HOME from the password database, whatever HOME their caller passes
+(gpurig.root_env): the benchmark runs in a mount namespace of its own, with a fresh tmpfs holding a
+copy of each round's HOME over root's home directory, so this machine's own profile is never run,
+and up's converge writes only into the benchmark's HOME. What the contracts keep between runs (the
+spec's parse, the read they start ahead: gpurig.spec.runtime) goes to a runtime directory of its
+own; the warm-up run keeps it, as a node's first job does. Prints the medians of wall time, CPU
 time (user + system, the process and its children) and the largest process's peak RSS, their ratios
 to NHC, the read script's time per section, and the `-X importtime` entries with the largest
 cumulative time. Every run's exit status must be the one its contract answered on that spec in a
-run whose output was read (a status the contract gives, no traceback): a contract that crashed
-(at import, say) is not timed as a fast one. Nothing outside its temporary directory is changed.
+run whose output was read (a status the contract gives, no traceback): a contract that crashed (at
+import, say) is not timed as a fast one. Nothing outside its temporary directory is changed.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import pwd
+import shutil
 import statistics
 import subprocess
 import sys
@@ -203,7 +207,35 @@ def compare(commands: dict[str, list[str]], env: dict[str, str], pairs: int) -> 
         print(f"{name:<28}{wall:>8.3f}{cpu:>8.3f}{mib:>7.1f}{ratios}")
 
 
+def private_mounts() -> None:
+    """Re-run this benchmark in a mount namespace of its own (once), so that what it mounts over
+    root's home is seen by nothing else on the machine and goes with it. Refused where this
+    Python or the checkout lies under root's home: the mount would hide them."""
+    if os.environ.get("GPURIG_BENCH_UNSHARED") == "1":
+        return
+    roots = os.path.realpath(pwd.getpwuid(0).pw_dir)
+    for path in (os.path.realpath(sys.executable), sys.base_prefix, sys.prefix, str(ROOT)):
+        if os.path.commonpath([os.path.realpath(path), roots]) == roots:
+            raise SystemExit(f"{path} lies under root's home ({roots}), which the benchmark "
+                             "replaces for its contracts: run it from elsewhere")  # fmt: skip
+    env = {**os.environ, "GPURIG_BENCH_UNSHARED": "1"}
+    unshare = ["unshare", "--mount", "--propagation", "private"]
+    os.execvpe(unshare[0], [*unshare, sys.executable, *sys.argv], env)
+
+
+def as_roots_home(home: Path) -> None:
+    """A copy of `home`'s files as root's home directory: a fresh tmpfs over it in this
+    benchmark's own mount namespace (nothing is bound, so nothing of the machine's lies under
+    the temporary directory its clean-up removes)."""
+    roots = pwd.getpwuid(0).pw_dir
+    subprocess.run(["umount", roots], capture_output=True)  # the round before's, if any
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0700", "tmpfs", roots], check=True)
+    for entry in home.iterdir():
+        shutil.copy2(entry, Path(roots, entry.name), follow_symlinks=False)
+
+
 def main() -> None:
+    private_mounts()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--top", type=int, default=10)
@@ -227,8 +259,9 @@ def main() -> None:
         for heavy in (False, True):
             home = Path(tmp, "heavy-home" if heavy else "home")
             login = stock_home(home, heavy)
+            as_roots_home(home)
             env = {**os.environ, "INCDIR": str(NHC / "scripts"), "NHC_RM": "none"}
-            env["HOME"] = str(home)
+            env["HOME"] = pwd.getpwuid(0).pw_dir  # home's copy: what the contracts take
             # What a contract keeps between runs, apart for each HOME (as two nodes would).
             run = Path(tmp, "run-heavy" if heavy else "run")
             env["GPURIG_RUNTIME_DIR"] = str(run)
