@@ -13,21 +13,34 @@ ruff check .
 ruff format --check .
 sh scripts/docs.sh
 # Tests named on the command line (a file, a directory, a test's id) run as asked. The whole
-# suite runs as two pytest processes at once: the integration tests wait on their hosts most of
-# the time (sshd, apt, systemd, SLURM's intervals), which leaves a core to the unit tests; the
-# unit tests' output follows.
+# suite runs as three pytest processes at once: the integration tests wait on their hosts most
+# of the time (sshd, apt, systemd, SLURM's intervals), so they run as two, each with a sandbox of
+# its own (the SLURM cluster, the release hosts and the demo in one; every other module in the
+# other), and the unit tests beside them; each one's output follows in turn.
 for arg in "$@"; do
   case $arg in -*) ;; *) [ ! -e "${arg%%::*}" ] || exec pytest -q "$@" ;; esac
 done
-unit_log=$(mktemp)
-trap 'rm -f "$unit_log"' EXIT
-pytest -q "$@" tests/unit >"$unit_log" 2>&1 &
+apart="test_slurm.py test_releases.py test_node_py39.py test_demo.py"
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+pytest -q "$@" tests/unit >"$logs/unit" 2>&1 &
 unit=$!
+# shellcheck disable=SC2046
+GPURIG_TEST_SANDBOX="${GPURIG_TEST_SANDBOX:-test}-2" \
+  pytest -q "$@" $(for m in $apart; do echo "tests/integration/$m"; done) >"$logs/apart" 2>&1 &
+apart_pid=$!
 status=0
-pytest -q "$@" tests/integration || status=$?
+# shellcheck disable=SC2046
+pytest -q "$@" $(for m in $apart; do echo "--ignore=tests/integration/$m"; done) \
+  tests/integration || status=$?
+apart_status=0
+wait "$apart_pid" || apart_status=$?
+echo "--- the SLURM cluster, the release hosts and the demo (run beside the tests above) ---"
+cat "$logs/apart"
 unit_status=0
 wait "$unit" || unit_status=$?
 echo "--- unit tests (run beside the integration tests) ---"
-cat "$unit_log"
+cat "$logs/unit"
+[ "$status" -ne 0 ] || status=$apart_status
 [ "$status" -ne 0 ] || status=$unit_status
 exit "$status"
