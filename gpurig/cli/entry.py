@@ -66,8 +66,10 @@ def main() -> None:
     need_full(f"gpurig {name}" if name else "gpurig's command line")
     if connects(sys.argv[1:]):
         from gpurig.remote.cooperative import patch
+        from gpurig.remote.deferred import defer
 
         patch()
+        defer()
     from gpurig.cli.main import main as cli
 
     cli()

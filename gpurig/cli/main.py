@@ -235,6 +235,9 @@ def drift(
         raise SystemExit(2)
     selected = [h for h in hosts if not limits or h.name in limits]
     _keys_load(selected)
+    from gpurig.remote.early import dial
+
+    dialled = dial(selected)  # checked, they may be dialled: the handshake goes on as we load
     # Imported here: the console script (gpurig.cli.entry) has patched gevent in by now.
     from gpurig.remote.drift import progress_stream, run_drift
     from gpurig.remote.pyinfra_inventory import cache_dir
@@ -242,7 +245,7 @@ def drift(
     from gpurig.report.textfile import written
 
     started = time.monotonic()
-    reports = run_drift(selected, cache_dir(), progress_stream(), retries)
+    reports = run_drift(selected, cache_dir(), progress_stream(), retries, dialled)
     duration = time.monotonic() - started
     stream = output or sys.stdout
     stream.write(render(reports, fmt, output is None and stream.isatty(), docs_url))

@@ -6,6 +6,7 @@ when one box is down or odd."""
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +20,7 @@ from pyinfra.api.host import Host as PyinfraHost
 from gpurig.checks import judge as drift
 from gpurig.checks.judge import SUDO_PASSWORD, Probed, drift_reads, report
 from gpurig.facts.round_trip import HostState, Read
-from gpurig.remote import pyinfra_guard, retry
+from gpurig.remote import early, pyinfra_guard, retry
 from gpurig.remote.pyinfra_inventory import pyinfra_hosts
 from gpurig.spec.finding import HostReport
 from gpurig.spec.inventory import Host
@@ -35,14 +36,18 @@ def _refused(host: PyinfraHost) -> str | None:
     return host.connector_data.get(pyinfra_guard.FLOODED)
 
 
-def connect(host: PyinfraHost, retries: int) -> tuple[int, str | None]:
+def connect(
+    host: PyinfraHost, retries: int, dialled: socket.socket | None = None
+) -> tuple[int, str | None]:
     """Connect `host`, trying again up to `retries` times where it blinked (gpurig.remote.retry);
-    how many tries it took, and the last error where none connected."""
+    how many tries it took, and the last error where none connected. The first try takes the
+    connection `dialled` early (gpurig.remote.early) where it is the one pyinfra would open."""
     tried = 0
     while True:
         tried += 1
         try:
-            host.connect(show_errors=False, raise_exceptions=True)
+            with early.handed(host.connector, dialled if tried == 1 else None):
+                host.connect(show_errors=False, raise_exceptions=True)
             return tried, None
         except PyinfraError as exc:  # ConnectError, or what pyinfra refuses before (a key file)
             error = str(exc.args[0])
@@ -59,8 +64,9 @@ def _read_host(
     timeout: int | None = None,
     bound: int | None = None,
     retries: int = retry.RETRIES,
+    dialled: socket.socket | None = None,
 ) -> tuple[dict[str, Any] | None, str | None, int]:
-    tries, error = connect(host, retries)
+    tries, error = connect(host, retries, dialled)
     if error is not None:
         return None, error, tries
     # None: the host's data decides (sudo for a non-root login); onboard probes as the login.
@@ -104,8 +110,11 @@ def probe_hosts(
     reads: Callable[[Mapping[str, Any]], list[Read]] = drift_reads,
     then: Then | None = None,
     retries: int = retry.RETRIES,
+    dialled: Mapping[str, socket.socket] | None = None,
 ) -> list[Probed]:
-    """Connect (strict host keys) and read `hosts` in parallel; results in inventory order."""
+    """Connect (strict host keys) and read `hosts` in parallel; results in inventory order.
+    `dialled`: connections opened early to some of them, by name (gpurig.remote.early)."""
+    dialled = dialled or {}
     inventory = Inventory((pyinfra_hosts(hosts, cache), {}))
     # pyinfra's own parallelism, as the converge has it: min(20 per CPU, hosts, what the
     # open-files limit allows). All hosts at once made 300 key exchanges queue for one
@@ -116,24 +125,36 @@ def probe_hosts(
     def probe(host: Host) -> Probed:
         pyinfra_host = inventory.get_host(host.name)
         read = reads(host.spec)
-        return Probed(host, *_read_host(pyinfra_host, read, sudo, then, retries=retries))
+        sock = dialled.get(host.name)
+        return Probed(
+            host, *_read_host(pyinfra_host, read, sudo, then, retries=retries, dialled=sock)
+        )
 
     done: dict[str, Probed] = {}
-    for result in state.pool.imap_unordered(probe, hosts):
-        done[result.host.name] = result
-        if progress is not None:
-            progress.write(f"\r[{len(done)}/{len(hosts)}] {result.host.name}\033[K")
-            progress.flush()
+    try:
+        for result in state.pool.imap_unordered(probe, hosts):
+            done[result.host.name] = result
+            if progress is not None:
+                progress.write(f"\r[{len(done)}/{len(hosts)}] {result.host.name}\033[K")
+                progress.flush()
+    finally:  # what was not handed over (or was, and is done with)
+        for sock in dialled.values():
+            sock.close()
     if progress is not None:
         progress.write("\n")
     return [done[h.name] for h in hosts]
 
 
 def run_drift(
-    hosts: Sequence[Host], cache: Path, progress: TextIO | None = None, retries: int = retry.RETRIES
+    hosts: Sequence[Host],
+    cache: Path,
+    progress: TextIO | None = None,
+    retries: int = retry.RETRIES,
+    dialled: Mapping[str, socket.socket] | None = None,
 ) -> list[HostReport]:
     """Read and judge `hosts` in parallel; reports in inventory order."""
-    return [report(r) for r in probe_hosts(hosts, cache, progress, retries=retries)]
+    probed = probe_hosts(hosts, cache, progress, retries=retries, dialled=dialled)
+    return [report(r) for r in probed]
 
 
 def progress_stream() -> TextIO | None:

@@ -14,12 +14,16 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from support import REPO_ROOT, Sandbox
 
+from gpurig.remote.drift import probe_hosts
+from gpurig.remote.early import dial
 from gpurig.sandbox.keys import ensure_keypair
+from gpurig.spec.inventory import load_inventory
 
 GPURIG = [sys.executable, "-m", "gpurig"]
 OTHER_KEY = "AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"  # not the host's
@@ -149,3 +153,23 @@ def test_the_converge_reaches_a_host_that_dropped_its_first_connection(
                           capture_output=True, text=True, stdin=subprocess.DEVNULL,
                           cwd=REPO_ROOT, timeout=300)  # fmt: skip
     assert none.returncode != 0 and found.accepted == 1
+
+
+def test_drift_reads_over_the_connection_it_dialled_before_loading(relay, tmp_path: Path) -> None:
+    """The connection drift opens before pyinfra loads (gpurig.remote.early) is the one paramiko
+    logs in over and the read goes through: one connection in all, from that socket's port."""
+    found, entry, name = relay
+    found.drop = 0
+    hosts = load_inventory([inventory(tmp_path, name, entry)]).hosts
+    dialled = dial(hosts)
+    mine = dialled[name].getsockname()
+    used = []
+
+    def then(host: Any, state: dict[str, Any]) -> dict[str, Any]:
+        used.append(host.connector.client.get_transport().sock.getsockname())
+        return state
+
+    [probed] = probe_hosts(hosts, tmp_path / "cache", then=then, dialled=dialled)
+    assert probed.connect_error is None and probed.state is not None and probed.tries == 1
+    assert used == [mine] and found.accepted == 1
+    assert dialled[name].fileno() == -1  # closed once read
