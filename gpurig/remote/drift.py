@@ -6,7 +6,6 @@ when one box is down or odd."""
 from __future__ import annotations
 
 import logging
-import socket
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pyinfra.api import Config, Inventory, State
-from pyinfra.api.exceptions import PyinfraError
+from pyinfra.api.exceptions import ConnectError, PyinfraError
 from pyinfra.api.host import Host as PyinfraHost
 
 from gpurig.checks import judge as drift
@@ -37,16 +36,18 @@ def _refused(host: PyinfraHost) -> str | None:
 
 
 def connect(
-    host: PyinfraHost, retries: int, dialled: socket.socket | None = None
+    host: PyinfraHost, retries: int, dialled: early.Dialled | None = None
 ) -> tuple[int, str | None]:
     """Connect `host`, trying again up to `retries` times where it blinked (gpurig.remote.retry);
     how many tries it took, and the last error where none connected. The first try takes the
-    connection `dialled` early (gpurig.remote.early) where it is the one pyinfra would open."""
+    connection `dialled` before pyinfra loaded (gpurig.remote.early)."""
     tried = 0
     while True:
         tried += 1
         try:
-            with early.handed(host.connector, dialled if tried == 1 else None):
+            with early.handed(host.connector, dialled if tried == 1 else None) as timed_out:
+                if timed_out:
+                    raise ConnectError(timed_out)
                 host.connect(show_errors=False, raise_exceptions=True)
             return tried, None
         except PyinfraError as exc:  # ConnectError, or what pyinfra refuses before (a key file)
@@ -64,7 +65,7 @@ def _read_host(
     timeout: int | None = None,
     bound: int | None = None,
     retries: int = retry.RETRIES,
-    dialled: socket.socket | None = None,
+    dialled: early.Dialled | None = None,
 ) -> tuple[dict[str, Any] | None, str | None, int]:
     tries, error = connect(host, retries, dialled)
     if error is not None:
@@ -110,7 +111,7 @@ def probe_hosts(
     reads: Callable[[Mapping[str, Any]], list[Read]] = drift_reads,
     then: Then | None = None,
     retries: int = retry.RETRIES,
-    dialled: Mapping[str, socket.socket] | None = None,
+    dialled: Mapping[str, early.Dialled] | None = None,
 ) -> list[Probed]:
     """Connect (strict host keys) and read `hosts` in parallel; results in inventory order.
     `dialled`: connections opened early to some of them, by name (gpurig.remote.early)."""
@@ -125,9 +126,9 @@ def probe_hosts(
     def probe(host: Host) -> Probed:
         pyinfra_host = inventory.get_host(host.name)
         read = reads(host.spec)
-        sock = dialled.get(host.name)
+        started = dialled.get(host.name)
         return Probed(
-            host, *_read_host(pyinfra_host, read, sudo, then, retries=retries, dialled=sock)
+            host, *_read_host(pyinfra_host, read, sudo, then, retries=retries, dialled=started)
         )
 
     done: dict[str, Probed] = {}
@@ -138,8 +139,8 @@ def probe_hosts(
                 progress.write(f"\r[{len(done)}/{len(hosts)}] {result.host.name}\033[K")
                 progress.flush()
     finally:  # what was not handed over (or was, and is done with)
-        for sock in dialled.values():
-            sock.close()
+        for started in dialled.values():
+            started.sock.close()
     if progress is not None:
         progress.write("\n")
     return [done[h.name] for h in hosts]
@@ -150,7 +151,7 @@ def run_drift(
     cache: Path,
     progress: TextIO | None = None,
     retries: int = retry.RETRIES,
-    dialled: Mapping[str, socket.socket] | None = None,
+    dialled: Mapping[str, early.Dialled] | None = None,
 ) -> list[HostReport]:
     """Read and judge `hosts` in parallel; reports in inventory order."""
     probed = probe_hosts(hosts, cache, progress, retries=retries, dialled=dialled)

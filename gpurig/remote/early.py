@@ -4,19 +4,29 @@ checked, that round trip passes while this process loads pyinfra and builds its 
 paramiko takes the connected socket (pyinfra passes `sock` through
 `ssh_paramiko_connect_kwargs`, as gpurig's login node hop does).
 
-A socket is handed over only where it is the connection pyinfra would open: a host without a
-login node, connected by then, whose address no ssh_config(5) entry sends elsewhere (another
-HostName or Port, a ProxyCommand or ProxyJump: pyinfra's own reading of that file, looked up
-when the socket is handed over). Any other socket is closed unused and pyinfra connects as it
-always does, with its own errors, timeout and retries; a retry never reuses a socket."""
+Only a connection pyinfra would open itself is dialled: a host without a login node, whose
+address ~/.ssh/config (the file pyinfra reads) does not send elsewhere (another HostName or
+Port, a ProxyCommand or ProxyJump). A file with an Include or a Match line is not followed
+here: nothing is dialled early then. When pyinfra wants the connection, it waits for the
+handshake (cooperatively: the other hosts go on) until the host's connect timeout, counted
+from the dial; a handshake that failed (refused, unreachable) is closed unused and pyinfra
+connects as it always does, with its own error; one that timed out is that try's timeout. A
+retry never reuses a socket."""
 
 from __future__ import annotations
 
 import errno
+import re
+import select
 import socket
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from paramiko import SSHConfig
 
 from gpurig.spec.inventory import Host
 
@@ -24,17 +34,58 @@ from gpurig.spec.inventory import Host
 # dialled long before pyinfra's pool reaches them would wait on sshd's LoginGraceTime.
 MOST = 8
 ROUTES = ("proxycommand", "proxyjump")
+SSH_CONFIG = Path("~/.ssh/config")  # pyinfra's (gpurig names it no other)
+_UNFOLLOWED = re.compile(r"^\s*(include|match)\b", re.IGNORECASE | re.MULTILINE)
 
 
-def dial(hosts: Sequence[Host]) -> dict[str, socket.socket]:
-    """A connection started (not awaited) to each of `hosts` reached directly, by name; none
-    for a larger fleet. An address that does not resolve or a connect refused at once is left
-    to pyinfra, which says so in its own words."""
+# pyinfra's words for a connect that timed out (its "Could not connect" and paramiko's error).
+TIMED_OUT = "Could not connect (timed out)"
+
+
+class Unfollowed(Exception):
+    """An ssh_config gpurig does not read as pyinfra does."""
+
+
+@dataclass(frozen=True)
+class Dialled:
+    """A connection started, and when (time.monotonic())."""
+
+    sock: socket.socket
+    at: float
+
+
+def user_config(path: Path) -> SSHConfig | None:
+    """ssh_config(5) at `path` as paramiko reads it; None where there is no such file. Raises
+    Unfollowed where gpurig does not read it as pyinfra would (Include, Match, unreadable)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeError) as exc:
+        raise Unfollowed(str(exc)) from None
+    if _UNFOLLOWED.search(text):
+        raise Unfollowed(f"{path}: Include or Match")
+    try:
+        return SSHConfig.from_text(text)
+    except Exception as exc:  # paramiko's parser: pyinfra will say what is wrong
+        raise Unfollowed(str(exc)) from None
+
+
+def dial(hosts: Sequence[Host], ssh_config: Path = SSH_CONFIG) -> dict[str, Dialled]:
+    """A connection started (not awaited) to each of `hosts` that pyinfra would reach directly
+    at its address and port, by name; none for a larger fleet. An address that does not
+    resolve or a connect refused at once is left to pyinfra, which says so in its own words."""
     if len(hosts) > MOST:
+        return {}
+    try:
+        config = user_config(ssh_config.expanduser())
+    except Unfollowed:
         return {}
     started = {}
     for host in hosts:
         if host.ssh.jump or host.name.startswith("@"):  # a login node's hop, pyinfra's @local
+            continue
+        if config and rerouted(config.lookup(host.address), host.address, host.ssh.port):
             continue
         try:
             family, kind, proto, _, address = socket.getaddrinfo(
@@ -45,7 +96,7 @@ def dial(hosts: Sequence[Host]) -> dict[str, socket.socket]:
         sock = socket.socket(family, kind, proto)
         sock.setblocking(False)
         if sock.connect_ex(address) in (0, errno.EINPROGRESS):
-            started[host.name] = sock
+            started[host.name] = Dialled(sock, time.monotonic())
         else:
             sock.close()
     return started
@@ -61,34 +112,37 @@ def rerouted(lookup: Mapping[str, Any], address: str, port: int) -> bool:
     )
 
 
-def connected(sock: socket.socket) -> bool:
-    """Whether the handshake `sock` started has completed (not still under way, not failed)."""
-    try:
-        sock.getpeername()
-    except OSError:
-        return False
-    return sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+def settled(dialled: Dialled, timeout: float) -> str | None:
+    """Wait for the handshake `dialled` started, until `timeout` seconds after the dial: None
+    once connected, TIMED_OUT, or why it failed."""
+    left = max(0.0, dialled.at + timeout - time.monotonic())
+    _, done, _ = select.select([], [dialled.sock], [], left)  # gevent's, once it has patched
+    if not done:
+        return TIMED_OUT
+    error = dialled.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+    return None if error == 0 else errno.errorcode.get(error, str(error))
 
 
 @contextmanager
-def handed(connector: Any, sock: socket.socket | None) -> Iterator[None]:
-    """pyinfra's SSH `connector` with `sock` in its paramiko arguments for one connect, where
-    it is the connection pyinfra would open; else `sock` closed and the connector as it was."""
-    if sock is None:
-        yield
+def handed(connector: Any, dialled: Dialled | None) -> Iterator[str | None]:
+    """pyinfra's SSH `connector` with the dialled socket in its paramiko arguments for one
+    connect, once its handshake is done; yields TIMED_OUT instead where it did not finish
+    within the connector's connect timeout (then this try has timed out: not connecting
+    again). Where the handshake failed, the socket is closed and the connector left as it was:
+    pyinfra connects itself."""
+    if dialled is None:
+        yield None
         return
-    from pyinfra.connectors.sshuserclient.client import get_ssh_config
-
     data = connector.data
-    address, port = data["ssh_hostname"], int(data["ssh_port"] or 22)
-    config = get_ssh_config(data["ssh_config_file"])
-    if not connected(sock) or (config and rerouted(config.lookup(address), address, port)):
-        sock.close()
-        yield
-        return
     before = data["ssh_paramiko_connect_kwargs"]
-    data["ssh_paramiko_connect_kwargs"] = {**(before or {}), "sock": sock}
+    timeout = (before or {}).get("timeout", connector.state.config.CONNECT_TIMEOUT)
+    why = settled(dialled, timeout)
+    if why is not None:
+        dialled.sock.close()
+        yield TIMED_OUT if why == TIMED_OUT else None
+        return
+    data["ssh_paramiko_connect_kwargs"] = {**(before or {}), "sock": dialled.sock}
     try:
-        yield
+        yield None
     finally:
         data["ssh_paramiko_connect_kwargs"] = before

@@ -162,7 +162,7 @@ def test_drift_reads_over_the_connection_it_dialled_before_loading(relay, tmp_pa
     found.drop = 0
     hosts = load_inventory([inventory(tmp_path, name, entry)]).hosts
     dialled = dial(hosts)
-    mine = dialled[name].getsockname()
+    mine = dialled[name].sock.getsockname()
     used = []
 
     def then(host: Any, state: dict[str, Any]) -> dict[str, Any]:
@@ -172,4 +172,4 @@ def test_drift_reads_over_the_connection_it_dialled_before_loading(relay, tmp_pa
     [probed] = probe_hosts(hosts, tmp_path / "cache", then=then, dialled=dialled)
     assert probed.connect_error is None and probed.state is not None and probed.tries == 1
     assert used == [mine] and found.accepted == 1
-    assert dialled[name].fileno() == -1  # closed once read
+    assert dialled[name].sock.fileno() == -1  # closed once read

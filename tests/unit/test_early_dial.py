@@ -3,6 +3,7 @@ handed to paramiko only where they are the connection pyinfra would open, else c
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 from collections.abc import Iterator
@@ -11,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gpurig.remote.early import MOST, connected, dial, handed, rerouted
+from gpurig.remote.early import MOST, TIMED_OUT, dial, handed, rerouted
 from gpurig.spec.inventory import Host, Jump, SshSettings
 
 
@@ -20,6 +21,9 @@ def listener() -> Iterator[socket.socket]:
     server = socket.create_server(("127.0.0.1", 0))
     yield server
     server.close()
+
+
+NO_CONFIG = Path("/nonexistent/ssh_config")
 
 
 def host(name: str, port: int, jump: Jump | None = None) -> Host:
@@ -31,33 +35,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def settled(sock: socket.socket) -> bool:
-    deadline = time.monotonic() + 5
-    while not connected(sock) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return connected(sock)
-
-
 def test_each_host_reached_directly_is_dialled(listener: socket.socket) -> None:
     port = listener.getsockname()[1]
     hop = Jump("10.0.0.1", 22, None, None, "ssh-ed25519 AAAA")
-    found = dial([host("a", port), host("b", port, hop), host("@local", port)])
+    found = dial([host("a", port), host("b", port, hop), host("@local", port)], NO_CONFIG)
     assert sorted(found) == ["a"]  # not the host behind a login node, not pyinfra's @local
-    assert settled(found["a"]) and found["a"].getpeername()[1] == port
-    found["a"].close()
+    with handed(connector(None), found["a"]) as timed_out:
+        assert timed_out is None and found["a"].sock.getpeername()[1] == port
+    found["a"].sock.close()
 
 
 def test_a_fleet_past_a_few_hosts_is_left_to_pyinfra(listener: socket.socket) -> None:
     port = listener.getsockname()[1]
-    assert dial([host(f"h{i}", port) for i in range(MOST + 1)]) == {}
-
-
-def test_a_refused_port_is_never_connected() -> None:
-    found = dial([host("a", free_port())])
-    for sock in found.values():  # refused at once (none dialled) or by the time it is looked at
-        time.sleep(0.05)
-        assert not connected(sock)
-        sock.close()
+    assert dial([host(f"h{i}", port) for i in range(MOST + 1)], NO_CONFIG) == {}
 
 
 @pytest.mark.parametrize(
@@ -75,43 +65,74 @@ def test_an_ssh_config_entry_that_sends_pyinfra_elsewhere(lookup: dict, expected
     assert rerouted(lookup, "203.0.113.5", 22022) is expected
 
 
-def connector(port: int, config: Path | None, kwargs: dict | None) -> SimpleNamespace:
-    data = {"ssh_hostname": "127.0.0.1", "ssh_port": port, "ssh_config_file": str(config),
-            "ssh_paramiko_connect_kwargs": kwargs}  # fmt: skip
-    return SimpleNamespace(data=data)
+def connector(kwargs: dict | None) -> SimpleNamespace:
+    config = SimpleNamespace(CONNECT_TIMEOUT=5)
+    return SimpleNamespace(
+        data={"ssh_paramiko_connect_kwargs": kwargs}, state=SimpleNamespace(config=config)
+    )
 
 
-def test_the_socket_is_handed_over_for_one_connect(listener: socket.socket, tmp_path: Path) -> None:
+def test_the_socket_is_handed_over_for_one_connect(listener: socket.socket) -> None:
     port = listener.getsockname()[1]
-    [sock] = dial([host("a", port)]).values()
-    assert settled(sock)
-    conn = connector(port, tmp_path / "no-ssh-config", {"timeout": 5})
-    with handed(conn, sock):
-        assert conn.data["ssh_paramiko_connect_kwargs"] == {"timeout": 5, "sock": sock}
+    [started] = dial([host("a", port)], NO_CONFIG).values()
+    conn = connector({"timeout": 5})
+    with handed(conn, started) as timed_out:
+        assert timed_out is None
+        assert conn.data["ssh_paramiko_connect_kwargs"] == {"timeout": 5, "sock": started.sock}
     assert conn.data["ssh_paramiko_connect_kwargs"] == {"timeout": 5}
-    assert sock.fileno() != -1  # paramiko's now: it closes it
-    sock.close()
+    assert started.sock.fileno() != -1  # paramiko's now: it closes it
+    started.sock.close()
 
 
-@pytest.mark.parametrize("entry", ["Port 2222", "HostName 127.0.0.2", "ProxyJump bastion"])
-def test_a_socket_ssh_config_reroutes_is_closed_unused(
+def test_a_refused_handshake_is_left_to_pyinfra() -> None:
+    dialled = dial([host("a", free_port())], NO_CONFIG)
+    for started in dialled.values():  # refused at once (none dialled), or when looked at
+        conn = connector(None)
+        with handed(conn, started) as timed_out:
+            assert timed_out is None and conn.data["ssh_paramiko_connect_kwargs"] is None
+        assert started.sock.fileno() == -1
+
+
+def test_a_handshake_unanswered_within_the_connect_timeout_is_that_try_s_timeout() -> None:
+    """A listener whose queue is full drops new handshakes (as a host that does not answer)."""
+    with socket.socket() as full:
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        port = full.getsockname()[1]
+        queued = []
+        with contextlib.suppress(TimeoutError):  # until the queue is full
+            while len(queued) < 8:
+                queued.append(socket.create_connection(("127.0.0.1", port), timeout=0.3))
+        [started] = dial([host("a", port)], NO_CONFIG).values()
+        conn = connector({"timeout": 0.3})
+        began = time.monotonic()
+        with handed(conn, started) as timed_out:
+            assert timed_out == TIMED_OUT and conn.data["ssh_paramiko_connect_kwargs"] == {
+                "timeout": 0.3
+            }
+        assert 0.2 < time.monotonic() - began < 2 and started.sock.fileno() == -1
+        for sock in queued:
+            sock.close()
+
+
+@pytest.mark.parametrize(
+    "entry", ["Port 2222", "HostName 127.0.0.2", "ProxyJump bastion", "ProxyCommand nc %h %p"]
+)
+def test_no_host_ssh_config_sends_elsewhere_is_dialled(
     listener: socket.socket, tmp_path: Path, entry: str
 ) -> None:
     port = listener.getsockname()[1]
-    [sock] = dial([host("a", port)]).values()
-    assert settled(sock)
     config = tmp_path / "config"
-    config.write_text(f"Host 127.0.0.1\n  {entry}\n")
-    conn = connector(port, config, None)
-    with handed(conn, sock):
-        assert conn.data["ssh_paramiko_connect_kwargs"] is None
-    assert sock.fileno() == -1
+    config.write_text(f"Host 127.0.0.1\n  {entry}\nHost 127.0.0.*\n  Port {port}\n")
+    assert dial([host("a", port)], config) == {}
+    config.write_text(f"Host 10.*\n  {entry}\nHost 127.0.0.1\n  User me\n  Port {port}\n")
+    assert list(dial([host("a", port)], config)) == ["a"]
 
 
-def test_a_socket_not_yet_connected_is_closed_unused(tmp_path: Path) -> None:
-    sock = socket.socket()
-    sock.setblocking(False)
-    conn = connector(22, tmp_path / "no-ssh-config", None)
-    with handed(conn, sock):
-        assert conn.data["ssh_paramiko_connect_kwargs"] is None
-    assert sock.fileno() == -1
+@pytest.mark.parametrize("line", ["Include ~/.ssh/conf.d/*", "  match host 127.0.0.1"])
+def test_an_ssh_config_gpurig_does_not_follow_dials_nothing(
+    listener: socket.socket, tmp_path: Path, line: str
+) -> None:
+    config = tmp_path / "config"
+    config.write_text(f"{line}\n")
+    assert dial([host("a", listener.getsockname()[1])], config) == {}
