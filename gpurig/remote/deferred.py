@@ -1,7 +1,7 @@
 """paramiko imports invoke (and invoke imports unittest.mock) when it loads, for one use: an
 ssh_config `Match exec` line. pyinfra puts its own runner in invoke's place at once
 (pyinfra.connectors.sshuserclient.config), so in a gpurig run invoke is loaded and never used:
-about 40% of paramiko's import, paid before a connecting command's first packet
+about half of paramiko's import, paid before a connecting command's first packet
 (benchmarks/README.md, "One far host"). In its place paramiko finds a module that loads the
 real one the first time anything reads from it. (importlib's LazyLoader does not do here: an
 `import` statement reads `__spec__`, which loads it.)"""

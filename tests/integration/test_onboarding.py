@@ -101,7 +101,7 @@ def test_unreachable_apt_source_is_refused_at_preflight(sandbox: Sandbox, tmp_pa
             proc = onboard(inventory, sandbox.state.hosts[HOST].address)
     elapsed = time.monotonic() - start
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "FAIL  sources" in proc.stdout
+    assert "FAIL  sources" in proc.stdout, proc.stderr
     verdict = proc.stderr.strip().splitlines()[-1]
     assert verdict.startswith(
         f"onboard failed at preflight (sources): cannot reach {dead} (apt source for packages)"
@@ -128,7 +128,7 @@ def test_converge_failure_says_the_host_is_recorded_and_what_next(sandbox: Sandb
             inventory, sandbox.state.hosts[HOST].address, env={"XDG_STATE_HOME": str(state)}
         )
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "ok    sources" in proc.stdout
+    assert "ok    sources" in proc.stdout, proc.stderr
     assert (
         "  Packages: FAILED Install gpurig-no-such-package: E: Unable to locate package"
         in proc.stdout
