@@ -73,8 +73,9 @@ def user_config(path: Path) -> SSHConfig | None:
 
 def dial(hosts: Sequence[Host], ssh_config: Path = SSH_CONFIG) -> dict[str, Dialled]:
     """A connection started (not awaited) to each of `hosts` that pyinfra would reach directly
-    at its address and port, by name; none for a larger fleet. An address that does not
-    resolve or a connect refused at once is left to pyinfra, which says so in its own words."""
+    at its address and port, by name; none for a larger fleet. A name that resolves to more
+    than one address (IPv6 and IPv4: paramiko falls back from one to the next), one that does
+    not resolve and a connect refused at once are left to pyinfra."""
     if len(hosts) > MOST:
         return {}
     try:
@@ -88,11 +89,12 @@ def dial(hosts: Sequence[Host], ssh_config: Path = SSH_CONFIG) -> dict[str, Dial
         if config and rerouted(config.lookup(host.address), host.address, host.ssh.port):
             continue
         try:
-            family, kind, proto, _, address = socket.getaddrinfo(
-                host.address, host.ssh.port, type=socket.SOCK_STREAM
-            )[0]
+            found = socket.getaddrinfo(host.address, host.ssh.port, type=socket.SOCK_STREAM)
         except (OSError, UnicodeError):
             continue
+        if len({info[4] for info in found}) != 1:  # paramiko tries each in turn: left to it
+            continue
+        family, kind, proto, _, address = found[0]
         sock = socket.socket(family, kind, proto)
         sock.setblocking(False)
         if sock.connect_ex(address) in (0, errno.EINPROGRESS):

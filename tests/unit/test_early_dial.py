@@ -136,3 +136,21 @@ def test_an_ssh_config_gpurig_does_not_follow_dials_nothing(
     config = tmp_path / "config"
     config.write_text(f"{line}\n")
     assert dial([host("a", listener.getsockname()[1])], config) == {}
+
+
+def test_a_name_with_more_than_one_address_is_left_to_paramiko(
+    listener: socket.socket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """paramiko tries each address in turn (a dual-stack name whose IPv6 goes nowhere still
+    connects over IPv4): one dialled address would lose that."""
+    port = listener.getsockname()[1]
+    resolve = socket.getaddrinfo
+    both = resolve("127.0.0.1", port, type=socket.SOCK_STREAM) + resolve(
+        "127.0.0.2", port, type=socket.SOCK_STREAM
+    )
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *_, **__: both)
+    assert dial([host("a", port)], NO_CONFIG) == {}
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *_, **__: both[:1] * 2)  # one, twice
+    found = dial([host("a", port)], NO_CONFIG)
+    assert list(found) == ["a"]
+    found["a"].sock.close()
