@@ -358,7 +358,7 @@ def two_lanes(left: list[str], right: list[str]) -> str:
     KiB; past that its writer waits) and follows the right one's. The sections are read by
     their markers, in any order, each body sets what it reads and reads nothing from its
     standard input, so the lanes share nothing but the pipe: a host with two CPUs answers in
-    about half the time (the read of a full spec on a sandbox host, 150-200 ms, waited on its
+    about half the time (the read of a full spec on a sandbox host, 130-155 ms, waited on its
     slowest sections one after the other: python3 for the secrets' digests, git for a
     checkout)."""
     if not left or not right:

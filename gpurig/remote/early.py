@@ -36,14 +36,8 @@ MOST = 8
 ROUTES = ("proxycommand", "proxyjump")
 SSH_CONFIG = Path("~/.ssh/config")  # pyinfra's (gpurig names it no other)
 _UNFOLLOWED = re.compile(r"^\s*(include|match)\b", re.IGNORECASE | re.MULTILINE)
-
-
 # pyinfra's words for a connect that timed out (its "Could not connect" and paramiko's error).
 TIMED_OUT = "Could not connect (timed out)"
-
-
-class Unfollowed(Exception):
-    """An ssh_config gpurig does not read as pyinfra does."""
 
 
 @dataclass(frozen=True)
@@ -55,20 +49,20 @@ class Dialled:
 
 
 def user_config(path: Path) -> SSHConfig | None:
-    """ssh_config(5) at `path` as paramiko reads it; None where there is no such file. Raises
-    Unfollowed where gpurig does not read it as pyinfra would (Include, Match, unreadable)."""
+    """ssh_config(5) at `path` as paramiko reads it (empty where there is no such file); None
+    where gpurig does not read it as pyinfra would (Include, Match, unreadable, unparsed)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
+        return SSHConfig()
+    except (OSError, UnicodeError):
         return None
-    except (OSError, UnicodeError) as exc:
-        raise Unfollowed(str(exc)) from None
     if _UNFOLLOWED.search(text):
-        raise Unfollowed(f"{path}: Include or Match")
+        return None
     try:
         return SSHConfig.from_text(text)
-    except Exception as exc:  # paramiko's parser: pyinfra will say what is wrong
-        raise Unfollowed(str(exc)) from None
+    except Exception:  # paramiko's parser: pyinfra will say what is wrong
+        return None
 
 
 def dial(hosts: Sequence[Host], ssh_config: Path = SSH_CONFIG) -> dict[str, Dialled]:
@@ -78,15 +72,14 @@ def dial(hosts: Sequence[Host], ssh_config: Path = SSH_CONFIG) -> dict[str, Dial
     not resolve and a connect refused at once are left to pyinfra."""
     if len(hosts) > MOST:
         return {}
-    try:
-        config = user_config(ssh_config.expanduser())
-    except Unfollowed:
+    config = user_config(ssh_config.expanduser())
+    if config is None:
         return {}
     started = {}
     for host in hosts:
         if host.ssh.jump or host.name.startswith("@"):  # a login node's hop, pyinfra's @local
             continue
-        if config and rerouted(config.lookup(host.address), host.address, host.ssh.port):
+        if rerouted(config.lookup(host.address), host.address, host.ssh.port):
             continue
         try:
             found = socket.getaddrinfo(host.address, host.ssh.port, type=socket.SOCK_STREAM)
